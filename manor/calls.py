@@ -1,0 +1,97 @@
+"""What a model call is made of: the request, and the events its stream yields.
+
+A provider's ``invoke(request)`` returns a cold async stream of ``Event``: one
+``Started``, any number of ``TextDelta``, then one ``Done`` holding the whole text and
+the token usage. Behind the gate layer the stream opens with ``Admitted``, which says
+when the call was queued and let through. These are msgspec Structs because they also go into save files.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+__all__ = [
+    "CALLER_KINDS",
+    "Admitted",
+    "CallerKind",
+    "Done",
+    "Event",
+    "Request",
+    "Started",
+    "TextDelta",
+    "Usage",
+]
+
+
+class CallerKind(enum.StrEnum):
+    """Who makes a call; each kind has its own fallback when the call degrades."""
+
+    CHARACTER = "character"
+    NARRATOR = "narrator"
+    SUMMARISER = "summariser"
+    SCENE_BEAT = "scene_beat"
+
+
+#: Every caller kind, in the order reports show them.
+CALLER_KINDS: tuple[str, ...] = tuple(kind.value for kind in CallerKind)
+
+
+class Request(msgspec.Struct, frozen=True, kw_only=True):
+    """One model call as the tick loop planned it.
+
+    Attributes:
+        caller: which kind of caller makes it.
+        agent: the agent (character, narrator, summariser) whose model answers.
+        tick: the tick it belongs to.
+        ticket: admission order at the gate; ``None`` means "in order of arrival".
+        prompt: the text sent to the model.
+        model: the model name the agent is configured with ("" = the backend's default).
+        attempt: 0 for the first try; a retry of the same call counts up.
+    """
+
+    caller: CallerKind
+    agent: str
+    tick: int = 0
+    ticket: int | None = None
+    prompt: str = ""
+    model: str = ""
+    attempt: int = 0
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class Admitted(msgspec.Struct, frozen=True, tag="admitted", kw_only=True):
+    """The shared gate let the call through (yielded by the gate layer, first)."""
+
+    ticket: int
+    queued_at: float
+    admitted_at: float
+
+
+class Started(msgspec.Struct, frozen=True, tag="started"):
+    """The backend has begun answering."""
+
+
+class TextDelta(msgspec.Struct, frozen=True, tag="delta"):
+    """A piece of the answer, as it streams."""
+
+    text: str
+
+
+class Done(msgspec.Struct, frozen=True, tag="done", kw_only=True):
+    """The whole answer and what it cost."""
+
+    text: str
+    usage: Usage = Usage()
+
+
+Event = Admitted | Started | TextDelta | Done

@@ -1,0 +1,81 @@
+"""Command-line flags that set configuration keys (ordinal 400), shared by commands."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..config import Config, flags_source, resolve, standard_sources
+
+__all__ = ["SETTING_FLAGS", "add_setting_flags", "config_from_args"]
+
+
+@attrs.frozen
+class SettingFlag:
+    flag: str
+    key: str
+    type: Callable[[str], Any]
+    help: str
+    choices: tuple[str, ...] | None = None
+
+
+def _seconds(text: str) -> float:
+    return float(text)
+
+
+SETTING_FLAGS: dict[str, SettingFlag] = {
+    flag.key: flag
+    for flag in (
+        SettingFlag("--scene", "run.scene", str, "scene name in scenes/, or a path to a scene file"),
+        SettingFlag("--ticks", "run.ticks", int, "number of ticks to run"),
+        SettingFlag("--policy", "run.policy", str, "how a tick's calls are fired", ("pipeline", "batch", "legacy")),
+        SettingFlag("--batch-size", "run.batch_size", int, "characters per barrier (batch, legacy)"),
+        SettingFlag("--order", "run.order", str, "order tickets are handed out in", ("fifo", "longest-first")),
+        SettingFlag("--seed", "run.seed", int, "override the scene's seed"),
+        SettingFlag("--clock", "run.clock", str, "virtual (simulated time) or real", ("virtual", "real")),
+        SettingFlag("--agents", "run.agents", int, "replace the cast with N generated characters"),
+        SettingFlag("--tick-interval", "run.tick_interval_s", _seconds, "seconds between tick starts (0 = free-running)"),
+        SettingFlag("--tick-deadline", "run.tick_deadline_s", _seconds, "cancel a tick's calls after S seconds (0 = never)"),
+        SettingFlag("--gate-size", "gate.size", int, "calls in flight at the shared gate (default: platform limit - 1)"),
+        SettingFlag("--gate-rate", "gate.rate", float, "token bucket: calls per second (0 = no bucket)"),
+        SettingFlag("--gate-timeout", "gate.timeout_s", _seconds, "longest wait at the gate, seconds"),
+        SettingFlag("--call-timeout", "call.timeout_s", _seconds, "longest a call may take, seconds"),
+        SettingFlag("--platform-limit", "platform.limit", int, "the provider platform's session limit (0 = unlimited)"),
+    )
+}
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, keys: Iterable[str] = SETTING_FLAGS) -> None:
+    """Add the flags for ``keys``, plus ``--config``. Left out, a flag sets nothing."""
+    group = parser.add_argument_group("settings (override manor.toml and MANOR_* variables)")
+    for key in keys:
+        flag = SETTING_FLAGS[key]
+        group.add_argument(
+            flag.flag,
+            dest=_dest(key),
+            type=flag.type,
+            choices=flag.choices,
+            default=None,
+            metavar=None if flag.choices else flag.flag.lstrip("-").split("-")[-1].upper(),
+            help=flag.help,
+        )
+    group.add_argument("--config", type=Path, default=None, metavar="PATH", help="config file (default: ./manor.toml)")
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """Resolve all sources, with the flags given on this command line on top.
+
+    Raises:
+        ConfigError: a bad value in any source.
+    """
+    values = {key: getattr(args, _dest(key)) for key in SETTING_FLAGS if getattr(args, _dest(key), None) is not None}
+    spelling = {key: SETTING_FLAGS[key].flag for key in values}
+    return resolve(standard_sources(flags=flags_source(values, spelling), config_path=args.config))
+
+
+def _dest(key: str) -> str:
+    return "setting_" + key.replace(".", "_")

@@ -1,0 +1,193 @@
+"""Layered configuration: every value comes from a source with an ordinal; highest wins.
+
+    100  built-in defaults           (the schema)
+    150  the scene file              (its platform limit and seed)
+    200  a layer's own defaults      (the gate sets backend.sessions = 0)
+    250  the user's manor.toml
+    300  environment, MANOR_*
+    400  command-line flags
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, final
+
+import attrs
+import msgspec
+
+from ..errors import ConfigError
+from .schema import KEYS, Settings, defaults, section_type
+
+__all__ = [
+    "Config",
+    "Source",
+    "environment_source",
+    "file_source",
+    "flags_source",
+    "layer_defaults_source",
+    "resolve",
+]
+
+BUILT_IN = 100
+SCENE = 150
+LAYER_DEFAULTS = 200
+USER_FILE = 250
+ENVIRONMENT = 300
+FLAGS = 400
+
+#: What the gate layer sets when it is in the stack: one gate subsumes the backends'
+#: own session semaphores.
+GATE_LAYER_DEFAULTS: Mapping[str, Any] = {"backend.sessions": 0}
+
+ENV_PREFIX = "MANOR_"
+#: Environment variables that are not settings.
+ENV_RESERVED = frozenset({"MANOR_CONFIG"})
+_ENV_NAMES = {ENV_PREFIX + key.replace(".", "_").upper(): key for key in KEYS}
+
+
+@final
+@attrs.frozen
+class Source:
+    """Values from one place, with its ordinal and how to name a key from it in errors."""
+
+    name: str
+    ordinal: int
+    values: Mapping[str, Any]
+    #: How a key is spelled in this source (an env var name, a flag), for messages.
+    spelling: Mapping[str, str] = attrs.field(factory=dict)
+    #: Values are text (environment) and are converted to the key's type.
+    textual: bool = False
+
+    def describe(self, key: str) -> str:
+        return f"{self.name}: {self.spelling.get(key, key)}"
+
+
+@final
+@attrs.frozen
+class Config:
+    """The effective settings, and for each key the source it came from."""
+
+    settings: Settings
+    origins: Mapping[str, str]
+
+    def value(self, key: str) -> Any:
+        section, field = key.split(".")
+        return getattr(getattr(self.settings, section), field)
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        """(key, value, source) for every key, in schema order."""
+        return [(key, self.value(key), self.origins[key]) for key in KEYS]
+
+
+def built_in_source() -> Source:
+    return Source("built-in defaults", BUILT_IN, defaults())
+
+
+def layer_defaults_source() -> Source:
+    return Source("gate layer defaults", LAYER_DEFAULTS, GATE_LAYER_DEFAULTS)
+
+
+def file_source(path: Path) -> Source:
+    """The user's manor.toml.
+
+    Raises:
+        ConfigError: the file is missing, is not TOML, or has a key that is no setting.
+    """
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    values: dict[str, Any] = {}
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: '{section}' is not a settings table (expected [{section}])")
+        for field, value in table.items():
+            values[f"{section}.{field}"] = value
+    return Source(str(path), USER_FILE, values)
+
+
+def environment_source(environ: Mapping[str, str]) -> Source:
+    """``MANOR_*`` variables. One that names no setting is an error, not ignored."""
+    values: dict[str, Any] = {}
+    spelling: dict[str, str] = {}
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX) or name in ENV_RESERVED:
+            continue
+        key = _ENV_NAMES.get(name)
+        if key is None:
+            raise ConfigError(f"environment: {name} is not a Manor setting")
+        values[key] = text
+        spelling[key] = name
+    return Source("environment", ENVIRONMENT, values, spelling, textual=True)
+
+
+def flags_source(values: Mapping[str, Any], spelling: Mapping[str, str]) -> Source:
+    """Values given on the command line (flags left out are not in ``values``)."""
+    return Source("command line", FLAGS, values, spelling)
+
+
+def user_file_path(explicit: Path | None, environ: Mapping[str, str]) -> Path | None:
+    """--config, else $MANOR_CONFIG, else ./manor.toml if there is one."""
+    if explicit is not None:
+        return explicit
+    if environ.get("MANOR_CONFIG"):
+        return Path(environ["MANOR_CONFIG"])
+    local = Path("manor.toml")
+    return local if local.is_file() else None
+
+
+def standard_sources(
+    *, flags: Source | None = None, config_path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> list[Source]:
+    """Built-in defaults, gate layer defaults, manor.toml, environment, flags."""
+    environ = os.environ if environ is None else environ
+    sources = [built_in_source(), layer_defaults_source()]
+    path = user_file_path(config_path, environ)
+    if path is not None:
+        sources.append(file_source(path))
+    sources.append(environment_source(environ))
+    if flags is not None:
+        sources.append(flags)
+    return sources
+
+
+def resolve(sources: Iterable[Source]) -> Config:
+    """Merge sources, highest ordinal last, into validated settings.
+
+    Raises:
+        ConfigError: a key no setting has, or a bad value; names the source and key.
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    origins: dict[str, str] = {}
+    for source in sorted(sources, key=lambda s: s.ordinal):
+        for key, value in source.values.items():
+            merged.setdefault(key.split(".")[0], {})[key.split(".", 1)[-1]] = _check(source, key, value)
+            origins[key] = source.name
+    settings = msgspec.convert(merged, Settings)
+    if settings.gate.size is None:
+        limit = settings.platform.limit
+        size = max(1, limit - 1) if limit else 8
+        settings = msgspec.structs.replace(settings, gate=msgspec.structs.replace(settings.gate, size=size))
+        origins["gate.size"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
+    return Config(settings, origins)
+
+
+def _check(source: Source, key: str, value: Any) -> Any:
+    """Validate one value against its key's type; return it converted."""
+    if key not in KEYS:
+        raise ConfigError(f"{source.describe(key)}: unknown setting")
+    section, field = key.split(".")
+    try:
+        checked = msgspec.convert({field: value}, section_type(section), strict=not source.textual)
+    except msgspec.ValidationError as exc:
+        message = str(exc).split(" - at `", 1)[0]
+        raise ConfigError(f"{source.describe(key)}: bad value {value!r}: {message}") from None
+    return getattr(checked, field)

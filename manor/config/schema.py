@@ -1,0 +1,125 @@
+"""Every setting Manor has, as msgspec Structs: the schema the layered sources fill.
+
+A key is ``section.field`` (``gate.size``); its environment variable is
+``MANOR_SECTION_FIELD`` (``MANOR_GATE_SIZE``); its flag, where it has one, is declared
+by the command that takes it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+__all__ = ["KEYS", "POLICIES", "Settings", "section_type"]
+
+Positive = Annotated[int, Meta(ge=1)]
+NonNegative = Annotated[int, Meta(ge=0)]
+Seconds = Annotated[float, Meta(gt=0)]
+NonNegativeSeconds = Annotated[float, Meta(ge=0)]
+Probability = Annotated[float, Meta(ge=0, le=1)]
+
+POLICIES = ("pipeline", "batch", "legacy")
+
+
+class Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Base of every settings table: an unknown key is an error."""
+
+
+class PlatformSettings(Section):
+    #: The provider platform's session limit (0 = unlimited).
+    limit: NonNegative = 6
+
+
+class GateSettings(Section):
+    #: Calls in flight at once; unset means platform.limit - 1.
+    size: Positive | None = None
+    #: Token bucket refill, calls per second (0 = no bucket).
+    rate: Annotated[float, Meta(ge=0)] = 0.0
+    #: Token bucket capacity.
+    burst: Positive = 1
+    #: Longest wait at the gate before the call degrades as gate_timeout.
+    timeout_s: Seconds = 30.0
+
+
+class CallSettings(Section):
+    #: Longest a call may take before it degrades as call_timeout.
+    timeout_s: Seconds = 60.0
+
+
+class BreakerSettings(Section):
+    #: Consecutive backend failures that open the circuit.
+    failures: Positive = 5
+    #: Seconds the circuit stays open before a trial call.
+    cooldown_s: NonNegativeSeconds = 30.0
+
+
+class CostSettings(Section):
+    price_per_1k_tokens: Annotated[float, Meta(ge=0)] = 0.0
+    #: Total spend allowed (0 = no budget).
+    budget: Annotated[float, Meta(ge=0)] = 0.0
+
+
+class BackendSettings(Section):
+    #: Which backend answers calls.
+    kind: Literal["sim"] = "sim"
+    #: The backend's own concurrency cap (0 = unlimited: the shared gate subsumes it).
+    sessions: NonNegative = 4
+
+
+class SimSettings(Section):
+    #: Chance a simulated call fails.
+    error_rate: Probability = 0.0
+    #: Chance a simulated call never answers.
+    hang_rate: Probability = 0.0
+
+
+class RunSettings(Section):
+    #: Scene name (from scenes/) or a path to a scene file.
+    scene: str = "wacky_manor"
+    ticks: NonNegative = 20
+    policy: Literal["pipeline", "batch", "legacy"] = "pipeline"
+    #: Characters per barrier for the batch and legacy policies.
+    batch_size: Positive = 3
+    #: Overrides the scene's seed.
+    seed: int | None = None
+    #: virtual (simulated time, exact) or real; unset: virtual for the simulated backend.
+    clock: Literal["virtual", "real"] | None = None
+    #: Order the tick loop hands out tickets in.
+    order: Literal["fifo", "longest-first"] = "fifo"
+    #: Seconds between tick starts (0 = free-running).
+    tick_interval_s: NonNegativeSeconds = 0.0
+    #: Seconds after which a tick's outstanding calls are cancelled (0 = none).
+    tick_deadline_s: NonNegativeSeconds = 0.0
+    #: Replace the scene's cast with this many generated characters.
+    agents: Positive | None = None
+
+
+class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    platform: PlatformSettings = PlatformSettings()
+    gate: GateSettings = GateSettings()
+    call: CallSettings = CallSettings()
+    breaker: BreakerSettings = BreakerSettings()
+    cost: CostSettings = CostSettings()
+    backend: BackendSettings = BackendSettings()
+    sim: SimSettings = SimSettings()
+    run: RunSettings = RunSettings()
+
+
+_SECTIONS: dict[str, type[Section]] = {f.name: f.type for f in msgspec.structs.fields(Settings)}
+
+#: Every key, ``section.field``, in schema order.
+KEYS: tuple[str, ...] = tuple(
+    f"{section}.{field.name}" for section, kind in _SECTIONS.items() for field in msgspec.structs.fields(kind)
+)
+
+
+def section_type(section: str) -> type[Section]:
+    return _SECTIONS[section]
+
+
+def defaults() -> dict[str, Any]:
+    """The built-in default of every key."""
+    settings = msgspec.to_builtins(Settings())
+    return {key: settings[key.split(".")[0]][key.split(".")[1]] for key in KEYS}

@@ -1,0 +1,110 @@
+"""Manor's exception tree.
+
+Every error a layer, a backend or the engine can raise maps to one of these at the
+boundary (``raise ProviderError(...) from exc``)::
+
+    ManorError
+    ├── ConfigError             a bad setting: names its source and key
+    ├── ContentError            a bad agent or scene file: names the file
+    ├── SaveError               a save file that cannot be read or written
+    └── CallError               one model call failed; ``reason`` is its degradation reason
+        ├── GateTimeout             gate_timeout       waited too long at the shared gate
+        ├── SessionLimitError       platform_rejected  the platform's fail-fast "I'm full"
+        ├── CallTimeout             call_timeout       the per-call timeout expired
+        ├── CircuitOpen             circuit_open       the breaker refused the call
+        └── ProviderError           provider_error     the backend failed or answered garbage
+            └── BudgetExceeded                         the cost budget is spent
+
+The reason of a call that was cancelled (a tick deadline) is ``cancelled``; trio's own
+``Cancelled`` carries it, so there is no class for it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "REASONS",
+    "BudgetExceeded",
+    "CallError",
+    "CallTimeout",
+    "CircuitOpen",
+    "ConfigError",
+    "ContentError",
+    "GateTimeout",
+    "ManorError",
+    "ProviderError",
+    "SaveError",
+    "SessionLimitError",
+]
+
+#: Every degradation reason, in the order the dashboard and reports show them.
+REASONS: tuple[str, ...] = (
+    "gate_timeout",
+    "platform_rejected",
+    "call_timeout",
+    "provider_error",
+    "circuit_open",
+    "cancelled",
+)
+
+
+class ManorError(Exception):
+    """Base of every error Manor raises on purpose."""
+
+
+class ConfigError(ManorError):
+    """A setting is unknown or has a bad value. The message names the source and key."""
+
+
+class ContentError(ManorError):
+    """An agent or scene file is missing or malformed. The message names the file."""
+
+
+class SaveError(ManorError):
+    """A save file cannot be read or written. The message names the file."""
+
+
+class CallError(ManorError):
+    """One model call failed; ``reason`` is the degradation it is counted under."""
+
+    reason: ClassVar[str] = "provider_error"
+
+
+class GateTimeout(CallError):
+    """The call waited at the shared gate longer than its timeout."""
+
+    reason = "gate_timeout"
+
+
+class SessionLimitError(CallError):
+    """The provider platform is at its session limit (fail-fast flow control)."""
+
+    reason = "platform_rejected"
+
+    def __init__(self, message: str = "platform session limit reached", *, retry_after: float | None = None):
+        super().__init__(message)
+        #: Seconds the platform asked us to wait, when it said (HTTP ``Retry-After``).
+        self.retry_after = retry_after
+
+
+class CallTimeout(CallError):
+    """The per-call timeout expired before the backend answered."""
+
+    reason = "call_timeout"
+
+
+class CircuitOpen(CallError):
+    """The circuit breaker is open: the call was refused without reaching the backend."""
+
+    reason = "circuit_open"
+
+
+class ProviderError(CallError):
+    """The backend failed, or answered something that is not a valid response."""
+
+    reason = "provider_error"
+
+
+class BudgetExceeded(ProviderError):
+    """The configured cost budget is spent; no further calls are made."""

@@ -1,0 +1,312 @@
+"""The application tier: one gate shared by every caller, that queues instead of failing.
+
+Two controls, in this order: a token bucket (calls per second, optional) and a
+concurrency limit (calls in flight). Both serve waiters strictly in *ticket* order.
+Tickets are issued by the gate (``issue``); a caller that passes none gets the next one
+when it arrives, i.e. arrival order. A ticket issued ahead of time is a promise: the
+tickets behind it wait until it arrives, or is withdrawn. That is what makes admission
+independent of the order in which trio happens to run tasks (see DESIGN.md,
+"Determinism"): the tick loop issues a tick's tickets up front, in planning order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import final
+
+import attrs
+import trio
+
+from .errors import GateTimeout
+
+__all__ = ["Gate", "GateStatistics", "Permit"]
+
+# A waiter's stages, in the order it goes through them.
+_ISSUED = 0  # ticket issued, its caller has not arrived at acquire() yet
+_WAIT_TOKEN = 1  # waiting for a token from the bucket
+_WAIT_SLOT = 2  # has its token (or there is no bucket); waiting for a slot
+_ADMITTED = 3
+
+# Refill arithmetic in floating point can land a hair below a whole token.
+_EPSILON = 1e-9
+
+
+@attrs.frozen
+class GateStatistics:
+    """A snapshot of a gate; ``tokens_available`` is ``None`` without a token bucket."""
+
+    size: int
+    in_flight: int
+    waiting: int
+    peak_in_flight: int
+    admitted: int
+    timeouts: int
+    cancelled: int
+    refunds: int
+    tokens_available: float | None
+    total_wait: float
+    max_wait: float
+
+
+@attrs.define(eq=False)
+class _Waiter:
+    ticket: int
+    stage: int = _ISSUED
+    queued_at: float = 0.0
+    wake: trio.Event | None = None
+    # When the token head sleeps for a refill, the time it sleeps until.
+    sleeping_until: float = math.inf
+
+
+@final
+@attrs.define(eq=False)
+class Permit:
+    """The right to one call in flight; release it exactly once."""
+
+    ticket: int
+    queued_at: float
+    admitted_at: float
+    _gate: Gate = attrs.field(repr=False)
+    _released: bool = attrs.field(default=False, init=False, repr=False)
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self) -> None:
+        """Give the slot back; the next ticket in line is admitted at once.
+
+        Raises:
+            RuntimeError: the permit was already released.
+        """
+        if self._released:
+            raise RuntimeError(f"permit for ticket {self.ticket} released twice")
+        self._released = True
+        self._gate._in_flight -= 1
+        self._gate._dispatch()
+
+
+@final
+@attrs.define(eq=False)
+class Gate:
+    """A concurrency limit with an optional token bucket in front, fair by ticket.
+
+    Args:
+        size: calls in flight at once (>= 1). Can be changed while running.
+        rate: tokens per second; ``0`` means no token bucket.
+        burst: the bucket's capacity (and its initial level).
+    """
+
+    _size: int = attrs.field(alias="size", validator=attrs.validators.ge(1))
+    rate: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
+    burst: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+
+    _waiters: dict[int, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
+    # Tickets in order, for the slot stage and the token stage; entries that have left
+    # are dropped lazily when they reach the front.
+    _slot_line: deque[int] = attrs.field(factory=deque, init=False, repr=False)
+    _token_line: deque[int] = attrs.field(factory=deque, init=False, repr=False)
+    _next_ticket: int = attrs.field(default=0, init=False)
+    _in_flight: int = attrs.field(default=0, init=False)
+    _waiting: int = attrs.field(default=0, init=False)
+    _peak: int = attrs.field(default=0, init=False)
+    _admitted: int = attrs.field(default=0, init=False)
+    _timeouts: int = attrs.field(default=0, init=False)
+    _cancelled: int = attrs.field(default=0, init=False)
+    _refunds: int = attrs.field(default=0, init=False)
+    _total_wait: float = attrs.field(default=0.0, init=False)
+    _max_wait: float = attrs.field(default=0.0, init=False)
+    _tokens: float = attrs.field(default=0.0, init=False)
+    _refilled_at: float | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._tokens = float(self.burst)
+
+    # -- size -------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @size.setter
+    def size(self, size: int) -> None:
+        """Growing admits waiters at once; shrinking takes effect as calls finish."""
+        if size < 1:
+            raise ValueError(f"gate size must be at least 1, not {size}")
+        self._size = size
+        self._dispatch()
+
+    # -- tickets ----------------------------------------------------------------------
+
+    def issue(self, count: int = 1) -> range:
+        """Reserve ``count`` tickets, admitted in this order once their callers arrive.
+
+        Every ticket issued must reach ``acquire`` or be ``withdraw``-n: tickets behind
+        it wait for it.
+        """
+        first = self._next_ticket
+        self._next_ticket += count
+        tickets = range(first, first + count)
+        for ticket in tickets:
+            self._waiters[ticket] = _Waiter(ticket)
+            self._slot_line.append(ticket)
+            if self.rate:
+                self._token_line.append(ticket)
+        return tickets
+
+    def withdraw(self, ticket: int) -> None:
+        """Give up an issued ticket whose caller will not come (it degraded before the
+        gate, or was cancelled). A ticket that already arrived, or is unknown, is left
+        alone, so calling this in a ``finally`` is always safe."""
+        waiter = self._waiters.get(ticket)
+        if waiter is not None and waiter.stage == _ISSUED:
+            del self._waiters[ticket]
+            self._dispatch()
+
+    # -- admission --------------------------------------------------------------------
+
+    async def acquire(self, ticket: int | None = None, *, timeout: float = math.inf) -> Permit:
+        """Wait for a token (if there is a bucket), then a slot, in ticket order.
+
+        Args:
+            ticket: an issued ticket; ``None`` issues the next one (arrival order).
+            timeout: seconds to wait in all before giving up.
+
+        Raises:
+            GateTimeout: the wait took longer than ``timeout``. A token already taken
+                is refunded.
+            ValueError: the ticket was not issued by this gate, or is already used.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if ticket is None:
+            ticket = self.issue()[0]
+        waiter = self._waiters.get(ticket)
+        if waiter is None or waiter.stage != _ISSUED:
+            raise ValueError(f"ticket {ticket} was not issued by this gate, or is already used")
+        now = trio.current_time()
+        waiter.queued_at = now
+        waiter.stage = _WAIT_TOKEN if self.rate else _WAIT_SLOT
+        self._waiting += 1
+        deadline = now + timeout
+        self._dispatch()
+        waited = False
+        try:
+            while waiter.stage != _ADMITTED:
+                waited = True
+                waiter.wake = trio.Event()
+                waiter.sleeping_until = self._token_eta() if self._is_token_head(waiter) else math.inf
+                with trio.move_on_at(min(deadline, waiter.sleeping_until)):
+                    await waiter.wake.wait()
+                if waiter.stage == _ADMITTED:
+                    break
+                if trio.current_time() >= deadline:
+                    self._leave(waiter)
+                    self._timeouts += 1
+                    raise GateTimeout(f"no gate slot within {timeout:g}s (ticket {ticket})")
+                self._dispatch()
+            if not waited:
+                # Admitted without waiting; still yield once, as an await should.
+                await trio.lowlevel.cancel_shielded_checkpoint()
+        except BaseException as exc:
+            if not isinstance(exc, GateTimeout):
+                self._cancelled += 1
+                if waiter.stage == _ADMITTED:
+                    self._unadmit(waiter)
+                else:
+                    self._leave(waiter)
+            raise
+        admitted_at = trio.current_time()
+        wait = admitted_at - waiter.queued_at
+        self._admitted += 1
+        self._total_wait += wait
+        self._max_wait = max(self._max_wait, wait)
+        return Permit(ticket, waiter.queued_at, admitted_at, self)
+
+    def statistics(self) -> GateStatistics:
+        """A snapshot; the bucket level is as of the last admission event."""
+        return GateStatistics(
+            size=self._size,
+            in_flight=self._in_flight,
+            waiting=self._waiting,
+            peak_in_flight=self._peak,
+            admitted=self._admitted,
+            timeouts=self._timeouts,
+            cancelled=self._cancelled,
+            refunds=self._refunds,
+            tokens_available=self._tokens if self.rate else None,
+            total_wait=self._total_wait,
+            max_wait=self._max_wait,
+        )
+
+    # -- internals --------------------------------------------------------------------
+
+    def _leave(self, waiter: _Waiter) -> None:
+        """A waiter gives up before admission: it holds nothing afterwards."""
+        del self._waiters[waiter.ticket]
+        self._waiting -= 1
+        if self.rate and waiter.stage == _WAIT_SLOT:
+            self._refund()
+        self._dispatch()
+
+    def _unadmit(self, waiter: _Waiter) -> None:
+        """Undo an admission whose caller was cancelled before it could use it."""
+        self._in_flight -= 1
+        if self.rate:
+            self._refund()
+        self._dispatch()
+
+    def _refund(self) -> None:
+        self._tokens = min(float(self.burst), self._tokens + 1.0)
+        self._refunds += 1
+
+    def _refill(self, now: float) -> None:
+        if self._refilled_at is not None:
+            self._tokens = min(float(self.burst), self._tokens + (now - self._refilled_at) * self.rate)
+        self._refilled_at = now
+
+    def _token_eta(self) -> float:
+        """When the bucket will next hold a whole token."""
+        assert self._refilled_at is not None
+        return self._refilled_at + max(0.0, 1.0 - self._tokens) / self.rate
+
+    def _front(self, line: deque[int], stage: int) -> _Waiter | None:
+        """The first waiter in ``line`` that has not yet passed ``stage``."""
+        while line:
+            waiter = self._waiters.get(line[0])
+            if waiter is not None and waiter.stage <= stage:
+                return waiter
+            line.popleft()
+        return None
+
+    def _is_token_head(self, waiter: _Waiter) -> bool:
+        return waiter.stage == _WAIT_TOKEN and self._front(self._token_line, _WAIT_TOKEN) is waiter
+
+    def _dispatch(self) -> None:
+        """Hand out tokens, then slots, strictly in ticket order, as far as they go."""
+        if self.rate:
+            self._refill(trio.current_time())
+            while (head := self._front(self._token_line, _WAIT_TOKEN)) is not None:
+                if head.stage != _WAIT_TOKEN:
+                    break  # issued but not arrived: the tickets behind it wait
+                if self._tokens < 1.0 - _EPSILON:
+                    # Wake the head if the bucket fills sooner than it planned to sleep
+                    # (it just became head, or a token was refunded).
+                    if head.wake is not None and self._token_eta() < head.sleeping_until - _EPSILON:
+                        head.wake.set()
+                    break
+                self._tokens = max(0.0, self._tokens - 1.0)
+                head.stage = _WAIT_SLOT
+                self._token_line.popleft()
+        while self._in_flight < self._size:
+            head = self._front(self._slot_line, _WAIT_SLOT)
+            if head is None or head.stage != _WAIT_SLOT:
+                break
+            self._slot_line.popleft()
+            del self._waiters[head.ticket]
+            head.stage = _ADMITTED
+            self._waiting -= 1
+            self._in_flight += 1
+            self._peak = max(self._peak, self._in_flight)
+            if head.wake is not None:
+                head.wake.set()

@@ -1,0 +1,24 @@
+"""Cross-cutting layers, outermost first: metrics (10), cost (20), breaker (30),
+timeout (40), gate (50), platform (90, innermost, right above the backend)."""
+
+from .admission import GateLayer
+from .base import Layer, Stack
+from .breaker import BreakerLayer, BreakerState
+from .cost import AgentCost, CostLayer
+from .metrics import LatencyStatistics, MetricsLayer
+from .platform import PlatformLayer
+from .timeout import TimeoutLayer
+
+__all__ = [
+    "AgentCost",
+    "BreakerLayer",
+    "BreakerState",
+    "CostLayer",
+    "GateLayer",
+    "LatencyStatistics",
+    "Layer",
+    "MetricsLayer",
+    "PlatformLayer",
+    "Stack",
+    "TimeoutLayer",
+]

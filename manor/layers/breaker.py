@@ -1,0 +1,95 @@
+"""The circuit breaker: stop calling a backend that keeps failing."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import final
+
+import attrs
+import trio
+
+from ..calls import Event, Request
+from ..errors import CallTimeout, CircuitOpen, ProviderError
+from ..providers.base import Provider
+from .base import Layer
+
+__all__ = ["BreakerLayer", "BreakerState"]
+
+
+class BreakerState(enum.StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+@final
+@attrs.define(eq=False)
+class BreakerLayer(Layer):
+    """Opens after ``failures`` consecutive failures; after ``cooldown`` seconds lets one
+    trial call through (half-open): its success closes the circuit, its failure opens it
+    again. While open, calls fail at once with ``CircuitOpen``.
+
+    Only the backend's failures count (``ProviderError``, ``CallTimeout``). Flow control
+    (gate timeouts, platform rejections) and cancellation say nothing about its health.
+    """
+
+    priority = 30
+
+    failures: int = attrs.field(validator=attrs.validators.ge(1))
+    cooldown: float = attrs.field(validator=attrs.validators.ge(0))
+    _state: BreakerState = attrs.field(default=BreakerState.CLOSED, init=False)
+    _consecutive: int = attrs.field(default=0, init=False)
+    _opened_at: float = attrs.field(default=0.0, init=False)
+    _trial_running: bool = attrs.field(default=False, init=False)
+    _opened_count: int = attrs.field(default=0, init=False)
+
+    @property
+    def state(self) -> BreakerState:
+        return self._state
+
+    @property
+    def times_opened(self) -> int:
+        return self._opened_count
+
+    async def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
+        trial = self._admit(request)
+        outcome: bool | None = None  # True success, False failure, None says nothing
+        try:
+            async with aclosing(inner.invoke(request)) as events:
+                async for event in events:
+                    yield event
+            outcome = True
+        except (ProviderError, CallTimeout):
+            outcome = False
+            raise
+        finally:
+            self._record(outcome, trial)
+
+    def _admit(self, request: Request) -> bool:
+        """Let a call through or raise ``CircuitOpen``; True when it is the trial call."""
+        if self._state is BreakerState.OPEN:
+            if trio.current_time() < self._opened_at + self.cooldown:
+                raise CircuitOpen(f"{request.agent}: circuit open after {self._consecutive} failures")
+            self._state = BreakerState.HALF_OPEN
+        if self._state is BreakerState.HALF_OPEN:
+            if self._trial_running:
+                raise CircuitOpen(f"{request.agent}: circuit half-open, trial call running")
+            self._trial_running = True
+            return True
+        return False
+
+    def _record(self, outcome: bool | None, trial: bool) -> None:
+        if trial:
+            self._trial_running = False
+        if outcome is True:
+            self._consecutive = 0
+            self._state = BreakerState.CLOSED
+        elif outcome is False:
+            self._consecutive += 1
+            if trial or self._consecutive >= self.failures:
+                if self._state is not BreakerState.OPEN:
+                    self._opened_count += 1
+                self._state = BreakerState.OPEN
+                self._opened_at = trio.current_time()

@@ -1,0 +1,75 @@
+"""Cost tracking: tokens and money per agent, with an optional budget."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import final
+
+import attrs
+
+from ..calls import Done, Event, Request
+from ..errors import BudgetExceeded
+from ..providers.base import Provider
+from .base import Layer
+
+__all__ = ["AgentCost", "CostLayer"]
+
+
+@attrs.frozen
+class AgentCost:
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+@attrs.define
+class _Account:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+
+@final
+@attrs.define(eq=False)
+class CostLayer(Layer):
+    """Adds up each agent's tokens from ``Done`` events and prices them.
+
+    Args:
+        price_per_1k_tokens: money per thousand tokens, input and output alike.
+        budget: total money allowed; once spent, further calls fail with
+            ``BudgetExceeded`` before reaching the backend. ``0`` means no budget.
+    """
+
+    priority = 20
+
+    price_per_1k_tokens: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
+    budget: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
+    _accounts: dict[str, _Account] = attrs.field(factory=dict, init=False)
+    _spent: float = attrs.field(default=0.0, init=False)
+
+    @property
+    def spent(self) -> float:
+        return self._spent
+
+    async def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
+        if self.budget and self._spent >= self.budget:
+            raise BudgetExceeded(f"{request.agent}: cost budget {self.budget:g} spent")
+        account = self._accounts.setdefault(request.agent, _Account())
+        account.calls += 1
+        async with aclosing(inner.invoke(request)) as events:
+            async for event in events:
+                if isinstance(event, Done):
+                    cost = event.usage.total_tokens / 1000 * self.price_per_1k_tokens
+                    account.input_tokens += event.usage.input_tokens
+                    account.output_tokens += event.usage.output_tokens
+                    account.cost += cost
+                    self._spent += cost
+                yield event
+
+    def statistics(self) -> dict[str, AgentCost]:
+        return {
+            agent: AgentCost(a.calls, a.input_tokens, a.output_tokens, a.cost) for agent, a in self._accounts.items()
+        }

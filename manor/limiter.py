@@ -1,0 +1,74 @@
+"""The platform tier: the provider platform's own session cap, fail-fast."""
+
+from __future__ import annotations
+
+from typing import final
+
+import attrs
+
+from .errors import SessionLimitError
+
+__all__ = ["Session", "SessionLimiter", "SessionLimiterStatistics"]
+
+
+@attrs.frozen
+class SessionLimiterStatistics:
+    limit: int
+    in_use: int
+    peak: int
+    admitted: int
+    rejected: int
+
+
+@final
+@attrs.define(eq=False)
+class Session:
+    """One open platform session; release it exactly once."""
+
+    _limiter: SessionLimiter
+    _released: bool = attrs.field(default=False, init=False)
+
+    def release(self) -> None:
+        if self._released:
+            raise RuntimeError("session released twice")
+        self._released = True
+        self._limiter._in_use -= 1
+
+
+@final
+@attrs.define(eq=False)
+class SessionLimiter:
+    """A platform's hard session limit. When full it says so at once; it never queues.
+
+    Args:
+        limit: sessions open at once; 0 means unlimited.
+    """
+
+    limit: int = attrs.field(validator=attrs.validators.ge(0))
+    _in_use: int = attrs.field(default=0, init=False)
+    _peak: int = attrs.field(default=0, init=False)
+    _admitted: int = attrs.field(default=0, init=False)
+    _rejected: int = attrs.field(default=0, init=False)
+
+    def try_acquire(self) -> Session:
+        """Open a session now.
+
+        Raises:
+            SessionLimitError: the platform is full.
+        """
+        if self.limit and self._in_use >= self.limit:
+            self._rejected += 1
+            raise SessionLimitError(f"platform full: {self._in_use} of {self.limit} sessions in use")
+        self._in_use += 1
+        self._admitted += 1
+        self._peak = max(self._peak, self._in_use)
+        return Session(self)
+
+    def statistics(self) -> SessionLimiterStatistics:
+        return SessionLimiterStatistics(
+            limit=self.limit,
+            in_use=self._in_use,
+            peak=self._peak,
+            admitted=self._admitted,
+            rejected=self._rejected,
+        )

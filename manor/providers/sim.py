@@ -1,0 +1,140 @@
+"""The embedded default backend: a simulated model with seeded latency, faults and
+in-character text, so a world reads like a story and runs without any real model."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import AsyncGenerator, Mapping
+from typing import final
+
+import attrs
+import msgspec
+import trio
+
+from ..calls import CallerKind, Done, Event, Request, Started, TextDelta, Usage
+from ..errors import ProviderError
+from .base import Provider
+
+__all__ = ["SimProfile", "SimProvider"]
+
+_OBJECTS = ("candlestick", "portrait", "teapot", "pocket watch", "letter", "key", "harpsichord", "dagger", "hat")
+_ROOMS = ("library", "ballroom", "kitchen", "conservatory", "cellar", "attic", "hall", "garden")
+_MOODS = ("suspiciously", "cheerfully", "gloomily", "grandly", "nervously", "absent-mindedly")
+_GENERIC_LINES = (
+    "I {mood} inspect the {object} in the {room}.",
+    "Has anyone seen {someone}? I last saw them near the {object}.",
+    "The {room} is far too quiet. I do not like it.",
+    "I shall have words with {someone} about the {object}.",
+)
+_NARRATOR_LINES = (
+    "Thunder rolls over the manor. In the {room}, {someone} {mood} eyes the {object} while the clocks disagree about the hour.",
+    "A draught snuffs the candles of the {room}; when they are lit again the {object} has moved, and {someone} pretends not to notice.",
+    "The manor creaks {mood}. Somewhere a door closes, and {someone} is found holding a {object} nobody remembers giving them.",
+)
+
+
+class SimProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """How one simulated agent behaves.
+
+    Attributes:
+        latency_s: the typical time of a call.
+        jitter: spread of the log-normal around it (its sigma); 0 makes every call take
+            exactly ``latency_s``.
+        lines: line templates in the agent's voice; ``{object}``, ``{room}``,
+            ``{someone}`` and ``{mood}`` are filled in.
+    """
+
+    latency_s: float = 1.0
+    jitter: float = 0.0
+    lines: tuple[str, ...] = ()
+
+
+@final
+@attrs.define(eq=False)
+class SimProvider(Provider):
+    """A simulated model backend.
+
+    Every draw comes from a random generator keyed by (seed, agent, caller, tick,
+    attempt), never from the order in which calls happen to run, so a run is the same
+    every time under the virtual clock.
+
+    Args:
+        profiles: per agent; an agent without one gets ``default``.
+        seed: the scene's seed.
+        error_rate: chance a call fails with ``ProviderError``.
+        hang_rate: chance a call never answers.
+        max_sessions: the backend's own concurrency cap; 0 = unlimited (the shared gate
+            subsumes it).
+    """
+
+    profiles: Mapping[str, SimProfile] = attrs.field(factory=dict)
+    seed: int = 0
+    default: SimProfile = SimProfile()
+    error_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    hang_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    max_sessions: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False)
+    _names: tuple[str, ...] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._names = tuple(self.profiles) or ("the butler",)
+
+    def latency(self, request: Request) -> float:
+        """The latency this call will have: deterministic for its key."""
+        return self._draw(request)[0]
+
+    async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
+        latency, fault, text = self._draw(request)
+        if self.max_sessions:
+            if self._limiter is None:
+                self._limiter = trio.CapacityLimiter(self.max_sessions)
+            async with self._limiter:
+                async for event in self._answer(request, latency, fault, text):
+                    yield event
+        else:
+            async for event in self._answer(request, latency, fault, text):
+                yield event
+
+    async def _answer(self, request: Request, latency: float, fault: str, text: str) -> AsyncGenerator[Event, None]:
+        first_token = latency * 0.25
+        await trio.sleep(first_token)
+        if fault == "hang":
+            await trio.sleep_forever()
+        if fault == "error":
+            raise ProviderError(f"{request.agent}: simulated model error")
+        yield Started()
+        words = text.split(" ")
+        pieces = min(4, len(words))
+        step = math.ceil(len(words) / pieces)
+        for i in range(pieces):
+            await trio.sleep((latency - first_token) / pieces)
+            chunk = " ".join(words[i * step : (i + 1) * step])
+            yield TextDelta(chunk if i == 0 else " " + chunk)
+        usage = Usage(input_tokens=len(request.prompt.split()), output_tokens=len(words))
+        yield Done(text=text, usage=usage)
+
+    def _draw(self, request: Request) -> tuple[float, str, str]:
+        key = f"{self.seed}:{request.agent}:{request.caller.value}:{request.tick}:{request.attempt}"
+        rng = random.Random(key)
+        profile = self.profiles.get(request.agent, self.default)
+        if profile.jitter:
+            latency = profile.latency_s * math.exp(rng.gauss(0.0, profile.jitter) - profile.jitter**2 / 2)
+        else:
+            latency = profile.latency_s
+        roll = rng.random()
+        fault = "error" if roll < self.error_rate else "hang" if roll < self.error_rate + self.hang_rate else ""
+        return latency, fault, self._text(request, profile, rng)
+
+    def _text(self, request: Request, profile: SimProfile, rng: random.Random) -> str:
+        if request.caller is CallerKind.SUMMARISER:
+            lines = [line for line in request.prompt.splitlines() if line.strip()]
+            gist = "; ".join(" ".join(line.split()[:7]) for line in lines[-4:])
+            return f"So far: {gist or 'nothing of note has happened'}."
+        if request.caller is CallerKind.NARRATOR:
+            templates = profile.lines or _NARRATOR_LINES
+        else:
+            templates = profile.lines or _GENERIC_LINES
+        return rng.choice(templates).format(
+            object=rng.choice(_OBJECTS), room=rng.choice(_ROOMS), mood=rng.choice(_MOODS), someone=rng.choice(self._names)
+        )
