@@ -3,7 +3,8 @@
 A provider's ``invoke(request)`` returns a cold async stream of ``Event``: one
 ``Started``, any number of ``TextDelta``, then one ``Done`` holding the whole text and
 the token usage. Behind the gate layer the stream opens with ``Admitted``, which says
-when the call was queued and let through. These are msgspec Structs because they also go into save files.
+when the call was queued and let through; the platform layer then yields ``Opened``
+when it has a platform session. These are msgspec Structs because they also go into save files.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ __all__ = [
     "CallerKind",
     "Done",
     "Event",
+    "Opened",
     "Request",
     "Started",
     "TextDelta",
@@ -77,6 +79,12 @@ class Admitted(msgspec.Struct, frozen=True, tag="admitted", kw_only=True):
     admitted_at: float
 
 
+class Opened(msgspec.Struct, frozen=True, tag="opened", kw_only=True):
+    """The platform opened a session for the call (yielded by the platform layer)."""
+
+    opened_at: float
+
+
 class Started(msgspec.Struct, frozen=True, tag="started"):
     """The backend has begun answering."""
 
@@ -94,4 +102,4 @@ class Done(msgspec.Struct, frozen=True, tag="done", kw_only=True):
     usage: Usage = Usage()
 
 
-Event = Admitted | Started | TextDelta | Done
+Event = Admitted | Opened | Started | TextDelta | Done

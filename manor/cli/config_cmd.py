@@ -8,7 +8,8 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from .options import add_setting_flags, config_from_args
+from ..engine import configure
+from .options import add_setting_flags, sources_from_args
 
 __all__ = ["register"]
 
@@ -27,7 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
+    config, _scene = configure(sources_from_args(args))
     if args.json:
         print(json.dumps({key: {"value": value, "source": source} for key, value, source in config.rows()}, indent=2))
         return 0

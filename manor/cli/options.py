@@ -9,9 +9,9 @@ from typing import Any
 
 import attrs
 
-from ..config import Config, flags_source, resolve, standard_sources
+from ..config import Config, Source, flags_source, resolve, standard_sources
 
-__all__ = ["SETTING_FLAGS", "add_setting_flags", "config_from_args"]
+__all__ = ["SETTING_FLAGS", "add_setting_flags", "config_from_args", "sources_from_args"]
 
 
 @attrs.frozen
@@ -66,15 +66,24 @@ def add_setting_flags(parser: argparse.ArgumentParser, keys: Iterable[str] = SET
     group.add_argument("--config", type=Path, default=None, metavar="PATH", help="config file (default: ./manor.toml)")
 
 
+def sources_from_args(args: argparse.Namespace) -> list[Source]:
+    """Every configuration source, with the flags given on this command line on top.
+
+    Raises:
+        ConfigError: a bad manor.toml or MANOR_* variable.
+    """
+    values = {key: getattr(args, _dest(key)) for key in SETTING_FLAGS if getattr(args, _dest(key), None) is not None}
+    spelling = {key: SETTING_FLAGS[key].flag for key in values}
+    return standard_sources(flags=flags_source(values, spelling), config_path=args.config)
+
+
 def config_from_args(args: argparse.Namespace) -> Config:
-    """Resolve all sources, with the flags given on this command line on top.
+    """The settings from every source, without a scene.
 
     Raises:
         ConfigError: a bad value in any source.
     """
-    values = {key: getattr(args, _dest(key)) for key in SETTING_FLAGS if getattr(args, _dest(key), None) is not None}
-    spelling = {key: SETTING_FLAGS[key].flag for key in values}
-    return resolve(standard_sources(flags=flags_source(values, spelling), config_path=args.config))
+    return resolve(sources_from_args(args))
 
 
 def _dest(key: str) -> str:

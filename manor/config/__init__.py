@@ -8,6 +8,7 @@ from .layering import (
     flags_source,
     layer_defaults_source,
     resolve,
+    scene_source,
     standard_sources,
 )
 from .schema import KEYS, POLICIES, Settings
@@ -23,5 +24,6 @@ __all__ = [
     "flags_source",
     "layer_defaults_source",
     "resolve",
+    "scene_source",
     "standard_sources",
 ]

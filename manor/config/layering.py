@@ -30,6 +30,8 @@ __all__ = [
     "flags_source",
     "layer_defaults_source",
     "resolve",
+    "scene_source",
+    "standard_sources",
 ]
 
 BUILT_IN = 100
@@ -85,6 +87,11 @@ class Config:
 
 def built_in_source() -> Source:
     return Source("built-in defaults", BUILT_IN, defaults())
+
+
+def scene_source(path: str, values: Mapping[str, Any]) -> Source:
+    """Settings a scene file carries (its platform limit, its seed)."""
+    return Source(f"scene {Path(path).name}", SCENE, values)
 
 
 def layer_defaults_source() -> Source:

@@ -7,8 +7,9 @@ from contextlib import aclosing
 from typing import final
 
 import attrs
+import trio
 
-from ..calls import Event, Request
+from ..calls import Event, Opened, Request
 from ..limiter import SessionLimiter
 from ..providers.base import Provider
 from .base import Layer
@@ -31,6 +32,7 @@ class PlatformLayer(Layer):
     async def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
         session = self.limiter.try_acquire()
         try:
+            yield Opened(opened_at=trio.current_time())
             async with aclosing(inner.invoke(request)) as events:
                 async for event in events:
                     yield event

@@ -64,6 +64,7 @@ class SimProvider(Provider):
         seed: the scene's seed.
         error_rate: chance a call fails with ``ProviderError``.
         hang_rate: chance a call never answers.
+        names: who ``{someone}`` in a line can be (default: the profiles' keys).
         max_sessions: the backend's own concurrency cap; 0 = unlimited (the shared gate
             subsumes it).
     """
@@ -71,14 +72,15 @@ class SimProvider(Provider):
     profiles: Mapping[str, SimProfile] = attrs.field(factory=dict)
     seed: int = 0
     default: SimProfile = SimProfile()
+    names: tuple[str, ...] = ()
     error_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     hang_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     max_sessions: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False)
-    _names: tuple[str, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._names = tuple(self.profiles) or ("the butler",)
+        if not self.names:
+            self.names = tuple(self.profiles) or ("the butler",)
 
     def latency(self, request: Request) -> float:
         """The latency this call will have: deterministic for its key."""
@@ -136,5 +138,5 @@ class SimProvider(Provider):
         else:
             templates = profile.lines or _GENERIC_LINES
         return rng.choice(templates).format(
-            object=rng.choice(_OBJECTS), room=rng.choice(_ROOMS), mood=rng.choice(_MOODS), someone=rng.choice(self._names)
+            object=rng.choice(_OBJECTS), room=rng.choice(_ROOMS), mood=rng.choice(_MOODS), someone=rng.choice(self.names)
         )

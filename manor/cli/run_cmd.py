@@ -1,0 +1,99 @@
+"""``manor run``: run a scene headless and report what every tick cost."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..calls import CALLER_KINDS
+from ..engine import build_engine, configure, make_clock
+from ..errors import REASONS
+from ..instruments import Instrument
+from ..records import StoryEntry, TickRecord
+from ..statistics import RunStatistics
+from .options import add_setting_flags, sources_from_args
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "run",
+        help="run a scene headless and print what every tick cost",
+        description="Run a scene headless, tick by tick, and print tick makespans, degradations "
+        "(by caller kind and reason) and platform rejections. With the simulated backend the "
+        "clock is virtual by default: simulated latencies cost no wall time and figures are exact.",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object with the run's figures, nothing else")
+    add_setting_flags(parser)
+    parser.set_defaults(handler=run)
+
+
+class _ProgressBar(Instrument):
+    def __init__(self, progress: Progress, task: Any) -> None:
+        self.progress = progress
+        self.task = task
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        self.progress.advance(self.task)
+
+
+def run(args: argparse.Namespace) -> int:
+    config, scene = configure(sources_from_args(args))
+    stats = RunStatistics()
+    engine = build_engine(config, scene, instruments=[stats])
+    ticks = config.settings.run.ticks
+    interval = config.settings.run.tick_interval_s
+    console = Console(stderr=True)
+    if args.json or not console.is_terminal:
+        trio.run(engine.loop.run, ticks, interval, clock=make_clock(config))
+    else:
+        columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, transient=True) as progress:
+            engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
+            trio.run(engine.loop.run, ticks, interval, clock=make_clock(config))
+    summary = stats.summary(engine)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_summary(Console(), summary)
+    return 0
+
+
+def print_summary(console: Console, summary: dict[str, Any]) -> None:
+    """The run's figures as rich tables."""
+    table = Table(title=f"{summary['scene']} — {summary['ticks']} ticks, policy {summary['policy']}", title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    seconds = summary["tick_seconds"]
+    gate = "no gate" if summary["policy"] == "legacy" else str(summary["gate_size"])
+    rows = [
+        ("gate size / platform limit", f"{gate} / {summary['platform_limit']}"),
+        ("ticket order", summary["order"]),
+        ("seed", str(summary["seed"])),
+        ("calls", str(summary["calls"])),
+        ("ok", str(summary["ok"])),
+        ("degraded", str(summary["degraded"])),
+        ("platform rejections", str(summary["platform_rejections"])),
+        ("peak platform sessions", str(summary["peak_platform_sessions"])),
+        ("tick makespan mean / p50 / p95 / max (s)", f"{seconds['mean']:.3f} / {seconds['p50']:.3f} / {seconds['p95']:.3f} / {seconds['max']:.3f}"),
+        ("world hash", summary["world_hash"]),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    degradations = Table(title="degradations (reason × caller kind)", title_justify="left")
+    degradations.add_column("reason")
+    for kind in CALLER_KINDS:
+        degradations.add_column(kind, justify="right")
+    for reason in REASONS:
+        counts = [summary["degradations"][kind][reason] for kind in CALLER_KINDS]
+        degradations.add_row(reason, *(f"[bold red]{n}[/]" if n else "0" for n in counts))
+    console.print(degradations)

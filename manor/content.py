@@ -1,0 +1,168 @@
+"""Agents and scenes: TOML content decoded into msgspec Structs.
+
+A scene names its cast by agent file (``agents/<id>.toml``). Content is found next to
+the scene first (``<scene dir>/../agents``), then in Manor's bundled ``agents/``.
+"""
+
+from __future__ import annotations
+
+import random
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from .errors import ContentError
+from .providers.sim import SimProfile
+
+__all__ = ["AgentSpec", "BeatSpec", "Scene", "SceneSpec", "bundled_scenes", "generated_cast", "load_scene"]
+
+
+class _Content(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Base of content files: an unknown key is an error that names it."""
+
+
+class AgentSpec(_Content, kw_only=True):
+    """One agent file: a character, the narrator or the summariser."""
+
+    name: str
+    role: Literal["character", "narrator", "summariser"] = "character"
+    persona: str = ""
+    voice: str = ""
+    goals: tuple[str, ...] = ()
+    #: Which backend answers this agent's calls ("sim" is the embedded default).
+    backend: str = "sim"
+    model: str = ""
+    start_room: str | None = None
+    #: How the simulated backend plays this agent.
+    sim: SimProfile = SimProfile()
+
+
+class BeatSpec(_Content, kw_only=True):
+    """Scene beats: ``per_tick`` calls a tick, speakers and prompts taking turns."""
+
+    per_tick: Annotated[int, Meta(ge=0)] = 0
+    speakers: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ("Something happens.",)
+
+
+class SceneSpec(_Content, kw_only=True):
+    name: str
+    description: str = ""
+    seed: int = 0
+    platform_limit: Annotated[int, Meta(ge=0)] = 6
+    rooms: Annotated[tuple[str, ...], Meta(min_length=1)]
+    cast: tuple[str, ...]
+    narrator: str = "narrator"
+    summariser: str = "summariser"
+    beats: BeatSpec = BeatSpec()
+
+
+class Scene(msgspec.Struct, frozen=True, kw_only=True):
+    """A scene with its agents loaded: what a ``World`` is made from."""
+
+    spec: SceneSpec
+    path: str
+    #: Agent id -> agent, characters in cast order.
+    characters: dict[str, AgentSpec]
+    narrator: tuple[str, AgentSpec]
+    summariser: tuple[str, AgentSpec]
+
+    @property
+    def agents(self) -> dict[str, AgentSpec]:
+        """Every agent by id: characters, narrator, summariser."""
+        return {**self.characters, self.narrator[0]: self.narrator[1], self.summariser[0]: self.summariser[1]}
+
+
+def content_dir(kind: str) -> Path:
+    """Manor's bundled ``agents`` or ``scenes``: in the wheel, or the project tree."""
+    packaged = resources.files("manor") / "_content" / kind
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / kind
+
+
+def bundled_scenes() -> list[str]:
+    return sorted(path.stem for path in content_dir("scenes").glob("*.toml"))
+
+
+def load_scene(name_or_path: str, *, agents: int | None = None) -> Scene:
+    """Load a scene by bundled name (``wacky_manor``) or path, with its cast.
+
+    Args:
+        agents: replace the cast with this many generated characters (stress runs).
+
+    Raises:
+        ContentError: a missing or malformed file, or a cast member with no agent file.
+    """
+    path = _scene_path(name_or_path)
+    spec = _decode(path, SceneSpec)
+    search = [path.parent.parent / "agents", content_dir("agents")]
+    narrator = (spec.narrator, _load_agent(spec.narrator, search, path, "narrator"))
+    summariser = (spec.summariser, _load_agent(spec.summariser, search, path, "summariser"))
+    if agents is not None:
+        characters = generated_cast(agents, spec)
+        speakers = tuple(list(characters)[: max(1, len(spec.beats.speakers))])
+        spec = msgspec.structs.replace(
+            spec, cast=tuple(characters), beats=msgspec.structs.replace(spec.beats, speakers=speakers)
+        )
+    else:
+        characters = {agent_id: _load_agent(agent_id, search, path, "cast member") for agent_id in spec.cast}
+    for speaker in spec.beats.speakers:
+        if speaker not in characters:
+            raise ContentError(f"{path}: beat speaker '{speaker}' is not in the cast")
+    if spec.beats.per_tick and not spec.beats.speakers:
+        raise ContentError(f"{path}: beats.per_tick is {spec.beats.per_tick} but beats.speakers is empty")
+    return Scene(spec=spec, path=str(path), characters=characters, narrator=narrator, summariser=summariser)
+
+
+def generated_cast(count: int, spec: SceneSpec) -> dict[str, AgentSpec]:
+    """``count`` characters with latency profiles drawn from the scene's seed."""
+    rng = random.Random(f"cast:{spec.seed}:{count}")
+    width = len(str(count))
+    return {
+        f"guest_{i:0{width}d}": AgentSpec(
+            name=f"Guest {i}",
+            persona="A guest of the manor, one of very many.",
+            start_room=spec.rooms[i % len(spec.rooms)],
+            sim=SimProfile(latency_s=round(rng.uniform(0.8, 2.4), 2), jitter=0.3),
+        )
+        for i in range(1, count + 1)
+    }
+
+
+def _scene_path(name_or_path: str) -> Path:
+    if name_or_path.endswith(".toml") or "/" in name_or_path:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ContentError(f"{path}: no such scene file")
+        return path
+    path = content_dir("scenes") / f"{name_or_path}.toml"
+    if not path.is_file():
+        known = ", ".join(bundled_scenes()) or "none"
+        raise ContentError(f"unknown scene '{name_or_path}' (bundled scenes: {known}; or give a path to a .toml file)")
+    return path
+
+
+def _load_agent(agent_id: str, search: list[Path], scene_path: Path, what: str) -> AgentSpec:
+    for folder in search:
+        path = folder / f"{agent_id}.toml"
+        if path.is_file():
+            return _decode(path, AgentSpec)
+    raise ContentError(f"{scene_path}: {what} '{agent_id}' has no agent file (looked for agents/{agent_id}.toml)")
+
+
+def _decode(path: Path, kind: type[_Content]) -> Any:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ContentError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ContentError(f"{path}: malformed TOML: {exc}") from None
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as exc:
+        raise ContentError(f"{path}: {exc}") from None

@@ -1,0 +1,107 @@
+"""Assembling a tick loop from settings and a scene: gate, limiter, backend, layers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import final
+
+import attrs
+import trio
+import trio.testing
+
+from .config import Config, Source, resolve, scene_source
+from .content import Scene, load_scene
+from .gate import Gate
+from .instruments import Instrument
+from .layers import BreakerLayer, CostLayer, GateLayer, MetricsLayer, PlatformLayer, Stack, TimeoutLayer
+from .limiter import SessionLimiter
+from .policies import make_policy
+from .prediction import LatencyPredictor
+from .providers import Provider, SimProvider
+from .tickloop import TickLoop
+from .world import World
+
+__all__ = ["Engine", "build_engine", "configure", "make_clock"]
+
+
+@final
+@attrs.frozen
+class Engine:
+    """A tick loop and the parts it was built from, for reports and dashboards."""
+
+    loop: TickLoop
+    scene: Scene
+    config: Config
+    metrics: MetricsLayer
+    cost: CostLayer
+    breaker: BreakerLayer
+
+
+def configure(sources: list[Source]) -> tuple[Config, Scene]:
+    """Resolve the settings with the scene's own (platform limit, seed) at ordinal 150.
+
+    The scene to load is itself a setting, so the sources are resolved twice: once to
+    find the scene, once more with it.
+
+    Raises:
+        ConfigError: a bad setting.
+        ContentError: the scene cannot be loaded.
+    """
+    run = resolve(sources).settings.run
+    scene = load_scene(run.scene, agents=run.agents)
+    spec = scene.spec
+    config = resolve([*sources, scene_source(scene.path, {"platform.limit": spec.platform_limit, "run.seed": spec.seed})])
+    return config, scene
+
+
+def build_engine(
+    config: Config,
+    scene: Scene,
+    *,
+    backend: Provider | None = None,
+    instruments: Iterable[Instrument] = (),
+) -> Engine:
+    """Build the engine the settings describe, for ``scene``.
+
+    Args:
+        backend: the backend to wrap; by default the simulated one, seeded.
+    """
+    s = config.settings
+    seed = s.run.seed if s.run.seed is not None else scene.spec.seed
+    if backend is None:
+        backend = SimProvider(
+            {agent_id: agent.sim for agent_id, agent in scene.agents.items()},
+            seed=seed,
+            names=tuple(agent.name for agent in scene.characters.values()),
+            error_rate=s.sim.error_rate,
+            hang_rate=s.sim.hang_rate,
+            max_sessions=s.backend.sessions,
+        )
+    assert s.gate.size is not None  # resolve() derives it
+    gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
+    limiter = SessionLimiter(s.platform.limit)
+    metrics = MetricsLayer()
+    cost = CostLayer(price_per_1k_tokens=s.cost.price_per_1k_tokens, budget=s.cost.budget)
+    breaker = BreakerLayer(failures=s.breaker.failures, cooldown=s.breaker.cooldown_s)
+    shared = [metrics, cost, breaker, TimeoutLayer(s.call.timeout_s), PlatformLayer(limiter)]
+    loop = TickLoop(
+        world=World.from_scene(scene),
+        gate=gate,
+        limiter=limiter,
+        gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s)]),
+        direct=Stack(backend, shared),
+        policy=make_policy(s.run.policy, s.run.batch_size, seed),
+        predictor=LatencyPredictor({agent_id: agent.sim.latency_s for agent_id, agent in scene.agents.items()}),
+        order=s.run.order,
+        tick_deadline=s.run.tick_deadline_s,
+        price_per_1k_tokens=s.cost.price_per_1k_tokens,
+        instruments=instruments,
+    )
+    return Engine(loop, scene, config, metrics, cost, breaker)
+
+
+def make_clock(config: Config) -> trio.abc.Clock | None:
+    """The clock a run uses: virtual unless ``run.clock`` says real."""
+    if config.settings.run.clock == "real":
+        return None
+    return trio.testing.MockClock(autojump_threshold=0)

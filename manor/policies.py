@@ -1,0 +1,144 @@
+"""How a tick's calls are fired: all at once (pipeline), in barriers (batch), or the
+original way (legacy). See DESIGN.md, "Policies"."""
+
+from __future__ import annotations
+
+import abc
+import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar, final
+
+import attrs
+import msgspec
+import trio
+
+from .calls import CallerKind, Request
+from .records import CallRecord
+
+if TYPE_CHECKING:
+    from .tickloop import TickLoop
+
+__all__ = ["Batch", "Legacy", "Pipeline", "Policy", "make_policy"]
+
+
+class Policy(abc.ABC):
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
+        """Make every call of the tick; return their records in planning order."""
+
+
+@final
+@attrs.frozen
+class Pipeline(Policy):
+    """Every call at once through the shared gate, which pipelines them."""
+
+    name = "pipeline"
+
+    async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
+        results: list[CallRecord | None] = [None] * len(requests)
+        await loop.call_all(enumerate(loop.with_tickets(requests)), loop.gated, results)
+        return _complete(results)
+
+
+def _waves(requests: Sequence[Request], size: int) -> tuple[list[list[int]], list[int]]:
+    """Character indices in barriers of ``size``, and the indices of the other callers."""
+    characters = [i for i, r in enumerate(requests) if r.caller is CallerKind.CHARACTER]
+    others = [i for i, r in enumerate(requests) if r.caller is not CallerKind.CHARACTER]
+    return [characters[i : i + size] for i in range(0, len(characters), size)], others
+
+
+@final
+@attrs.frozen
+class Batch(Policy):
+    """Characters in barriers of ``size`` — each wave waits for its slowest call — while
+    the other callers fire alongside. Every call still goes through the shared gate."""
+
+    name = "batch"
+
+    size: int = attrs.field(validator=attrs.validators.ge(1))
+
+    async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
+        results: list[CallRecord | None] = [None] * len(requests)
+        waves, others = _waves(requests, self.size)
+        first = waves[0] if waves else []
+        # Tickets are issued when a group is fired: the first wave with the others.
+        opening = first + others
+        stamped = dict(zip(opening, loop.with_tickets([requests[i] for i in opening]), strict=True))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(loop.call_all, [(i, stamped[i]) for i in others], loop.gated, results)
+            await loop.call_all([(i, stamped[i]) for i in first], loop.gated, results)
+            for wave in waves[1:]:
+                tickets = loop.with_tickets([requests[i] for i in wave])
+                await loop.call_all(zip(wave, tickets, strict=True), loop.gated, results)
+        return _complete(results)
+
+
+@final
+@attrs.frozen
+class Legacy(Policy):
+    """The original system, faithfully: barriers of ``size`` and no shared gate. Every
+    caller goes straight at the platform's fail-fast limiter. A rejected character call
+    is retried with exponential backoff and jitter (``retries`` times), then the
+    character idles; narrator and summariser rejections propagate as failures; scene
+    beats come out speechless.
+
+    With no tickets, who the platform rejects depends on who reaches it first. So that
+    a run is the same every time, calls made at the same instant are started one after
+    another in planning order (each started once the platform has answered it), and
+    the backoff's jitter comes from the seed.
+    """
+
+    name = "legacy"
+
+    size: int = attrs.field(validator=attrs.validators.ge(1))
+    seed: int = 0
+    retries: ClassVar[int] = 2
+    backoff: ClassVar[float] = 0.5
+
+    async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
+        results: list[CallRecord | None] = [None] * len(requests)
+        waves, others = _waves(requests, self.size)
+
+        async def call(index: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            request = requests[index]
+            record = await loop.call(request, loop.direct, task_status=task_status)
+            if request.caller is CallerKind.CHARACTER:
+                record = await self._retry(loop, request, record)
+            results[index] = record
+
+        async with trio.open_nursery() as nursery:
+            for wave_number, wave in enumerate(waves or [[]]):
+                async with trio.open_nursery() as barrier:
+                    # The other callers fire alongside the first wave.
+                    for index in wave + (others if wave_number == 0 else []):
+                        await (barrier if index in wave else nursery).start(call, index)
+        return _complete(results)
+
+    async def _retry(self, loop: TickLoop, request: Request, record: CallRecord) -> CallRecord:
+        for attempt in range(1, self.retries + 1):
+            if record.reason != "platform_rejected":
+                break
+            jitter = random.Random(f"{self.seed}:{request.agent}:{request.tick}:{attempt}").uniform(0.5, 1.5)
+            with trio.move_on_at(loop.deadline):
+                await trio.sleep(self.backoff * 2 ** (attempt - 1) * jitter)
+            retry = msgspec.structs.replace(request, attempt=attempt)
+            record = await loop.call(retry, loop.direct, attempts=attempt + 1)
+        return record
+
+
+def make_policy(name: str, batch_size: int, seed: int) -> Policy:
+    """The policy called ``name`` ("pipeline", "batch", "legacy")."""
+    if name == "pipeline":
+        return Pipeline()
+    if name == "batch":
+        return Batch(batch_size)
+    if name == "legacy":
+        return Legacy(batch_size, seed)
+    raise ValueError(f"unknown policy {name!r}")
+
+
+def _complete(results: list[CallRecord | None]) -> list[CallRecord]:
+    assert all(r is not None for r in results), "a call left no record"
+    return results  # type: ignore[return-value]

@@ -1,0 +1,201 @@
+"""The tick loop: plan a tick, fire its calls through a policy, apply the outcomes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from contextlib import aclosing
+from typing import Literal, final
+
+import attrs
+import msgspec
+import trio
+
+from .calls import Admitted, Done, Opened, Request
+from .errors import CallError
+from .gate import Gate
+from .instruments import Instrument, Instruments
+from .limiter import SessionLimiter
+from .policies import Policy
+from .prediction import LatencyPredictor
+from .providers.base import Provider
+from .records import CallRecord, TickRecord
+from .world import World
+
+__all__ = ["TickLoop"]
+
+Order = Literal["fifo", "longest-first"]
+
+
+@final
+@attrs.define(eq=False)
+class TickLoop:
+    """Runs a world tick by tick.
+
+    Args:
+        world: the state ticks change.
+        gate: the one gate every caller shares.
+        limiter: the platform's session limiter (for its statistics).
+        gated: the provider stack with the gate layer (pipeline, batch).
+        direct: the same stack without the gate (the legacy policy).
+        policy: how a tick's calls are fired; may be switched between ticks.
+        order: the order tickets are handed out in.
+        predictor: predicted latencies, for ``longest-first``.
+        tick_deadline: seconds after a tick's start when its outstanding calls are
+            cancelled (degraded as ``cancelled``); 0 = none.
+        price_per_1k_tokens: what a call's tokens cost, for its record.
+    """
+
+    world: World
+    gate: Gate
+    limiter: SessionLimiter
+    gated: Provider
+    direct: Provider
+    policy: Policy
+    predictor: LatencyPredictor
+    order: Order = "fifo"
+    tick_deadline: float = 0.0
+    price_per_1k_tokens: float = 0.0
+    instruments: Instruments = attrs.field(factory=Instruments, converter=lambda i: i if isinstance(i, Instruments) else Instruments(i))
+    _deadline: float = attrs.field(default=math.inf, init=False)
+    _started: bool = attrs.field(default=False, init=False)
+
+    def add_instrument(self, instrument: Instrument) -> None:
+        self.instruments.add(instrument)
+
+    # -- a tick -----------------------------------------------------------------------
+
+    def ticket_order(self, requests: Sequence[Request]) -> list[int]:
+        """Indices of ``requests`` in the order their tickets are handed out."""
+        indices = list(range(len(requests)))
+        if self.order == "longest-first":
+            # Stable: equal predictions keep planning order.
+            indices.sort(key=lambda i: -self.predictor.predict(requests[i].agent, requests[i].caller.value))
+        return indices
+
+    def with_tickets(self, requests: Sequence[Request]) -> list[Request]:
+        """Issue gate tickets to ``requests`` (in ticket order); returned in their order."""
+        order = self.ticket_order(requests)
+        tickets = self.gate.issue(len(requests))
+        stamped = list(requests)
+        for ticket, index in zip(tickets, order, strict=True):
+            stamped[index] = msgspec.structs.replace(requests[index], ticket=ticket)
+        return stamped
+
+    async def step(self) -> TickRecord:
+        """Run one tick to its end and apply it."""
+        if not self._started:
+            self._started = True
+            self.instruments.call("run_started", self)
+        requests = self.world.plan()
+        tick = requests[0].tick if requests else self.world.tick + 1
+        started = trio.current_time()
+        self._deadline = started + self.tick_deadline if self.tick_deadline else math.inf
+        self.instruments.call("tick_started", tick, requests)
+        records = await self.policy.run(self, requests)
+        finished = trio.current_time()
+        for record in records:
+            self.predictor.observe(record)
+        story = self.world.apply(records)
+        record = TickRecord(tick=tick, started_at=started, finished_at=finished, calls=tuple(records), world_hash=self.world.hash)
+        self.instruments.call("tick_finished", record, story)
+        return record
+
+    async def run(self, ticks: int, interval: float = 0.0) -> None:
+        """Run ``ticks`` ticks: free-running, or one every ``interval`` seconds."""
+        try:
+            for _ in range(ticks):
+                started = trio.current_time()
+                await self.step()
+                if interval:
+                    await trio.sleep_until(started + interval)
+        finally:
+            self.instruments.call("run_finished", self)
+
+    # -- a call -----------------------------------------------------------------------
+
+    async def call(
+        self,
+        request: Request,
+        provider: Provider,
+        *,
+        attempts: int = 1,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> CallRecord:
+        """Make one call through ``provider``; never raises for the call's own failure.
+
+        A failure becomes a degraded record with its reason; the tick deadline cancels
+        the call as ``cancelled``. The call's ticket is withdrawn if it never reached
+        the gate, so it cannot stall the tickets behind it.
+
+        Started with ``nursery.start``, it reports started once the platform has
+        answered (a session, or a rejection): callers that go straight at the platform
+        use this to reach it in a fixed order.
+        """
+        queued_at = trio.current_time()
+        admitted_at: float | None = None
+        done: Done | None = None
+        reason: str | None = None
+        reported = False
+        self.instruments.call("call_started", request)
+        try:
+            with trio.move_on_at(self._deadline) as scope:
+                try:
+                    async with aclosing(provider.invoke(request)) as events:
+                        async for event in events:
+                            if isinstance(event, Admitted):
+                                admitted_at = event.admitted_at
+                                self.instruments.call("call_admitted", request, admitted_at)
+                            elif isinstance(event, Opened):
+                                if admitted_at is None:  # no gate: running from here
+                                    admitted_at = event.opened_at
+                                    self.instruments.call("call_admitted", request, admitted_at)
+                                task_status.started()
+                                reported = True
+                            elif isinstance(event, Done):
+                                done = event
+                    if done is None:
+                        reason = "provider_error"
+                except CallError as exc:
+                    reason = exc.reason
+            if scope.cancelled_caught:
+                reason = "cancelled"
+        finally:
+            if request.ticket is not None:
+                self.gate.withdraw(request.ticket)
+        usage = done.usage if done is not None and reason is None else None
+        record = CallRecord(
+            tick=request.tick,
+            ticket=request.ticket,
+            caller=request.caller.value,
+            agent=request.agent,
+            queued_at=queued_at,
+            admitted_at=admitted_at,
+            finished_at=trio.current_time(),
+            outcome="ok" if reason is None else "degraded",
+            reason=reason,
+            text=done.text if usage is not None and done is not None else "",
+            input_tokens=usage.input_tokens if usage else 0,
+            output_tokens=usage.output_tokens if usage else 0,
+            cost=usage.total_tokens / 1000 * self.price_per_1k_tokens if usage else 0.0,
+            attempts=attempts,
+        )
+        self.instruments.call("call_finished", record)
+        if not reported:
+            task_status.started()  # ended before reaching the platform
+        return record
+
+    async def call_all(self, requests: Iterable[tuple[int, Request]], provider: Provider, results: list[CallRecord | None]) -> None:
+        """Fire every ``(index, request)`` at once; each record lands at ``results[index]``."""
+
+        async def one(index: int, request: Request) -> None:
+            results[index] = await self.call(request, provider)
+
+        async with trio.open_nursery() as nursery:
+            for index, request in requests:
+                nursery.start_soon(one, index, request)
+
+    @property
+    def deadline(self) -> float:
+        """The current tick's deadline (``inf`` when there is none)."""
+        return self._deadline
