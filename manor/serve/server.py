@@ -1,0 +1,58 @@
+"""``manor serve-agent``'s HTTP server: routes requests to the Agno and OpenAI faces of
+one ``AgentHost``, so both share its capacity and queue."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+from typing import final
+
+import attrs
+import trio
+
+from . import agno_api, openai_api
+from .host import AgentHost
+from .http import HttpRequest, HttpResponse, serve_http
+
+__all__ = ["AgentServer"]
+
+_RUNS = re.compile(r"^/agents/([^/]+)/runs$")
+_CANCEL = re.compile(r"^/agents/([^/]+)/runs/([^/]+)/cancel$")
+
+
+@final
+@attrs.define(eq=False)
+class AgentServer:
+    """The routes of ``manor serve-agent`` over ``host`` (which must be serving).
+
+    - ``POST /agents/{agent_id}/runs``, ``POST /agents/{agent_id}/runs/{run_id}/cancel``
+    - ``POST /v1/chat/completions``, ``GET /v1/models``
+    - ``GET /stats``: the host's statistics (capacity, peak running, dropped, ...)
+    """
+
+    host: AgentHost
+
+    async def serve(
+        self, address: str = "127.0.0.1", port: int = 0, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve until cancelled; ``task_status.started`` gets the base URL."""
+        await serve_http(self.handle, address, port, task_status=task_status)
+
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        path = request.path
+        if match := _RUNS.match(path):
+            return await self._only("POST", request) or await agno_api.create_run(self.host, request, unquote(match[1]))
+        if match := _CANCEL.match(path):
+            return await self._only("POST", request) or await agno_api.cancel_run(self.host, unquote(match[2]))
+        if path == "/v1/chat/completions":
+            return await self._only("POST", request) or await openai_api.chat_completions(self.host, request)
+        if path == "/v1/models":
+            return await self._only("GET", request) or await openai_api.list_models(self.host)
+        if path == "/stats":
+            return await self._only("GET", request) or HttpResponse.json(200, attrs.asdict(self.host.statistics()))
+        return HttpResponse.json(404, {"detail": "Not Found"})
+
+    async def _only(self, method: str, request: HttpRequest) -> HttpResponse | None:
+        if request.method == method:
+            return None
+        return HttpResponse.json(405, {"detail": "Method Not Allowed"}, [("allow", method)])
