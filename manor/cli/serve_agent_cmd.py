@@ -1,0 +1,99 @@
+"""``manor serve-agent``: a local remote agent on loopback, for tests and demos."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import trio
+
+from ..serve import AgentHost, AgentServer
+from .numbers import positive_float, positive_int, non_negative_float
+
+__all__ = ["register"]
+
+_EPILOG = """\
+endpoints:
+  POST /agents/{agent_id}/runs             Agno AgentOS style; form fields message, stream,
+                                           session_id, run_id (JSON bodies get 422)
+  POST /agents/{agent_id}/runs/{id}/cancel cancel a queued or running run
+  POST /v1/chat/completions                OpenAI-compatible, streaming or not
+  GET  /stats                              capacity, running, queued, peak, dropped, ...
+
+directives, anywhere in a message (removed before it is answered):
+  @latency=1.3   @hang   @status=429   @status=503   @retry-after=2   @garbage   @model-error
+
+example:
+  manor serve-agent --capacity 3 &
+  curl -s -F message='hello @latency=0.5' -F stream=false http://127.0.0.1:PORT/agents/agent/runs
+"""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "serve-agent",
+        help="run a local remote agent (Agno-style and OpenAI-compatible HTTP) on loopback",
+        description="Serve a simulated remote agent over HTTP until interrupted (Ctrl-C). It runs at most "
+        "--capacity calls at once and queues the rest FIFO; a queued run whose client hangs up is dropped. "
+        "Prints its URL on the first line.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    parser.add_argument("--capacity", type=positive_int, default=3, help="runs in progress at once (default: %(default)s)")
+    parser.add_argument(
+        "--reject-when-full",
+        action="store_true",
+        help="answer 429 (Retry-After: 1) when every slot is busy, instead of queueing",
+    )
+    parser.add_argument(
+        "--latency", type=non_negative_float, default=1.0, help="seconds a run takes without @latency (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--time-scale", type=positive_float, default=1.0, help="multiply every latency by this (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--agent",
+        dest="agents",
+        action="append",
+        metavar="ID",
+        help="an agent id to serve (repeatable; default: 'agent'); OpenAI model names are all served",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    host = AgentHost(
+        agents=tuple(args.agents or ("agent",)),
+        capacity=args.capacity,
+        reject_when_full=args.reject_when_full,
+        latency=args.latency,
+        time_scale=args.time_scale,
+    )
+    try:
+        trio.run(_serve, host, args.host, args.port)
+    except OSError as exc:
+        print(f"manor serve-agent: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        stats = host.statistics()
+        print(
+            f"manor serve-agent: stopped; {stats.submitted} runs, peak {stats.peak_running} of {stats.capacity} running, "
+            f"{stats.dropped} dropped, {stats.cancelled} cancelled, {stats.rejected} rejected",
+            file=sys.stderr,
+        )
+    return 0
+
+
+async def _serve(host: AgentHost, address: str, port: int) -> None:
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.serve)
+        url = await nursery.start(AgentServer(host).serve, address, port)
+        print(url, flush=True)
+        print(
+            f"manor serve-agent: agents {', '.join(host.agents)}; capacity {host.capacity}, "
+            f"{'rejects' if host.reject_when_full else 'queues'} when full; Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
