@@ -71,19 +71,21 @@ def run(args: argparse.Namespace) -> int:
         latency=args.latency,
         time_scale=args.time_scale,
     )
+    status = 0
     try:
         trio.run(_serve, host, args.host, args.port)
-    except OSError as exc:
+    except* OSError as group:
+        exc = _first(group)
         print(f"manor serve-agent: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
+        status = 1
+    except* KeyboardInterrupt:
         stats = host.statistics()
         print(
             f"manor serve-agent: stopped; {stats.submitted} runs, peak {stats.peak_running} of {stats.capacity} running, "
             f"{stats.dropped} dropped, {stats.cancelled} cancelled, {stats.rejected} rejected",
             file=sys.stderr,
         )
-    return 0
+    return status
 
 
 async def _serve(host: AgentHost, address: str, port: int) -> None:
@@ -97,3 +99,8 @@ async def _serve(host: AgentHost, address: str, port: int) -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _first(group: BaseExceptionGroup[OSError]) -> OSError:
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first

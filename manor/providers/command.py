@@ -88,11 +88,13 @@ class CommandProvider(Provider):
                 async for event in self._read(process, name, stderr):
                     yield event
             finally:
-                assert process.stdout is not None
-                await process.stdout.aclose()
-                if process.returncode is None:
-                    with trio.CancelScope(shield=True):
+                # Shielded: this runs while the call is being cancelled, and every await
+                # here must finish, or the process outlives the call.
+                with trio.CancelScope(shield=True):
+                    if process.returncode is None:
                         await self._stop(process)
+                    assert process.stdout is not None
+                    await process.stdout.aclose()
 
     async def _read(self, process: trio.Process, name: str, stderr: IO[bytes]) -> AsyncGenerator[Event, None]:
         assert process.stdout is not None

@@ -213,6 +213,10 @@ class AgentHost:
         elif run.status == "running":
             run.scope.cancel()
 
+    def records(self) -> list[RunRecord]:
+        """Every remembered run, oldest first."""
+        return [run.record() for run in self._runs.values()]
+
     def record(self, run_id: str) -> RunRecord | None:
         run = self._runs.get(run_id)
         return None if run is None else run.record()

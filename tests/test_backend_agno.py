@@ -1,0 +1,169 @@
+"""The agno remote-agent adapter: over HTTP against the loopback server, and in process
+under the virtual clock (the same adapter code)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import trio
+
+from manor.calls import CallerKind, Done, Request, TextDelta, Usage
+from manor.errors import CallTimeout, ProviderError, SessionLimitError
+from manor.providers.agno import AgnoProvider, HttpAgentTransport
+from manor.serve import AgentHost, LocalAgentTransport
+
+from agent_servers import serving, wait_for
+
+
+def _request(prompt: str, agent: str = "the countess") -> Request:
+    return Request(caller=CallerKind.CHARACTER, agent=agent, prompt=prompt)
+
+
+async def _events(provider, prompt: str) -> list:
+    return [event async for event in provider.invoke(_request(prompt))]
+
+
+def _adapter(url: str, **options) -> AgnoProvider:
+    return AgnoProvider(HttpAgentTransport(url), "agent", **options)
+
+
+class TestOverHttp:
+    @pytest.mark.trio
+    async def test_non_streaming_run_answers_with_usage(self) -> None:
+        """The JSON run's content and metrics become Done's text and usage."""
+        async with serving() as (url, _):
+            events = await _events(_adapter(url), "where is the key")
+        assert events[-1] == Done(text="agent heard: where is the key", usage=Usage(input_tokens=4, output_tokens=6))
+
+    @pytest.mark.trio
+    async def test_streaming_run_streams_content(self) -> None:
+        async with serving() as (url, _):
+            events = await _events(_adapter(url, stream=True), "where is the key @latency=0.2")
+        deltas = [e.text for e in events if isinstance(e, TextDelta)]
+        assert len(deltas) >= 2 and "".join(deltas) == "agent heard: where is the key"
+        assert events[-1].usage == Usage(input_tokens=4, output_tokens=6)
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("stream", [False, True])
+    async def test_model_error_in_a_200_is_a_provider_error(self, stream: bool) -> None:
+        """AgentOS reports a model failure as status ERROR / RunError, not an HTTP error."""
+        async with serving() as (url, _):
+            with pytest.raises(ProviderError, match="the run failed: .*the model failed"):
+                await _events(_adapter(url, stream=stream), "hi @model-error")
+
+    @pytest.mark.trio
+    async def test_429_is_flow_control(self) -> None:
+        async with serving() as (url, _):
+            with pytest.raises(SessionLimitError) as info:
+                await _events(_adapter(url), "hi @status=429 @retry-after=3")
+        assert info.value.retry_after == 3.0 and info.value.reason == "platform_rejected"
+
+    @pytest.mark.trio
+    async def test_5xx_and_unknown_agent_are_provider_errors(self) -> None:
+        async with serving() as (url, _):
+            with pytest.raises(ProviderError, match="HTTP 502"):
+                await _events(_adapter(url), "hi @status=502")
+            with pytest.raises(ProviderError, match="no such agent"):
+                await _events(AgnoProvider(HttpAgentTransport(url), "nobody"), "hi")
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("stream", [False, True])
+    async def test_garbage_is_a_clear_provider_error(self, stream: bool) -> None:
+        async with serving() as (url, _):
+            with pytest.raises(ProviderError, match="answered garbage"):
+                await _events(_adapter(url, stream=stream), "hi @garbage")
+
+    @pytest.mark.trio
+    async def test_timeout_without_cancel_leaves_the_remote_run_running(self) -> None:
+        """Timed out is not cancelled: the worker is free, the hung run goes on remotely."""
+        async with serving() as (url, host):
+            adapter = _adapter(url, workers=1, timeout=0.5)
+            with pytest.raises(CallTimeout, match="within 0.5s$"):
+                await _events(adapter, "@hang")
+            await trio.sleep(0.3)
+            assert host.statistics().running == 1 and host.statistics().cancelled == 0
+            assert adapter.statistics().busy == 0 and adapter.statistics().timed_out == 1
+
+    @pytest.mark.trio
+    async def test_timeout_with_cancel_cancels_the_remote_run(self) -> None:
+        async with serving() as (url, host):
+            adapter = _adapter(url, timeout=0.5, cancel_remote=True)
+            with pytest.raises(CallTimeout, match="remote run cancelled"):
+                await _events(adapter, "@hang")
+            await wait_for(lambda: host.statistics().cancelled == 1)
+            assert host.statistics().running == 0 and adapter.statistics().cancels_sent == 1
+
+    @pytest.mark.trio
+    async def test_timed_out_while_queued_remotely_is_dropped(self) -> None:
+        """A run still in the server's queue when its client hangs up is dropped."""
+        async with serving(capacity=1) as (url, host):
+            blocker = _adapter(url)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_events, blocker, "@hang")
+                await wait_for(lambda: host.statistics().running == 1)
+                with pytest.raises(CallTimeout):
+                    await _events(_adapter(url, timeout=0.5), "waiting in line")
+                await wait_for(lambda: host.statistics().dropped == 1)
+                assert host.statistics().queued == 0
+                nursery.cancel_scope.cancel()
+
+    @pytest.mark.trio
+    async def test_streaming_run_cancelled_remotely_is_an_error(self) -> None:
+        async with serving() as (url, host):
+            adapter = _adapter(url, stream=True)
+            async with trio.open_nursery() as nursery:
+
+                async def cancel_soon() -> None:
+                    await wait_for(lambda: host.statistics().running == 1)
+                    (record,) = host.records()
+                    async with httpx.AsyncClient() as client:
+                        response = await client.post(f"{url}/agents/agent/runs/{record.run_id}/cancel")
+                    assert response.status_code == 200 and response.json() == {}
+
+                nursery.start_soon(cancel_soon)
+                with pytest.raises(ProviderError, match="cancelled remotely"):
+                    await _events(adapter, "@hang")
+
+
+class TestInProcess:
+    """Exact times: the adapter over LocalAgentTransport under the virtual clock."""
+
+    @staticmethod
+    async def _run(adapter: AgnoProvider, arrivals: dict[str, float]) -> dict[str, tuple[float, str]]:
+        start = trio.current_time()
+        ended: dict[str, tuple[float, str]] = {}
+
+        async def call(name: str, at: float) -> None:
+            await trio.sleep_until(start + at)
+            try:
+                await _events(adapter, name)
+                ended[name] = (trio.current_time() - start, "answered")
+            except CallTimeout:
+                ended[name] = (trio.current_time() - start, "timed_out")
+
+        async with trio.open_nursery() as nursery:
+            for name, at in arrivals.items():
+                nursery.start_soon(call, name, at)
+        return ended
+
+    @pytest.mark.trio
+    async def test_workers_are_served_fifo(self, autojump_clock: trio.testing.MockClock) -> None:
+        """One worker, three calls of 1 s arriving 0.25 s apart: they end at 1, 2, 3."""
+        host = AgentHost(agents=("agent",), latency=1.0)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(host.serve)
+            adapter = AgnoProvider(LocalAgentTransport(host), "agent", workers=1)
+            ended = await self._run(adapter, {"a": 0.0, "b": 0.25, "c": 0.5})
+            nursery.cancel_scope.cancel()
+        assert ended == {"a": (1.0, "answered"), "b": (2.0, "answered"), "c": (3.0, "answered")}
+
+    @pytest.mark.trio
+    async def test_timeout_counts_from_getting_a_worker(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Timeout 1.5 s: b waits 1 s for the worker, then answers 1 s later (2 s in all)."""
+        host = AgentHost(agents=("agent",), latency=1.0)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(host.serve)
+            adapter = AgnoProvider(LocalAgentTransport(host), "agent", workers=1, timeout=1.5)
+            ended = await self._run(adapter, {"a": 0.0, "b": 0.25, "c @hang": 0.5})
+            nursery.cancel_scope.cancel()
+        assert ended == {"a": (1.0, "answered"), "b": (2.0, "answered"), "c @hang": (3.5, "timed_out")}
