@@ -67,8 +67,10 @@ class Batch(Policy):
         opening = first + others
         stamped = dict(zip(opening, loop.with_tickets([requests[i] for i in opening]), strict=True))
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(loop.call_all, [(i, stamped[i]) for i in others], loop.gated, results)
-            await loop.call_all([(i, stamped[i]) for i in first], loop.gated, results)
+            # The first wave reaches the gate before the others, in ticket order.
+            async with trio.open_nursery() as barrier:
+                await barrier.start(loop.call_all, [(i, stamped[i]) for i in first], loop.gated, results)
+                await nursery.start(loop.call_all, [(i, stamped[i]) for i in others], loop.gated, results)
             for wave in waves[1:]:
                 tickets = loop.with_tickets([requests[i] for i in wave])
                 await loop.call_all(zip(wave, tickets, strict=True), loop.gated, results)

@@ -185,15 +185,34 @@ class TickLoop:
             task_status.started()  # ended before reaching the platform
         return record
 
-    async def call_all(self, requests: Iterable[tuple[int, Request]], provider: Provider, results: list[CallRecord | None]) -> None:
-        """Fire every ``(index, request)`` at once; each record lands at ``results[index]``."""
+    async def call_all(
+        self,
+        requests: Iterable[tuple[int, Request]],
+        provider: Provider,
+        results: list[CallRecord | None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Fire every ``(index, request)`` at once; each record lands at ``results[index]``.
 
-        async def one(index: int, request: Request) -> None:
+        The calls are started one after another, in ticket order (calls without a
+        ticket in the order given): each runs until it first blocks (queued at the gate,
+        or further) before the next starts. The layers above the gate (the breaker's
+        half-open trial, the cost budget) then see the calls in ticket order, not in the
+        order trio happens to run new tasks. No virtual time passes. Reports started
+        once every call has been started.
+        """
+
+        async def one(index: int, request: Request, *, task_status: trio.TaskStatus[None]) -> None:
+            # started() does not yield: this task runs on until its first checkpoint
+            # before the loop below gets to start the next call.
+            task_status.started()
             results[index] = await self.call(request, provider)
 
         async with trio.open_nursery() as nursery:
-            for index, request in requests:
-                nursery.start_soon(one, index, request)
+            for index, request in sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket):
+                await nursery.start(one, index, request)
+            task_status.started()
 
     @property
     def deadline(self) -> float:
