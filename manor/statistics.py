@@ -87,5 +87,6 @@ class RunStatistics(Instrument):
             "platform_rejections": platform.rejected,
             "peak_platform_sessions": platform.peak,
             "tick_seconds": self.tick_seconds(),
-            "world_hash": self.world_hash,
+            # Before any tick (--ticks 0) the world still has its starting hash.
+            "world_hash": self.world_hash or engine.loop.world.hash,
         }
