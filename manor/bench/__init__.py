@@ -1,0 +1,1 @@
+"""Headless tick benchmarks (``manor bench``)."""

@@ -1,0 +1,154 @@
+"""The overhead suite: what Manor's machinery costs per call, against bare trio.
+
+Real clock, zero-latency backend (``InstantProvider``), the same work three ways, in one
+process and one trio run, tick after tick of the scene's calls with at most ``gate
+size`` in flight:
+
+- **manor**: ``TickLoop.step`` — plan, tickets, the pipeline policy, the whole stack
+  (metrics, cost, breaker, timeout, gate, platform limiter), a ``CallRecord`` per call,
+  the tick applied to the world;
+- **trio**: a nursery and a ``trio.Semaphore``, the parent acquiring before it spawns
+  each call and the call releasing when its stream ends;
+- **aiometer**: ``aiometer.run_all(..., max_at_once=gate size)`` on trio (optional:
+  ``pip install 'manor[bench]'``).
+
+Each round runs every contender over the same number of calls, interleaved, so a burst
+of load from elsewhere on the machine hits all three alike; a contender's figure is its
+best round (noise only ever adds time), timed by the process's CPU time
+(``time.process_time``): with a zero-latency backend the work is all CPU, so on an idle
+machine that is the wall time, and on a busy one it leaves out other processes' turns.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import aclosing
+from typing import Any
+
+import trio
+
+from ..calls import Request
+from ..engine import build_engine
+from ..providers.base import Provider
+from .instant import InstantProvider
+from .suite import BenchContext, Suite
+
+__all__ = ["SUITE", "aiometer_tick", "drain", "trio_tick"]
+
+CALLS = 20_000
+CALLS_QUICK = 700
+ROUNDS = 5
+ROUNDS_QUICK = 2
+_AIOMETER_MISSING = "unavailable: aiometer is not installed (pip install 'manor[bench]')"
+
+
+async def drain(provider: Provider, request: Request) -> None:
+    """Iterate one call's stream to its end, as the baselines' "call"."""
+    async with aclosing(provider.invoke(request)) as events:
+        async for _ in events:
+            pass
+
+
+async def trio_tick(provider: Provider, requests: Sequence[Request], limit: int) -> None:
+    """One tick's calls the bare trio way: acquire, then spawn; release at the end."""
+    semaphore = trio.Semaphore(limit)
+
+    async def one(request: Request) -> None:
+        try:
+            await drain(provider, request)
+        finally:
+            semaphore.release()
+
+    async with trio.open_nursery() as nursery:
+        for request in requests:
+            await semaphore.acquire()
+            nursery.start_soon(one, request)
+
+
+async def aiometer_tick(provider: Provider, requests: Sequence[Request], limit: int) -> None:
+    """One tick's calls through ``aiometer.run_all``.
+
+    Raises:
+        ImportError: aiometer is not installed.
+    """
+    import aiometer
+
+    await aiometer.run_all([functools.partial(drain, provider, request) for request in requests], max_at_once=limit)
+
+
+def _rounds(context: BenchContext) -> int:
+    return ROUNDS_QUICK if context.quick else ROUNDS
+
+
+def units(context: BenchContext) -> int:
+    return 3 * _rounds(context)
+
+
+def run(context: BenchContext) -> dict[str, Any]:
+    config, scene = context.configure({"run.policy": "pipeline", "run.order": "fifo"})
+    provider = InstantProvider()
+    engine = build_engine(config, scene, backend=provider)
+    loop = engine.loop
+    requests = loop.world.plan()
+    limit = loop.gate.size
+    ticks = math.ceil((CALLS_QUICK if context.quick else CALLS) / len(requests))
+    calls = ticks * len(requests)
+
+    async def manor_tick() -> None:
+        await loop.step()
+
+    contenders: dict[str, Callable[[], Awaitable[None]]] = {
+        "manor": manor_tick,
+        "trio": functools.partial(trio_tick, provider, requests, limit),
+    }
+    try:
+        import aiometer  # noqa: F401
+    except ImportError:
+        aiometer_note: str | None = _AIOMETER_MISSING
+    else:
+        aiometer_note = None
+        contenders["aiometer"] = functools.partial(aiometer_tick, provider, requests, limit)
+
+    async def measure() -> dict[str, float]:
+        best = dict.fromkeys(contenders, math.inf)
+        for contender in contenders.values():
+            await contender()  # warm up: first-call costs are not overhead
+        for _ in range(_rounds(context)):
+            for name, contender in contenders.items():
+                started = time.process_time()
+                for _ in range(ticks):
+                    await contender()
+                best[name] = min(best[name], time.process_time() - started)
+                context.advance(1)
+            if aiometer_note is not None:
+                context.advance(1)
+        return best
+
+    best = trio.run(measure)
+    rates = {name: calls / seconds for name, seconds in best.items()}
+    aiometer_rate = rates.get("aiometer")
+    return {
+        "calls": calls,
+        "rounds": _rounds(context),
+        "gate_size": limit,
+        "calls_per_tick": len(requests),
+        "manor_calls_per_s": round(rates["manor"], 1),
+        "trio_calls_per_s": round(rates["trio"], 1),
+        "aiometer_calls_per_s": None if aiometer_rate is None else round(aiometer_rate, 1),
+        "ratio_vs_trio": round(rates["manor"] / rates["trio"], 4),
+        "ratio_vs_aiometer": None if aiometer_rate is None else round(rates["manor"] / aiometer_rate, 4),
+        "manor_us_per_call": round(best["manor"] / calls * 1e6, 2),
+        "trio_us_per_call": round(best["trio"] / calls * 1e6, 2),
+        **({"aiometer": aiometer_note} if aiometer_note else {}),
+    }
+
+
+SUITE = Suite(
+    name="overhead",
+    title="calls per second through the whole stack, against bare trio and aiometer (real clock)",
+    units=units,
+    run=run,
+)

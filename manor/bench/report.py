@@ -1,0 +1,167 @@
+"""The targets a benchmark result is judged by, and the result as tables a person reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..calls import CALLER_KINDS
+from ..errors import REASONS
+
+__all__ = ["evaluate_targets", "print_report"]
+
+#: Per-call cost at the largest cast may be at most this many times that at the smallest.
+SCALE_FLATNESS = 1.5
+
+
+def _target(name: str, goal: str, value: float | None, met: bool | None, note: str = "") -> dict[str, Any]:
+    return {"target": name, "goal": goal, "value": value, "met": met, **({"note": note} if note else {})}
+
+
+def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each target the issue sets, for the suites in ``result``: its value and whether
+    it is met (``None`` when it could not be measured in this run)."""
+    targets = []
+    scheduling = result.get("scheduling")
+    if scheduling:
+        efficiency = scheduling["longest_first"]["efficiency"]
+        targets.append(_target("scheduling.longest_first.efficiency", ">= 0.90", efficiency, efficiency >= 0.90))
+        speedup = scheduling["speedup"]
+        targets.append(_target("scheduling.speedup", ">= 1.4", speedup, speedup >= 1.4))
+    overhead = result.get("overhead")
+    if overhead:
+        ratio = overhead["ratio_vs_trio"]
+        targets.append(_target("overhead.ratio_vs_trio", ">= 0.5", ratio, ratio >= 0.5))
+        versus = overhead["ratio_vs_aiometer"]
+        targets.append(
+            _target("overhead.manor / aiometer", "> 1 (faster than aiometer)", versus, None if versus is None else versus > 1,
+                    "" if versus is not None else overhead.get("aiometer", "not measured"))
+        )
+    points = {point["agents"]: point["per_call_us"] for point in result.get("scale") or []}
+    if points:
+        small, large = min(points), max(points)
+        goal = f"<= {SCALE_FLATNESS}"
+        name = "scale.per_call_us 10,000 / 100 agents"
+        if (small, large) == (100, 10_000):
+            growth = round(points[large] / points[small], 4)
+            targets.append(_target(name, goal, growth, growth <= SCALE_FLATNESS))
+        else:
+            targets.append(_target(name, goal, None, None, "not measured: run without --quick"))
+    return targets
+
+
+def print_report(console: Console, result: Mapping[str, Any]) -> None:
+    """Every suite's figures as rich tables, then the targets."""
+    if "scheduling" in result:
+        _scheduling(console, result["scheduling"])
+    if "overhead" in result:
+        _overhead(console, result["overhead"])
+    if "scale" in result:
+        _scale(console, result["scale"])
+    if "replay" in result:
+        _replay(console, result["replay"])
+    _targets(console, result["targets"])
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i == 0 else "right")
+    return table
+
+
+def _scheduling(console: Console, figures: Mapping[str, Any]) -> None:
+    setup = figures["setup"]
+    table = _table(
+        f"scheduling — {setup['scene']}, {setup['draws']} draws, {setup['calls_per_tick']} calls a tick, "
+        f"gate {setup['gate_size']} / platform {setup['platform_limit']}, batch size {setup['batch_size']} (virtual clock, s)",
+        "policy", "makespan mean", "makespan p95", "lower bound mean", "efficiency",
+    )
+    for name in ("batch", "pipeline", "longest_first"):
+        row = figures[name]
+        table.add_row(name, f"{row['makespan_mean_s']:.3f}", f"{row['makespan_p95_s']:.3f}", f"{row['lower_bound_mean_s']:.3f}", f"{row['efficiency']:.3f}")
+    table.caption = (
+        f"speedup, batch / pipeline: {figures['speedup']:.3f}; batch / longest_first: {figures['speedup_longest_first']:.3f}. "
+        f"Efficiency is the {setup['efficiency']}."
+    )
+    console.print(table)
+    legacy = figures["legacy"]
+    table = _table("legacy (no gate, fail-fast platform, retries)", "figure", "value")
+    table.add_row("makespan mean (s)", f"{legacy['makespan_mean_s']:.3f}")
+    table.add_row("calls / degraded", f"{legacy['calls']} / {legacy['degraded']}")
+    table.add_row("degraded per tick", f"{legacy['degraded_per_tick']:.2f}")
+    table.add_row("platform rejections", str(legacy["platform_rejections"]))
+    for kind in CALLER_KINDS:
+        for reason in REASONS:
+            count = legacy["degradations"][kind][reason]
+            if count:
+                table.add_row(f"  {kind}: {reason}", f"[bold red]{count}[/]")
+    console.print(table)
+    table = _table("gate size sweep (makespan mean s / efficiency)", "gate", "pipeline", "longest_first")
+    for point in figures["gate_sweep"]:
+        table.add_row(str(point["gate_size"]), *(_mean_efficiency(point[name]) for name in ("pipeline", "longest_first")))
+    console.print(table)
+    table = _table("cast size sweep, generated characters (makespan mean s / efficiency)", "characters", "calls a tick", "batch", "pipeline", "longest_first", "speedup")
+    for point in figures["cast_sweep"]:
+        table.add_row(
+            str(point["characters"]), str(point["calls_per_tick"]),
+            *(_mean_efficiency(point[name]) for name in ("batch", "pipeline", "longest_first")),
+            f"{point['speedup']:.3f}",
+        )
+    console.print(table)
+
+
+def _mean_efficiency(figures: Mapping[str, float]) -> str:
+    return f"{figures['makespan_mean_s']:.3f} / {figures['efficiency']:.3f}"
+
+
+def _overhead(console: Console, figures: Mapping[str, Any]) -> None:
+    table = _table(
+        f"overhead — {figures['calls']} calls, {figures['calls_per_tick']} a tick, at most {figures['gate_size']} in flight, "
+        f"best of {figures['rounds']} rounds (CPU time)",
+        "contender", "calls/s", "vs trio",
+    )
+    trio_rate = figures["trio_calls_per_s"]
+    for name in ("manor", "trio", "aiometer"):
+        rate = figures[f"{name}_calls_per_s"]
+        if rate is None:
+            table.add_row(name, figures.get("aiometer", "not measured"), "")
+        else:
+            table.add_row(name, f"{rate:,.0f}", f"{rate / trio_rate:.3f}")
+    console.print(table)
+
+
+def _scale(console: Console, points: list[Mapping[str, Any]]) -> None:
+    table = _table(
+        "scale — generated cast, zero-latency backend, one fresh process per size; per call: CPU time",
+        "agents", "calls a tick", "tick wall (s)", "per call (µs)", "× smallest",
+        "trio, all at once (µs)", "trio, acquire first (µs)", "peak RSS MB (before ticks)",
+    )
+    smallest = points[0]["per_call_us"] if points else 0.0
+    for point in points:
+        growth = point["per_call_us"] / smallest if smallest else 0.0
+        table.add_row(
+            f"{point['agents']:,}", f"{point['calls_per_tick']:,}", f"{point['tick_wall_s']:.4f}", f"{point['per_call_us']:.1f}",
+            f"{growth:.2f}", f"{point['trio_all_at_once_per_call_us']:.1f}", f"{point['trio_acquire_first_per_call_us']:.1f}",
+            f"{point['peak_rss_mb']:.1f} ({point['baseline_rss_mb']:.1f})",
+        )
+    console.print(table)
+
+
+def _replay(console: Console, figures: Mapping[str, Any]) -> None:
+    table = _table("replay", "figure", "value")
+    for key, value in figures.items():
+        table.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value))
+    console.print(table)
+
+
+def _targets(console: Console, targets: list[Mapping[str, Any]]) -> None:
+    table = _table("targets", "target", "goal", "value", "met")
+    for target in targets:
+        met = {True: "[green]yes[/]", False: "[bold red]no[/]", None: "—"}[target["met"]]
+        value = "—" if target["value"] is None else f"{target['value']:.3f}"
+        table.add_row(target["target"], target["goal"], value, met + (f" ({target['note']})" if target.get("note") else ""))
+    console.print(table)

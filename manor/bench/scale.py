@@ -1,0 +1,174 @@
+"""The scale suite: what a tick costs as the cast grows, per call and in memory.
+
+Ticks of 100, 1,000 and 10,000 generated characters (``--agents N``) through the whole
+engine, real clock, zero-latency backend. Cost per call should stay flat: a tick must do
+no work that grows faster than its number of calls.
+
+Each cast size is measured in a fresh Python process, so that its peak memory is its
+own: ``peak_rss_mb`` is that process's peak resident set size (``getrusage``
+``ru_maxrss``) — the interpreter, Manor, the scene and the ticks — and
+``baseline_rss_mb`` the same just before the first tick, so the difference is what the
+ticks themselves took. (``tracemalloc`` would see only Python's own allocations and slow
+the ticks it measures.) A first tick warms up; ``tick_wall_s`` is the median wall time
+of the ticks after it, and ``per_call_us`` the median CPU time of a tick (the process's,
+``time.process_time``) over its calls: with a zero-latency backend a tick is all CPU
+work, so on an idle machine the two agree, and on a busy one the CPU time leaves out the
+time other processes had the CPU.
+
+Beside each size, the same calls without Manor, as references: bare trio with every
+call spawned at once, waiting on a ``trio.Semaphore`` of the gate's size (the shape of
+Manor's pipeline, where every call of a tick is a task queued at the gate), and bare
+trio with the parent acquiring before it spawns (at most gate-size tasks alive). If the
+first grows too, the growth is in having that many tasks alive, not in Manor's code.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from ..calls import Request
+from ..config import Source
+from ..engine import build_engine
+from ..providers.base import Provider
+from .instant import InstantProvider
+from .overhead import drain, trio_tick
+from .suite import BenchContext, BenchError, Suite
+
+__all__ = ["AGENTS", "AGENTS_QUICK", "SUITE", "measure", "worker_main"]
+
+AGENTS = (100, 1_000, 10_000)
+AGENTS_QUICK = (100, 1_000)
+#: Calls a cast size is measured over (after the warm-up tick), at least 3 ticks.
+_CALLS = 10_000
+_CALLS_QUICK = 300
+
+
+def _ticks(agents: int, quick: bool) -> int:
+    return max(3, (_CALLS_QUICK if quick else _CALLS) // agents)
+
+
+def _peak_rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports kilobytes, macOS bytes.
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
+    """Run a warm-up tick and ``ticks`` measured ticks of ``agents`` characters here, in
+    this process."""
+    config, scene = context.configure({"run.agents": agents, "run.policy": "pipeline", "run.order": "fifo"})
+    engine = build_engine(config, scene, backend=InstantProvider())
+    baseline = _peak_rss_mb()
+
+    provider = InstantProvider()
+    requests = engine.loop.world.plan()
+    limit = engine.loop.gate.size
+
+    async def medians(tick: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+        """Median wall and CPU seconds of a tick, after a warm-up tick."""
+        await tick()
+        walls, cpus = [], []
+        for _ in range(ticks):
+            wall, cpu = time.perf_counter(), time.process_time()
+            await tick()
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        return statistics.median(walls), statistics.median(cpus)
+
+    async def timed() -> tuple[float, float, float, float, float]:
+        wall, cpu = await medians(engine.loop.step)
+        peak = _peak_rss_mb()  # before the references run: theirs is not Manor's memory
+        _, all_at_once = await medians(functools.partial(_all_at_once_tick, provider, requests, limit))
+        _, acquire_first = await medians(functools.partial(trio_tick, provider, requests, limit))
+        return wall, cpu, peak, all_at_once, acquire_first
+
+    wall, cpu, peak, all_at_once, acquire_first = trio.run(timed)
+    calls = len(requests)
+    return {
+        "agents": agents,
+        "tick_wall_s": round(wall, 6),
+        "per_call_us": round(cpu / calls * 1e6, 2),
+        "peak_rss_mb": round(peak, 1),
+        "calls_per_tick": calls,
+        "ticks": ticks,
+        "baseline_rss_mb": round(baseline, 1),
+        "trio_all_at_once_per_call_us": round(all_at_once / calls * 1e6, 2),
+        "trio_acquire_first_per_call_us": round(acquire_first / calls * 1e6, 2),
+    }
+
+
+async def _all_at_once_tick(provider: Provider, requests: Sequence[Request], limit: int) -> None:
+    """One tick's calls the bare trio way, every call a task at once, queued at a
+    semaphore (the reference for Manor's shape)."""
+    semaphore = trio.Semaphore(limit)
+
+    async def one(request: Request) -> None:
+        async with semaphore:
+            await drain(provider, request)
+
+    async with trio.open_nursery() as nursery:
+        for request in requests:
+            nursery.start_soon(one, request)
+
+
+def worker_main() -> None:
+    """Entry point of the measuring process: a JSON job on argv, a JSON result on stdout."""
+    job = json.loads(sys.argv[1])
+    context = BenchContext(sources=[Source(**source) for source in job["sources"]])
+    print(json.dumps(measure(context, job["agents"], job["ticks"])))
+
+
+def _in_fresh_process(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
+    """``measure`` in a new interpreter.
+
+    Raises:
+        BenchError: the measuring process failed (its last line of stderr says why).
+    """
+    # The settings travel as they were read here, so the worker sees the same ones.
+    job: Mapping[str, Any] = {
+        "sources": [attrs.asdict(source) for source in context.sources],
+        "agents": agents,
+        "ticks": ticks,
+    }
+    code = "from manor.bench.scale import worker_main; worker_main()"
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        raise BenchError(f"scale suite, {agents} agents: {lines[-1]}")
+    return json.loads(done.stdout)
+
+
+def _sizes(context: BenchContext) -> tuple[int, ...]:
+    return AGENTS_QUICK if context.quick else AGENTS
+
+
+def units(context: BenchContext) -> int:
+    return len(_sizes(context))
+
+
+def run(context: BenchContext) -> list[dict[str, Any]]:
+    context.configure()  # a bad setting fails here, in one line, not in a worker
+    points = []
+    for agents in _sizes(context):
+        points.append(_in_fresh_process(context, agents, _ticks(agents, context.quick)))
+        context.advance(1)
+    return points
+
+
+SUITE = Suite(
+    name="scale",
+    title="tick wall time, cost per call and peak memory at 100 to 10,000 agents (real clock)",
+    units=units,
+    run=run,
+)
