@@ -1,0 +1,273 @@
+"""``manor bench``: the smoke run, exact scheduling figures on a hand-computable scene,
+the targets, the plot, and the suites' honest "unavailable" answers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from manor.bench import overhead, replay, scheduling
+from manor.bench.instant import InstantProvider
+from manor.bench.plot import charts, check_plot_path, render_svg, write_plot
+from manor.bench.report import evaluate_targets
+from manor.bench.suite import BenchContext, BenchError
+from manor.calls import CallerKind, Done, Request
+from manor.cli import main
+from manor.config import flags_source, standard_sources
+from manor.records import CallRecord, TickRecord
+
+POLICIES = ("batch", "pipeline", "longest_first")
+FIGURES = ("makespan_mean_s", "makespan_p95_s", "lower_bound_mean_s", "efficiency")
+
+
+def bench_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["bench", *args, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, "--json prints one line, nothing else"
+    return json.loads(out)
+
+
+def call(latency: float, admitted_at: float = 0.0) -> CallRecord:
+    return CallRecord(
+        tick=1, ticket=0, caller="character", agent="a", queued_at=0.0,
+        admitted_at=admitted_at, finished_at=admitted_at + latency, outcome="ok",
+    )
+
+
+def tick(*calls: CallRecord, makespan: float) -> TickRecord:
+    return TickRecord(tick=1, started_at=0.0, finished_at=makespan, calls=calls, world_hash="")
+
+
+class TestSmoke:
+    """``manor bench --quick --json``: every key the issue names, and sane numbers."""
+
+    def test_quick_json_has_every_key_and_sane_numbers(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """All four suites report; positive figures, efficiency <= 1, bound <= makespan."""
+        result = bench_json(capsys, "--quick")
+        assert result["suites"] == ["scheduling", "overhead", "scale", "replay"]
+        sched = result["scheduling"]
+        for name in POLICIES:
+            figures = sched[name]
+            assert set(FIGURES) <= set(figures)
+            assert all(figures[key] > 0 for key in FIGURES)
+            assert figures["efficiency"] <= 1.0
+            assert figures["lower_bound_mean_s"] <= figures["makespan_mean_s"] <= figures["makespan_p95_s"] + 1e-9
+        # The draws are paired: every policy faced the same latencies.
+        assert len({sched[name]["lower_bound_mean_s"] for name in POLICIES}) == 1
+        assert sched["speedup"] == pytest.approx(sched["batch"]["makespan_mean_s"] / sched["pipeline"]["makespan_mean_s"], rel=1e-3)
+        assert [point["gate_size"] for point in sched["gate_sweep"]] == [1, 2, 3, 4, 5, 6]
+        assert [point["characters"] for point in sched["cast_sweep"]] == [10, 20, 50]
+        assert sched["legacy"]["calls"] > 0
+        head = result["overhead"]
+        for key in ("calls", "manor_calls_per_s", "trio_calls_per_s", "ratio_vs_trio"):
+            assert head[key] > 0, key
+        if importlib.util.find_spec("aiometer") is not None:
+            assert head["aiometer_calls_per_s"] > 0
+        else:  # aiometer is the optional 'bench' extra
+            assert head["aiometer_calls_per_s"] is None and head["aiometer"].startswith("unavailable")
+        assert head["ratio_vs_trio"] == pytest.approx(head["manor_calls_per_s"] / head["trio_calls_per_s"], rel=1e-2)
+        assert [point["agents"] for point in result["scale"]] == [100, 1000]
+        for point in result["scale"]:
+            assert {"agents", "tick_wall_s", "per_call_us", "peak_rss_mb"} <= set(point)
+            assert point["tick_wall_s"] > 0 and point["per_call_us"] > 0
+            assert point["peak_rss_mb"] >= point["baseline_rss_mb"] > 0
+        assert result["replay"].get("replay_ticks_per_second", 1) > 0
+        names = [target["target"] for target in result["targets"]]
+        assert "scheduling.longest_first.efficiency" in names and "overhead.ratio_vs_trio" in names
+
+
+def write_scene(root: Path) -> str:
+    """Four one-second characters, a 4 s narrator, a 1 s summariser; platform 3, so
+    gate 2. Fixed latencies: every figure can be worked out by hand."""
+    agents = root / "agents"
+    agents.mkdir()
+    for agent_id, role, latency in [("c0", "character", 1), ("c1", "character", 1), ("c2", "character", 1),
+                                     ("c3", "character", 1), ("narrator", "narrator", 4), ("summariser", "summariser", 1)]:
+        (agents / f"{agent_id}.toml").write_text(f'name = "{agent_id}"\nrole = "{role}"\n[sim]\nlatency_s = {latency}\njitter = 0\n')
+    scenes = root / "scenes"
+    scenes.mkdir()
+    path = scenes / "fixed.toml"
+    path.write_text('name = "Fixed"\nseed = 3\nplatform_limit = 3\nrooms = ["hall"]\ncast = ["c0", "c1", "c2", "c3"]\n')
+    return str(path)
+
+
+class TestSchedulingFigures:
+    """The scheduling suite on a scene whose every schedule is known."""
+
+    def test_exact_figures_on_a_fixed_scene(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        """Lower bound max(4, 9/2) = 4.5; FIFO ends at 6, longest-first at 5, batch at 5."""
+        result = bench_json(capsys, "--suite", "scheduling", "--draws", "3", "--scene", write_scene(tmp_path))
+        sched = result["scheduling"]
+        # FIFO on gate 2: c0,c1 0-1; c2,c3 1-2; narrator 2-6 and summariser 2-3.
+        assert sched["pipeline"]["makespan_mean_s"] == pytest.approx(6.0)
+        # Narrator first: 0-4 beside c0..c3 one after another 0-4; summariser 4-5.
+        assert sched["longest_first"]["makespan_mean_s"] == pytest.approx(5.0)
+        # Wave c0,c1,c2 with narrator and summariser: c0,c1 0-1; c2 1-2, narrator 1-5;
+        # summariser 2-3; then c3 waits for a slot until 3: 3-4. The narrator ends last.
+        assert sched["batch"]["makespan_mean_s"] == pytest.approx(5.0)
+        for name in POLICIES:
+            assert sched[name]["lower_bound_mean_s"] == pytest.approx(4.5)
+            assert sched[name]["makespan_p95_s"] == pytest.approx(sched[name]["makespan_mean_s"])
+        assert sched["pipeline"]["efficiency"] == pytest.approx(0.75)
+        assert sched["longest_first"]["efficiency"] == pytest.approx(0.9)
+        assert sched["speedup"] == pytest.approx(5 / 6, abs=1e-3)
+        # Gate 1 runs the calls one after another: the bound, exactly.
+        first = sched["gate_sweep"][0]
+        assert first["gate_size"] == 1
+        assert first["pipeline"]["makespan_mean_s"] == pytest.approx(9.0)
+        assert first["pipeline"]["efficiency"] == pytest.approx(1.0)
+        assert [point["gate_size"] for point in sched["gate_sweep"]] == [1, 2, 3]
+
+    def test_lower_bound_is_the_longest_call_or_the_work_per_slot(self) -> None:
+        """max(longest, total / gate): either side can be the bound."""
+        assert scheduling.lower_bound(tick(call(5.0), call(1.0), call(1.0), makespan=5.0), 2) == 5.0
+        assert scheduling.lower_bound(tick(call(2.0), call(2.0), call(2.0), makespan=4.0), 2) == 3.0
+
+    def test_efficiency_is_the_mean_of_per_draw_ratios(self) -> None:
+        """Two draws at 1.0 and 0.5 give 0.75, not the ratio of the means."""
+        figures = scheduling.summarise([tick(call(2.0), makespan=2.0), tick(call(2.0), makespan=4.0)], 1)
+        assert figures["efficiency"] == pytest.approx(0.75)
+        assert figures["makespan_mean_s"] == pytest.approx(3.0)
+        assert figures["lower_bound_mean_s"] == pytest.approx(2.0)
+
+
+class TestTargets:
+    """Each target is judged from the figures, and says when it was not measured."""
+
+    def result(self, **changes: Any) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "scheduling": {"longest_first": {"efficiency": 0.93}, "speedup": 1.2},
+            "overhead": {"ratio_vs_trio": 0.6, "ratio_vs_aiometer": 1.5},
+            "scale": [{"agents": 100, "per_call_us": 10.0}, {"agents": 10_000, "per_call_us": 16.0}],
+        }
+        result.update(changes)
+        return result
+
+    def test_met_and_missed(self) -> None:
+        met = {target["target"]: target["met"] for target in evaluate_targets(self.result())}
+        assert met == {
+            "scheduling.longest_first.efficiency": True,
+            "scheduling.speedup": False,
+            "overhead.ratio_vs_trio": True,
+            "overhead.manor / aiometer": True,
+            "scale.per_call_us 10,000 / 100 agents": False,
+        }
+
+    def test_not_measured_is_neither_met_nor_missed(self) -> None:
+        result = self.result(
+            overhead={"ratio_vs_trio": 0.6, "ratio_vs_aiometer": None, "aiometer": "unavailable: aiometer is not installed"},
+            scale=[{"agents": 100, "per_call_us": 10.0}, {"agents": 1_000, "per_call_us": 30.0}],
+        )
+        judged = {target["target"]: target for target in evaluate_targets(result)}
+        assert judged["overhead.manor / aiometer"]["met"] is None
+        assert "not installed" in judged["overhead.manor / aiometer"]["note"]
+        assert judged["scale.per_call_us 10,000 / 100 agents"]["met"] is None
+
+
+class TestUnavailable:
+    """A suite whose tool is missing says so instead of reporting a figure."""
+
+    def test_overhead_without_aiometer(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setitem(sys.modules, "aiometer", None)  # import fails
+        figures = overhead.run(BenchContext(sources=standard_sources(environ={}), quick=True))
+        assert figures["aiometer_calls_per_s"] is None
+        assert figures["aiometer"].startswith("unavailable: aiometer is not installed")
+        assert figures["manor_calls_per_s"] > 0
+
+    def test_replay_without_saves(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setitem(sys.modules, "manor.saves", None)
+        assert replay.run(BenchContext(sources=standard_sources(environ={}), quick=True)) == {"unavailable": "unavailable: saves not built"}
+
+
+class TestPlot:
+    """--plot: SVG drawn by hand; a bad request is refused before anything runs."""
+
+    def test_svg_has_the_three_charts(self, tmp_path: Path) -> None:
+        result = {
+            "scheduling": {
+                "setup": {"scene": "S", "draws": 3},
+                **{name: {"makespan_mean_s": 5.0, "makespan_p95_s": 6.0, "lower_bound_mean_s": 4.5} for name in POLICIES},
+                "gate_sweep": [{"gate_size": g, "pipeline": {"makespan_mean_s": 9.0 / g, "lower_bound_mean_s": 8.0 / g},
+                                "longest_first": {"makespan_mean_s": 8.5 / g}} for g in (1, 2, 3)],
+            },
+            "scale": [{"agents": 100, "per_call_us": 50.0}, {"agents": 1000, "per_call_us": 55.0}],
+        }
+        assert [chart.kind for chart in charts(result)] == ["bars", "lines", "lines"]
+        path = tmp_path / "bench.svg"
+        write_plot(path, result)
+        svg = path.read_text()
+        assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+        assert svg.count("<rect x=") >= 9  # 3 policies x 3 bars (and the legend)
+        assert svg.count("<polyline") == 4  # 3 lines in the sweep, 1 scale curve (no references given)
+        assert "Cost per call as the cast grows" in svg
+        assert render_svg([]).startswith("<svg")
+
+    @pytest.mark.parametrize(
+        ("name", "message"),
+        [("bench.jpg", "must end in .png or .svg"), ("missing/bench.svg", "no such folder")],
+    )
+    def test_a_bad_plot_path_is_one_line_before_any_suite(self, capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, message: str) -> None:
+        assert main(["bench", "--quick", "--plot", str(tmp_path / name)]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.count("\n") == 1 and message in captured.err
+
+    def test_png_without_matplotlib_says_how_to_get_it(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        monkeypatch.setitem(sys.modules, "matplotlib", None)
+        with pytest.raises(BenchError, match=r"pip install 'manor\[plot\]'"):
+            check_plot_path(tmp_path / "bench.png", ["scheduling"])
+
+    def test_a_plot_needs_a_suite_that_draws(self, tmp_path: Path) -> None:
+        with pytest.raises(BenchError, match="scheduling and scale"):
+            check_plot_path(tmp_path / "bench.svg", ["overhead"])
+
+
+class TestCommandLine:
+    """Mistakes on the command line: one line, non-zero, nothing run."""
+
+    @pytest.mark.parametrize("args", [["--suite", "nope"], ["--draws", "0"], ["--draws", "many"]])
+    def test_bad_flags(self, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+        with pytest.raises(SystemExit) as exit_:
+            main(["bench", *args])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.count("\n") == 1
+
+    def test_an_unknown_scene_is_one_line(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["bench", "--quick", "--scene", "no_such_scene"]) == 1
+        assert capsys.readouterr().err.startswith("manor: error: unknown scene 'no_such_scene'")
+
+    def test_tables_for_a_person(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        """Without --json: the suite's tables and the targets, and the plot written."""
+        plot = tmp_path / "bench.svg"
+        assert main(["bench", "--suite", "scheduling", "--draws", "2", "--plot", str(plot)]) == 0
+        out = capsys.readouterr().out
+        for heading in ("scheduling", "legacy", "gate size sweep", "cast size sweep", "targets", "longest_first"):
+            assert heading in out
+        assert plot.read_text().startswith("<svg")
+
+
+class TestInstantProvider:
+    def test_cold_then_one_done(self) -> None:
+        """Nothing runs until iterated; then one Done and the end."""
+        stream = InstantProvider().invoke(Request(caller=CallerKind.CHARACTER, agent="a"))
+
+        async def events() -> list[object]:
+            return [event async for event in stream]
+
+        [done] = trio.run(events)
+        assert isinstance(done, Done)
+
+
+def test_flags_source_is_what_the_context_sees() -> None:
+    """Settings given to the context are the ones its runs use; a suite's own
+    overrides (a gate size for the sweep) beat the user's flags."""
+    sources = standard_sources(flags=flags_source({"gate.size": 2}, {}), environ={})
+    context = BenchContext(sources=sources)
+    assert context.configure()[0].settings.gate.size == 2
+    assert context.configure({"gate.size": 4})[0].settings.gate.size == 4
