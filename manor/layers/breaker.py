@@ -33,6 +33,10 @@ class BreakerLayer(Layer):
 
     Only the backend's failures count (``ProviderError``, ``CallTimeout``). Flow control
     (gate timeouts, platform rejections) and cancellation say nothing about its health.
+
+    Calls that end at the same instant are counted together, in ticket order, before
+    the next call is let through: which of them trio happens to resume first must not
+    decide whether the circuit opens (see DESIGN.md, "Determinism").
     """
 
     priority = 30
@@ -44,13 +48,18 @@ class BreakerLayer(Layer):
     _opened_at: float = attrs.field(default=0.0, init=False)
     _trial_running: bool = attrs.field(default=False, init=False)
     _opened_count: int = attrs.field(default=0, init=False)
+    # Outcomes of the instant ``_pending_at`` not yet counted: (order, outcome, trial).
+    _pending: list[tuple[tuple[object, ...], bool | None, bool]] = attrs.field(factory=list, init=False)
+    _pending_at: float = attrs.field(default=0.0, init=False)
 
     @property
     def state(self) -> BreakerState:
+        self._settle()
         return self._state
 
     @property
     def times_opened(self) -> int:
+        self._settle()
         return self._opened_count
 
     async def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
@@ -65,10 +74,11 @@ class BreakerLayer(Layer):
             outcome = False
             raise
         finally:
-            self._record(outcome, trial)
+            self._defer(request, outcome, trial)
 
     def _admit(self, request: Request) -> bool:
         """Let a call through or raise ``CircuitOpen``; True when it is the trial call."""
+        self._settle()
         if self._state is BreakerState.OPEN:
             if trio.current_time() < self._opened_at + self.cooldown:
                 raise CircuitOpen(f"{request.agent}: circuit open after {self._consecutive} failures")
@@ -80,7 +90,22 @@ class BreakerLayer(Layer):
             return True
         return False
 
-    def _record(self, outcome: bool | None, trial: bool) -> None:
+    def _defer(self, request: Request, outcome: bool | None, trial: bool) -> None:
+        """Hold an outcome until its instant is over (or a call asks to be let through)."""
+        now = trio.current_time()
+        if self._pending and now != self._pending_at:
+            self._settle()
+        self._pending_at = now
+        order = (request.tick, request.ticket is None, request.ticket or 0, request.caller.value, request.agent, request.attempt)
+        self._pending.append((order, outcome, trial))
+
+    def _settle(self) -> None:
+        """Count the held outcomes, in ticket order."""
+        pending, self._pending = sorted(self._pending, key=lambda held: held[0]), []
+        for _, outcome, trial in pending:
+            self._record(outcome, trial, self._pending_at)
+
+    def _record(self, outcome: bool | None, trial: bool, at: float) -> None:
         if trial:
             self._trial_running = False
         if outcome is True:
@@ -92,4 +117,4 @@ class BreakerLayer(Layer):
                 if self._state is not BreakerState.OPEN:
                     self._opened_count += 1
                 self._state = BreakerState.OPEN
-                self._opened_at = trio.current_time()
+                self._opened_at = at
