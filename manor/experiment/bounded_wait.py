@@ -113,6 +113,7 @@ async def run_over_http(settings: ExperimentSettings, *, time_scale: float = 0.1
         url = await nursery.start(AgentServer(host).serve, "127.0.0.1", 0)
         # One client for all calls: connecting is quick, building a client is not.
         async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None)) as client:
+            await client.get(f"{url}/stats")  # connect once before the clock starts
             result = await _drive(settings, HttpAgentTransport(url, client=client), host, clock)
         nursery.cancel_scope.cancel()
     return result

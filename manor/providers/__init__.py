@@ -1,6 +1,19 @@
 """Model backends. Each is a ``Provider``: ``invoke(request)`` returns a cold stream."""
 
+from .agno import AgnoProvider, HttpAgentTransport, RemoteAgentTransport
 from .base import Provider, collect
+from .command import CommandProvider
+from .openai import OpenAIProvider
 from .sim import SimProfile, SimProvider
 
-__all__ = ["Provider", "SimProfile", "SimProvider", "collect"]
+__all__ = [
+    "AgnoProvider",
+    "CommandProvider",
+    "HttpAgentTransport",
+    "OpenAIProvider",
+    "Provider",
+    "RemoteAgentTransport",
+    "SimProfile",
+    "SimProvider",
+    "collect",
+]
