@@ -11,7 +11,7 @@ import attrs
 
 from ..config import Config, Source, flags_source, resolve, standard_sources
 
-__all__ = ["SETTING_FLAGS", "add_setting_flags", "config_from_args", "sources_from_args"]
+__all__ = ["SETTING_FLAGS", "add_setting_flags", "config_from_args", "flags_from_args", "sources_from_args"]
 
 
 @attrs.frozen
@@ -49,9 +49,17 @@ SETTING_FLAGS: dict[str, SettingFlag] = {
 }
 
 
-def add_setting_flags(parser: argparse.ArgumentParser, keys: Iterable[str] = SETTING_FLAGS) -> None:
-    """Add the flags for ``keys``, plus ``--config``. Left out, a flag sets nothing."""
-    group = parser.add_argument_group("settings (override manor.toml and MANOR_* variables)")
+def add_setting_flags(
+    parser: argparse.ArgumentParser,
+    keys: Iterable[str] = SETTING_FLAGS,
+    *,
+    config_file: bool = True,
+    title: str = "settings (override manor.toml and MANOR_* variables)",
+) -> None:
+    """Add the flags for ``keys``, plus ``--config`` unless ``config_file`` is false (a
+    command that ignores manor.toml), in a help group called ``title``. Left out, a
+    flag sets nothing."""
+    group = parser.add_argument_group(title)
     for key in keys:
         flag = SETTING_FLAGS[key]
         group.add_argument(
@@ -63,7 +71,8 @@ def add_setting_flags(parser: argparse.ArgumentParser, keys: Iterable[str] = SET
             metavar=None if flag.choices else flag.flag.lstrip("-").split("-")[-1].upper(),
             help=flag.help,
         )
-    group.add_argument("--config", type=Path, default=None, metavar="PATH", help="config file (default: ./manor.toml)")
+    if config_file:
+        group.add_argument("--config", type=Path, default=None, metavar="PATH", help="config file (default: ./manor.toml)")
 
 
 def sources_from_args(args: argparse.Namespace) -> list[Source]:
@@ -72,9 +81,14 @@ def sources_from_args(args: argparse.Namespace) -> list[Source]:
     Raises:
         ConfigError: a bad manor.toml or MANOR_* variable.
     """
+    return standard_sources(flags=flags_from_args(args), config_path=args.config)
+
+
+def flags_from_args(args: argparse.Namespace) -> Source:
+    """Just the settings given as flags on this command line (ordinal 400)."""
     values = {key: getattr(args, _dest(key)) for key in SETTING_FLAGS if getattr(args, _dest(key), None) is not None}
     spelling = {key: SETTING_FLAGS[key].flag for key in values}
-    return standard_sources(flags=flags_source(values, spelling), config_path=args.config)
+    return flags_source(values, spelling)
 
 
 def config_from_args(args: argparse.Namespace) -> Config:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -17,6 +18,7 @@ from ..engine import build_engine, configure, make_clock
 from ..errors import REASONS
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
+from ..saves import SaveWriter
 from ..statistics import RunStatistics
 from .options import add_setting_flags, sources_from_args
 
@@ -32,6 +34,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "clock is virtual by default: simulated latencies cost no wall time and figures are exact.",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object with the run's figures, nothing else")
+    parser.add_argument("--save", type=Path, default=None, metavar="PATH", help="record the run, tick by tick, to a save file (see 'manor replay')")
+    parser.add_argument("--force", action="store_true", help="let --save overwrite an existing file")
     add_setting_flags(parser)
     parser.set_defaults(handler=run)
 
@@ -49,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     config, scene = configure(sources_from_args(args))
     stats = RunStatistics()
     engine = build_engine(config, scene, instruments=[stats])
+    writer = SaveWriter.create(args.save, engine, force=args.force) if args.save else None
     ticks = config.settings.run.ticks
     interval = config.settings.run.tick_interval_s
     console = Console(stderr=True)
@@ -59,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         with Progress(*columns, console=console, transient=True) as progress:
             engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
             trio.run(engine.loop.run, ticks, interval, clock=make_clock(config))
+    if writer is not None:
+        writer.check()
     summary = stats.summary(engine)
     if args.json:
         print(json.dumps(summary))

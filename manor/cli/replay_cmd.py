@@ -1,0 +1,118 @@
+"""``manor replay``: re-run a save's ticks with the recorded responses — to verify that
+the run reproduces, or to see what other settings would have done with the same calls."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..calls import CALLER_KINDS
+from ..errors import REASONS, ConfigError
+from ..saves import Replay, read_save, recorded_summary, replay
+from .options import add_setting_flags, flags_from_args
+
+__all__ = ["WHAT_IF_KEYS", "register"]
+
+#: The settings a what-if replay may change.
+WHAT_IF_KEYS = ("run.policy", "run.batch_size", "gate.size", "platform.limit", "run.order")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "replay",
+        help="replay a save file: verify it reproduces, or ask what other settings would have done",
+        description="Replay the ticks of a save file under the virtual clock, each call answered with its "
+        "recorded response after its recorded latency. With --verify the world hash after every tick must "
+        "equal the recorded one. With what-if settings the same recorded calls are replayed under them and "
+        "the recorded and replayed figures are printed side by side; calls that never reached the backend "
+        "in the recording are drawn from the scene's simulated backend (and counted).",
+    )
+    parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
+    parser.add_argument("--verify", action="store_true", help="check the world hash after every tick; exit 1 at a difference")
+    parser.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
+    add_setting_flags(parser, WHAT_IF_KEYS, config_file=False, title="what if (replay under other settings)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    overrides = flags_from_args(args)
+    if args.verify and overrides.values:
+        flags = ", ".join(overrides.spelling[key] for key in overrides.values)
+        raise ConfigError(f"--verify replays the recorded settings; it cannot be combined with {flags}")
+    save = read_save(args.save)
+    result = replay(save, overrides if overrides.values else None)
+    for warning in result.warnings:
+        print(f"manor: warning: {warning}", file=sys.stderr)
+    if args.verify:
+        return _report_verification(args, result)
+    summary = {**result.summary(), "recorded": recorded_summary(save), "drawn": result.drawn}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        changed = ", ".join(f"{overrides.spelling[key]} {value}" for key, value in overrides.values.items())
+        print_comparison(Console(), save.name, summary, changed or "the recorded settings")
+    return 0
+
+
+def _report_verification(args: argparse.Namespace, result: Replay) -> int:
+    mismatch = result.mismatch
+    if args.json:
+        report = {
+            "ticks": result.ticks,
+            "verified": result.verified,
+            "first_mismatch": None if mismatch is None else mismatch.tick,
+            "world_hash": result.statistics.world_hash,
+        }
+        print(json.dumps(report))
+    elif mismatch is None:
+        print(f"{args.save}: {result.ticks} ticks replayed; the world hash matches the recording after every tick "
+              f"({result.statistics.world_hash})")  # fmt: skip
+    else:
+        print(f"{args.save}: tick {mismatch.tick} differs from the recording: {mismatch.detail} "
+              f"(world hash recorded {mismatch.recorded}, replayed {mismatch.replayed})")  # fmt: skip
+    return 0 if mismatch is None else 1
+
+
+def print_comparison(console: Console, name: str, summary: dict[str, Any], changed: str) -> None:
+    """The recorded and the replayed figures, side by side."""
+    recorded = summary["recorded"]
+    table = Table(title=f"{name} — {summary['ticks']} ticks replayed with {changed}", title_justify="left")
+    table.add_column("figure", no_wrap=True)
+    table.add_column("recorded", justify="right")
+    table.add_column("replayed", justify="right")
+
+    def gate(figures: dict[str, Any]) -> str:
+        size = "no gate" if figures["policy"] == "legacy" else str(figures["gate_size"])
+        return f"{size} / {figures['platform_limit']}"
+
+    def seconds(figures: dict[str, Any], key: str) -> str:
+        return f"{figures['tick_seconds'][key]:.3f}"
+
+    rows = [
+        ("policy", lambda f: f["policy"]),
+        ("ticket order", lambda f: f["order"]),
+        ("gate size / platform limit", gate),
+        ("calls", lambda f: str(f["calls"])),
+        ("degraded", lambda f: str(f["degraded"])),
+        ("platform rejections", lambda f: str(f["platform_rejections"])),
+        ("peak platform sessions", lambda f: str(f["peak_platform_sessions"])),
+        ("tick makespan mean (s)", lambda f: seconds(f, "mean")),
+        ("tick makespan p95 (s)", lambda f: seconds(f, "p95")),
+        ("tick makespan max (s)", lambda f: seconds(f, "max")),
+        ("world hash", lambda f: f["world_hash"][:12] + "…"),
+    ]
+    for label, figure in rows:
+        table.add_row(label, figure(recorded), figure(summary))
+    for kind in CALLER_KINDS:
+        for reason in REASONS:
+            was, now = recorded["degradations"][kind][reason], summary["degradations"][kind][reason]
+            if was or now:
+                table.add_row(f"degraded: {kind}, {reason}", str(was), str(now))
+    console.print(table)
+    console.print(f"responses drawn from the simulated backend (the recording has none for them): {summary['drawn']}")

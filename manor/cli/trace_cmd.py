@@ -1,0 +1,34 @@
+"""``manor trace``: export a save as a Chrome trace, for Perfetto or chrome://tracing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..saves import read_save, write_trace
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "trace",
+        help="export a save file as a Chrome trace (open it in Perfetto or chrome://tracing)",
+        description="Export the ticks of a save file in the Chrome trace-event JSON format: one track per "
+        "caller, spans for waiting at the gate and running, counters for calls in flight and queued at the "
+        "gate, and a marker at every tick. Open the file at https://ui.perfetto.dev or chrome://tracing.",
+    )
+    parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the trace file to write (replaced if it exists)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    save = read_save(args.save)
+    save.require_ticks()
+    for warning in save.warnings:
+        print(f"manor: warning: {warning}", file=sys.stderr)
+    events = write_trace(save, args.output)
+    print(f"{args.output}: {events} trace events for {len(save.ticks)} ticks; open it at https://ui.perfetto.dev")
+    return 0

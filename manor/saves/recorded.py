@@ -1,0 +1,92 @@
+"""The recorded run: its settings, as sources a replay resolves again, and its figures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..config import KEYS, Config, Source, resolve
+from ..config.layering import built_in_source
+from ..engine import build_engine
+from ..errors import ConfigError, SaveError
+from ..records import CallRecord
+from ..statistics import RunStatistics
+from .backend import reached_backend
+from .reader import Save
+
+__all__ = ["RECORDED", "platform_figures", "recorded_config", "recorded_source", "recorded_summary"]
+
+#: The ordinal of the recorded settings: above the built-in defaults (a setting newer
+#: than the save keeps its default), below command-line flags (a what-if).
+RECORDED = 250
+
+
+def recorded_source(save: Save) -> tuple[Source, list[str]]:
+    """The recorded run's settings as one source, and a warning per setting it had that
+    this Manor no longer knows (dropped: it can no longer change anything).
+
+    Settings the recorded run derived (the gate size from the platform limit) are left
+    out, so that a what-if derives them again from its own values.
+    """
+    values: dict[str, Any] = {}
+    dropped: list[str] = []
+    for row in save.header.settings:
+        if row.origin.startswith("derived"):
+            continue
+        if row.key in KEYS:
+            values[row.key] = row.value
+        else:
+            dropped.append(f"{save.name}: setting '{row.key}' is no longer a Manor setting; ignored")
+    return Source(f"save {save.name}", RECORDED, values), dropped
+
+
+def recorded_config(save: Save, overrides: Source | None = None) -> Config:
+    """The settings to replay ``save`` with: the recorded ones, under ``overrides``.
+
+    Raises:
+        SaveError: a recorded setting has a value this Manor refuses.
+        ConfigError: an override has a bad value.
+    """
+    source, _ = recorded_source(save)
+    try:
+        recorded = resolve([built_in_source(), source])
+    except ConfigError as exc:
+        raise SaveError(f"{save.name}: corrupt: a recorded setting is refused: {exc}") from None
+    if overrides is None:
+        return recorded
+    return resolve([built_in_source(), source, overrides])
+
+
+def platform_figures(calls: Iterable[CallRecord]) -> tuple[int, int]:
+    """(platform rejections, peak platform sessions) of a run, from its call records.
+
+    Every rejection left a degraded record. A call that reached the backend held a
+    session from ``admitted_at`` to ``finished_at``; a session that ends at the instant
+    another opens was released first (the gate admits the next call on a release).
+    """
+    rejected = 0
+    changes: list[tuple[float, int]] = []
+    for call in calls:
+        if call.reason == "platform_rejected":
+            rejected += 1
+        elif reached_backend(call):
+            assert call.admitted_at is not None
+            changes += [(call.admitted_at, 1), (call.finished_at, -1)]
+    peak = open_now = 0
+    for _, change in sorted(changes):  # at one instant, -1 sorts before +1
+        open_now += change
+        peak = max(peak, open_now)
+    return rejected, peak
+
+
+def recorded_summary(save: Save) -> dict[str, Any]:
+    """The recorded run's figures, with the keys of ``manor run --json``."""
+    stats = RunStatistics()
+    for frame in save.ticks:
+        stats.tick_finished(frame.record, ())
+    # RunStatistics names the run's settings from an engine; one built (never run) with
+    # the recorded settings names them as the recording had them.
+    summary = stats.summary(build_engine(recorded_config(save), save.scene))
+    calls = [call for frame in save.ticks for call in (*frame.record.calls, *frame.superseded)]
+    summary["platform_rejections"], summary["peak_platform_sessions"] = platform_figures(calls)
+    return summary

@@ -1,0 +1,141 @@
+"""Replaying a save: the recorded ticks again, with the recorded responses, under the
+virtual clock — with the recorded settings (to verify) or others (what if?)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, final
+
+import attrs
+import trio
+import trio.testing
+
+from ..config import Config, Source
+from ..content import Scene
+from ..engine import Engine, build_engine
+from ..instruments import Instrument
+from ..providers import SimProvider
+from ..records import StoryEntry, TickRecord
+from ..statistics import RunStatistics
+from ..world import World
+from .backend import ReplayBackend, recorded_responses
+from .reader import Save
+from .recorded import recorded_config, recorded_source
+
+__all__ = ["Mismatch", "Replay", "replay", "scene_sim"]
+
+
+@attrs.frozen
+class Mismatch:
+    """The first tick whose world hash differs from the recorded one (0: the world
+    before the first tick), and what differed."""
+
+    tick: int
+    recorded: str
+    replayed: str
+    detail: str
+
+
+@final
+class _HashCheck(Instrument):
+    """Compares each replayed tick with the recorded one; keeps the first mismatch."""
+
+    def __init__(self, recorded: Sequence[TickRecord]) -> None:
+        self.recorded = recorded
+        self.mismatch: Mismatch | None = None
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        expected = self.recorded[record.tick - 1]
+        if self.mismatch is None and record.world_hash != expected.world_hash:
+            self.mismatch = Mismatch(record.tick, expected.world_hash, record.world_hash, _first_difference(expected, record))
+
+
+def _first_difference(recorded: TickRecord, replayed: TickRecord) -> str:
+    if len(recorded.calls) != len(replayed.calls):
+        return f"{len(recorded.calls)} calls recorded, {len(replayed.calls)} replayed"
+    for was, now in zip(recorded.calls, replayed.calls, strict=True):
+        if (was.caller, was.agent) != (now.caller, now.agent):
+            return f"call order differs: {was.caller} {was.agent} recorded, {now.caller} {now.agent} replayed"
+        if (was.outcome, was.reason) != (now.outcome, now.reason):
+            return f"{was.caller} {was.agent}: {was.reason or 'ok'} recorded, {now.reason or 'ok'} replayed"
+        if was.text != now.text:
+            return f"{was.caller} {was.agent}: its text differs"
+    return "every call ended as recorded, yet the world differs (the save was altered, or the world's rules changed)"
+
+
+@final
+@attrs.frozen
+class Replay:
+    """What a replay did.
+
+    Attributes:
+        engine: the engine that replayed (its settings, gate, limiter).
+        statistics: the replayed run's figures.
+        drawn: calls answered by the simulated backend: the recording had no response
+            for them (they never reached the backend in it).
+        mismatch: the first tick whose world hash differs from the recording, if any.
+        warnings: what the reader and the settings let pass, one line each.
+    """
+
+    engine: Engine
+    statistics: RunStatistics
+    drawn: int
+    mismatch: Mismatch | None
+    warnings: tuple[str, ...]
+
+    @property
+    def ticks(self) -> int:
+        return self.statistics.ticks
+
+    @property
+    def verified(self) -> bool:
+        return self.mismatch is None
+
+    def summary(self) -> dict[str, Any]:
+        """The replayed run's figures, with the keys of ``manor run --json``."""
+        return self.statistics.summary(self.engine)
+
+
+def scene_sim(config: Config, scene: Scene) -> SimProvider:
+    """The scene's simulated backend, seeded and set up as ``build_engine`` sets it up."""
+    s = config.settings
+    return SimProvider(
+        {agent_id: agent.sim for agent_id, agent in scene.agents.items()},
+        seed=s.run.seed if s.run.seed is not None else scene.spec.seed,
+        names=tuple(agent.name for agent in scene.characters.values()),
+        error_rate=s.sim.error_rate,
+        hang_rate=s.sim.hang_rate,
+        max_sessions=s.backend.sessions,
+    )
+
+
+def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable[Instrument] = ()) -> Replay:
+    """Replay every whole tick of ``save`` under the virtual clock.
+
+    Args:
+        overrides: settings to replay with instead of the recorded ones (a what-if);
+            ``None`` replays with the recorded settings, which must reproduce the
+            recorded world hash after every tick.
+        instruments: more observers of the replayed ticks (a dashboard, a recorder).
+
+    Raises:
+        SaveError: the save holds no whole tick, or a recorded setting is refused.
+        ConfigError: an override has a bad value.
+    """
+    save.require_ticks()
+    _, dropped = recorded_source(save)
+    config = recorded_config(save, overrides)
+    scene = save.scene
+    # Calls the recording has no response for are drawn as the recorded run would have
+    # drawn them: from its own seed and simulation settings, whatever the what-if.
+    backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(recorded_config(save), scene))
+    statistics = RunStatistics()
+    check = _HashCheck(save.records)
+    engine = build_engine(config, scene, backend=backend, instruments=[statistics, check, *instruments])
+    mismatch = None
+    start = World.from_scene(scene).hash
+    if start != save.header.world.hash:
+        mismatch = Mismatch(0, save.header.world.hash, start, "the world before the first tick differs")
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    trio.run(engine.loop.run, len(save.ticks), config.settings.run.tick_interval_s, clock=clock)
+    return Replay(engine, statistics, backend.drawn, mismatch or check.mismatch, (*save.warnings, *dropped))

@@ -1,0 +1,149 @@
+"""The save writer: an instrument that writes a run to a save file as it goes."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, final
+
+import msgspec
+
+from ..errors import SaveError
+from ..instruments import Instrument
+from ..records import CallRecord, StoryEntry, TickRecord
+from .format import EndFrame, Header, SettingRow, TickFrame, WorldAtStart
+from .framing import SIGNATURE, write_frame
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+    from ..tickloop import TickLoop
+
+__all__ = ["SaveWriter", "engine_version", "header_for"]
+
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def engine_version() -> str:
+    """The installed Manor's version ("unknown" when it is not installed)."""
+    try:
+        return importlib.metadata.version("manor")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@final
+class SaveWriter(Instrument):
+    """Writes the header when created, then one frame per tick as the tick is applied
+    (flushed at once, so a killed run keeps every whole tick), then an end frame when
+    the run finishes.
+
+    A write that fails does not stop the run: the writer stops writing and remembers
+    why; ``check()`` raises it afterwards. Create one with ``SaveWriter.create``.
+    """
+
+    def __init__(self, path: Path, file: BinaryIO) -> None:
+        self.path = path
+        self._file: BinaryIO | None = file
+        self._attempts: list[CallRecord] = []
+        self._error: SaveError | None = None
+        #: Whole ticks written so far.
+        self.ticks = 0
+        #: Bytes written so far, signature and header included.
+        self.size = 0
+
+    @classmethod
+    def create(cls, path: str | Path, engine: Engine, *, force: bool = False) -> SaveWriter:
+        """Create the save file for ``engine``'s run, write its header, and add the
+        writer to the engine's loop (create it before the run starts).
+
+        Args:
+            path: the file to create.
+            force: overwrite the file if it exists.
+
+        Raises:
+            SaveError: the file exists (and ``force`` is not set) or cannot be created.
+        """
+        path = Path(path)
+        try:
+            file = open(path, "wb" if force else "xb")  # noqa: SIM115 - the writer owns it until the run ends
+        except FileExistsError:
+            raise SaveError(f"{path}: already exists; pass --force to overwrite it") from None
+        except OSError as exc:
+            raise SaveError(f"{path}: cannot create the save file: {exc.strerror or exc}") from None
+        writer = cls(path, file)
+        writer._write(SIGNATURE, frame=False)
+        writer._write(_ENCODER.encode(header_for(engine)))
+        writer.check()
+        engine.loop.add_instrument(writer)
+        return writer
+
+    # -- instrument hooks -------------------------------------------------------------
+
+    def call_finished(self, record: CallRecord) -> None:
+        self._attempts.append(record)
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        kept = {id(call) for call in record.calls}
+        superseded = tuple(call for call in self._attempts if id(call) not in kept)
+        self._attempts.clear()
+        if self._write(_ENCODER.encode(TickFrame(record=record, superseded=superseded))):
+            self.ticks += 1
+
+    def run_finished(self, loop: TickLoop) -> None:
+        self._write(_ENCODER.encode(EndFrame(ticks=self.ticks)))
+        self.close()
+
+    # -- the file ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the file (idempotent). Ticks written so far stay readable."""
+        if self._file is not None:
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError as exc:
+                self._fail(exc)
+
+    def check(self) -> None:
+        """Raise the error a write ran into, if any.
+
+        Raises:
+            SaveError: a write failed; the file holds the ticks written before it.
+        """
+        if self._error is not None:
+            raise self._error
+
+    def _write(self, data: bytes, *, frame: bool = True) -> bool:
+        if self._file is None:
+            return False
+        try:
+            if frame:
+                self.size += write_frame(self._file, data)
+            else:
+                self._file.write(data)
+                self.size += len(data)
+        except OSError as exc:
+            self._fail(exc)
+            self.close()
+            return False
+        return True
+
+    def _fail(self, exc: OSError) -> None:
+        if self._error is None:
+            self._error = SaveError(f"{self.path}: writing failed after {self.ticks} ticks: {exc.strerror or exc}")
+
+
+def header_for(engine: Engine) -> Header:
+    """The header of a save of ``engine``'s run, taken before its first tick."""
+    settings = engine.config.settings
+    world = engine.loop.world
+    return Header(
+        engine_version=engine_version(),
+        created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        scene=engine.scene,
+        settings=tuple(SettingRow(key, value, origin) for key, value, origin in engine.config.rows()),
+        seed=settings.run.seed if settings.run.seed is not None else engine.scene.spec.seed,
+        world=WorldAtStart(tick=world.tick, positions=dict(world.positions), hash=world.hash),
+    )
