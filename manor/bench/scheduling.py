@@ -44,8 +44,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
 _LEGACY = {"run.policy": "legacy", "run.order": "fifo"}
 #: The cast sizes of the cast sweep (generated characters, ``--agents N``).
 CAST_SIZES = (10, 20, 50)
-# Settings no benchmark run may inherit from the user: each draw is one whole tick.
-_FREE_RUNNING = {"run.tick_interval_s": 0.0}
 
 
 def lower_bound(record: TickRecord, gate_size: int) -> float:
@@ -99,7 +97,7 @@ class _Runs:
         self._done: dict[Settings, _Outcome] = {}
 
     def configure(self, overrides: Mapping[str, Any]) -> tuple[Config, Scene]:
-        return self.context.configure({**overrides, **_FREE_RUNNING})
+        return self.context.configure(overrides)
 
     def run(self, overrides: Mapping[str, Any]) -> _Outcome:
         config, scene = self.configure(overrides)
