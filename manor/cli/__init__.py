@@ -7,12 +7,12 @@ import sys
 from typing import NoReturn
 
 from ..errors import ManorError
-from . import bench_cmd, config_cmd, experiment_cmd, replay_cmd, run_cmd, serve_agent_cmd, trace_cmd
+from . import bench_cmd, config_cmd, experiment_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, trace_cmd
 
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``manor --help`` lists them. Each has ``register``.
-COMMANDS = (run_cmd, replay_cmd, trace_cmd, bench_cmd, config_cmd, serve_agent_cmd, experiment_cmd)
+COMMANDS = (run_cmd, play_cmd, replay_cmd, trace_cmd, bench_cmd, config_cmd, serve_agent_cmd, experiment_cmd)
 
 
 class _Parser(argparse.ArgumentParser):

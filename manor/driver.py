@@ -1,0 +1,144 @@
+"""Driving a tick loop the way a person at a dashboard does: run, pause, step one tick.
+
+The driver is host-independent: it runs under plain ``trio.run`` (tests, headless) as
+well as inside Textual through trio's guest mode. Its controls (``pause``, ``resume``,
+``step``) must be called from inside the trio run — a host calls them through
+``TrioToken.run_sync_soon``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, final
+
+import attrs
+import trio
+
+from .records import TickRecord
+from .tickloop import TickLoop
+
+__all__ = ["DriverState", "DriverStatistics", "TickDriver"]
+
+#: ``running``: ticks follow one another; ``pausing``: paused, the tick under way still
+#: finishes; ``paused``: between ticks, waiting; ``stepping``: paused, running the
+#: ticks asked for by ``step``; ``finished``: the tick budget is spent.
+DriverState = Literal["running", "pausing", "paused", "stepping", "finished"]
+
+
+@attrs.frozen
+class DriverStatistics:
+    """A snapshot of a driver."""
+
+    state: DriverState
+    #: Ticks this driver has run to their end.
+    ticks: int
+    #: Single steps asked for and not yet run.
+    steps_pending: int
+
+
+@final
+@attrs.define(eq=False)
+class TickDriver:
+    """Runs ``loop`` tick after tick while not paused; a step runs exactly one tick.
+
+    A pause takes effect between ticks: the tick under way finishes first (a tick is
+    the unit the world changes by). Stepping while running pauses after the current
+    tick.
+
+    Args:
+        loop: the tick loop to drive.
+        paused: start paused (nothing runs until ``resume`` or ``step``).
+        interval: seconds between tick starts (0 = each tick starts when the last ends).
+        pause_when: pause after the first tick whose record it holds true of, then
+            forget it ("run to the next tick where something degraded").
+    """
+
+    loop: TickLoop
+    paused: bool = False
+    interval: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
+    pause_when: Callable[[TickRecord], bool] | None = None
+    _steps: int = attrs.field(default=0, init=False)
+    _ticks: int = attrs.field(default=0, init=False)
+    _in_tick: bool = attrs.field(default=False, init=False)
+    # The tick under way was asked for by ``step`` (so a pause is not pending).
+    _tick_is_step: bool = attrs.field(default=False, init=False)
+    _finished: bool = attrs.field(default=False, init=False)
+    # Set whenever a control changes; replaced by a fresh event before each wait.
+    _changed: trio.Event = attrs.field(factory=trio.Event, init=False)
+
+    # -- controls (call from inside the trio run) ---------------------------------------
+
+    def pause(self) -> None:
+        """Stop after the tick under way; forget any steps not yet run."""
+        self.paused = True
+        self._steps = 0
+        self._changed.set()
+
+    def resume(self) -> None:
+        self.paused = False
+        self._changed.set()
+
+    def toggle(self) -> None:
+        """Pause if running, resume if paused."""
+        if self.paused:
+            self.resume()
+        else:
+            self.pause()
+
+    def step(self) -> None:
+        """Run one more tick, then stay paused. While running: pause after this tick."""
+        if not self.paused:
+            self.pause()
+            return
+        self._steps += 1
+        self._changed.set()
+
+    # -- running ------------------------------------------------------------------------
+
+    async def run(self, ticks: int | None = None) -> None:
+        """Drive the loop until cancelled, or until ``ticks`` ticks have run.
+
+        Instruments get ``run_finished`` however it ends. An error of the tick loop
+        itself (not a degraded call, which is counted) propagates.
+        """
+        try:
+            while ticks is None or self._ticks < ticks:
+                while self.paused and not self._steps:
+                    await self._wait_for_change()
+                self._tick_is_step = self.paused
+                if self.paused:
+                    self._steps -= 1
+                started = trio.current_time()
+                self._in_tick = True
+                try:
+                    record = await self.loop.step()
+                finally:
+                    self._in_tick = False
+                self._ticks += 1
+                if self.pause_when is not None and self.pause_when(record):
+                    self.pause_when = None
+                    self.pause()
+                if self.interval and not self.paused:
+                    # A pause during the wait starts it at once; resuming restarts it.
+                    with trio.move_on_at(started + self.interval):
+                        while not self.paused:
+                            await self._wait_for_change()
+            self._finished = True
+        finally:
+            self.loop.instruments.call("run_finished", self.loop)
+
+    async def _wait_for_change(self) -> None:
+        self._changed = trio.Event()
+        await self._changed.wait()
+
+    def statistics(self) -> DriverStatistics:
+        state: DriverState
+        if self._finished:
+            state = "finished"
+        elif not self.paused:
+            state = "running"
+        elif self._in_tick:
+            state = "stepping" if self._tick_is_step else "pausing"
+        else:
+            state = "stepping" if self._steps else "paused"
+        return DriverStatistics(state=state, ticks=self._ticks, steps_pending=self._steps)

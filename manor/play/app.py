@@ -1,0 +1,363 @@
+"""``manor play``: the world ticking live in a Textual dashboard.
+
+Trio runs inside Textual's asyncio loop in guest mode (see DESIGN.md, "Trio inside
+Textual"). The engine's calls never touch a widget: its instrument (``DashboardState``)
+records what happened, and a timer redraws the panels from it ten times a second, so a
+world of a thousand agents costs the UI the same as a world of ten. Keys reach the
+engine through the trio token (``GuestRun.run_sync_soon``), and what they changed is
+drawn at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import outcome
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.events import Resize
+from textual.widgets import Footer
+
+from ..config import Config
+from ..config.schema import POLICIES
+from ..content import Scene
+from ..driver import TickDriver
+from ..engine import Engine, build_engine
+from ..errors import ManorError
+from ..policies import make_policy
+from ..saves import SaveWriter
+from .clock import PacedClock
+from .guest import GuestRun
+from .help import HelpScreen
+from .messages import EngineStopped
+from .speed import SECONDS_PER_TICK, describe, faster, nearest, starting_speed
+from .state import DashboardState
+from .widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, StatusLine, StoryLog
+
+__all__ = ["PlayApp", "build_app", "engine_failure"]
+
+#: Redraws per second: what the panels are coalesced to, however fast the engine goes.
+REFRESH_HZ = 10
+#: Below this many columns the panels take their compact forms (80x24 stays usable).
+NARROW = 110
+#: Largest gate size the keys go to: far past any platform limit, still a number.
+MAX_GATE = 999
+
+
+class PlayApp(App[None]):
+    """The live dashboard of one engine.
+
+    Args:
+        engine: the engine to run; its loop must have ``state`` among its instruments.
+        state: what the panels show, fed by the engine.
+        driver: runs the engine's loop; start it paused to begin on a still frame.
+        clock: the trio clock of the run: simulated time at a speed, or ``None`` for
+            real time.
+        ticks: stop after this many ticks; ``None`` runs until quit.
+        calibrate: once the first tick is done, set the speed at which a tick takes
+            about a second (unless a key changed the speed first).
+        writer: the save writer recording the run (among the loop's instruments), if
+            the run is being saved.
+    """
+
+    CSS_PATH = "play.tcss"
+    TITLE = "manor play"
+    # The footer must fit 80 columns: each pair of keys shows once ("+/- gate").
+    BINDINGS = [
+        Binding("space", "toggle_pause", "pause"),
+        Binding("n", "step", "step"),
+        Binding("plus,equals_sign", "gate(1)", "gate", key_display="+/-"),
+        Binding("minus,underscore", "gate(-1)", "gate smaller", show=False),
+        Binding("p", "next_policy", "policy"),
+        Binding("greater_than_sign,full_stop", "speed(1)", "speed", key_display="</>"),
+        Binding("less_than_sign,comma", "speed(-1)", "slower", show=False),
+        Binding("s", "save", "save"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+    ]
+    # Nothing in the dashboard needs the command palette; its footer entry costs room.
+    ENABLE_COMMAND_PALETTE = False
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        state: DashboardState,
+        driver: TickDriver,
+        clock: PacedClock | None,
+        ticks: int | None = None,
+        calibrate: bool = False,
+        writer: SaveWriter | None = None,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.state = state
+        self.driver = driver
+        self.clock = clock
+        self.ticks = ticks
+        self._calibrate = calibrate and clock is not None
+        self.writer = writer
+        # The save records the settings of the start; a live change is noted once.
+        self._warned_live_change = False
+        self.guest = self._new_guest()
+        self._drawn = -1
+        self._drawn_ticks = -1
+        self._started_at = time.monotonic()
+
+    def _new_guest(self) -> GuestRun:
+        guest = GuestRun(on_done=lambda result: self.post_message(EngineStopped(result, guest)))
+        return guest
+
+    # -- layout -----------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status")
+        yield from self.compose_controls()
+        with Horizontal(id="top"):
+            yield LatencyPanel(id="latency")
+            yield GatePanel(id="gate")
+            yield DegradationPanel(id="degradations")
+        with Horizontal(id="bottom"):
+            yield AgentsTable(id="agents")
+            yield StoryLog(id="story")
+        yield Footer()
+
+    def compose_controls(self) -> ComposeResult:
+        """Widgets under the status line (a replay's position bar); none live."""
+        yield from ()
+
+    def on_mount(self) -> None:
+        self.start_engine()
+        self.set_interval(1 / REFRESH_HZ, self.refresh_panels, name="refresh panels")
+        self.refresh_panels()
+
+    def on_resize(self, event: Resize) -> None:
+        narrow = event.size.width < NARROW
+        if narrow != self.has_class("narrow"):
+            self.set_class(narrow, "narrow")
+            self._drawn = -1  # redraw the panels whose text depends on it
+
+    # -- the engine -------------------------------------------------------------------
+
+    def start_engine(self) -> None:
+        """Start the engine in a guest trio run on Textual's loop (once).
+
+        A plain method, called by ``on_mount``: Textual calls ``on_mount`` of every class
+        in an inheritance chain, so a subclass overriding it must not start a second run.
+        """
+        if not self.guest.started:
+            self._started_at = time.monotonic()
+            self.guest.start(partial(self.driver.run, self.ticks), clock=self.clock)
+
+    async def stop_engine(self) -> None:
+        """Cancel the engine and wait until its trio run has ended."""
+        if self.guest.started and not self.guest.finished:
+            self.guest.cancel()
+            await self.guest.wait()
+
+    def in_engine(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` inside the trio run (trio objects are only touched from there),
+        then redraw at once rather than at the next refresh: a key shows its effect."""
+
+        def change() -> None:
+            fn()
+            self.refresh_panels()  # one thread: trio code may draw
+
+        if not self.guest.run_sync_soon(change):
+            self.notify("the engine has stopped", severity="warning")
+
+    def on_engine_stopped(self, message: EngineStopped) -> None:
+        if message.guest is not self.guest:
+            return  # a run a replay's restart replaced
+        if isinstance(message.result, outcome.Error):
+            self.exit(return_code=1, message=engine_failure(message.result.error))
+            return
+        self.refresh_panels()
+
+    async def on_unmount(self) -> None:
+        # Every way out (q, ctrl+q, an error) passes here: the trio run must end
+        # before Textual closes its loop.
+        await self.stop_engine()
+
+    # -- drawing ----------------------------------------------------------------------
+
+    def refresh_panels(self) -> None:
+        """Redraw the panels from the engine's state; cheap when nothing changed."""
+        if not self.is_running:  # a tick can land after the widgets are gone
+            return
+        self._draw_status()
+        loop = self.engine.loop
+        self.query_one(GatePanel).show(
+            loop.gate.statistics(),
+            loop.limiter.statistics(),
+            gated=loop.policy.name != "legacy",
+            burst=loop.gate.burst,
+        )
+        state = self.state
+        if state.version == self._drawn:
+            return
+        self._drawn = state.version
+        if len(state.ticks) and state.tick != self._drawn_ticks:
+            self._drawn_ticks = state.tick
+            self.query_one(LatencyPanel).show(state.ticks)
+            if self._calibrate:
+                self._calibrate_speed(state.ticks[0].makespan)
+        self.query_one(DegradationPanel).show(
+            state.degradations_tick, state.degradations_total, compact=self.has_class("narrow")
+        )
+        self.query_one(AgentsTable).show(state.rows, state.take_dirty())
+        self.query_one(StoryLog).show(state.story, state.story_count)
+
+    def _draw_status(self) -> None:
+        loop = self.engine.loop
+        limit = loop.limiter.limit or "∞"
+        gate = f"{loop.gate.size}/{limit}" if loop.policy.name != "legacy" else f"none/{limit}"
+        if self.clock is None:
+            clock = f"t {time.monotonic() - self._started_at:.1f}s real time"
+        else:
+            clock = f"t {self.clock.peek():.1f}s {describe(self.clock.speed)}"
+        state = self.driver.statistics().state
+        if self.guest.finished and state != "finished":
+            state = "stopped"
+        self.query_one(StatusLine).show(
+            scene=self.engine.scene.spec.name,
+            tick=self.state.tick,
+            current=self.state.current_tick,
+            policy=loop.policy.name,
+            gate=gate,
+            clock=clock,
+            state=state,
+        )
+
+    def _calibrate_speed(self, makespan: float) -> None:
+        """The starting speed was estimated; the first tick measured: correct it once."""
+        self._calibrate = False
+        assert self.clock is not None
+        speed = nearest(makespan / SECONDS_PER_TICK)
+        if speed != self.clock.speed:
+            self.in_engine(partial(setattr, self.clock, "speed", speed))
+
+    # -- actions ----------------------------------------------------------------------
+
+    def action_toggle_pause(self) -> None:
+        self.in_engine(self.driver.toggle)
+
+    def action_step(self) -> None:
+        self.in_engine(self.driver.step)
+
+    def action_gate(self, delta: int) -> None:
+        gate = self.engine.loop.gate
+        size = max(1, min(MAX_GATE, gate.size + delta))
+        if size != gate.size:
+            # The setter admits waiters at once when the gate grows: trio work.
+            self.in_engine(partial(setattr, gate, "size", size))
+            self._note_live_change()
+        if self.engine.loop.policy.name == "legacy":
+            self.notify("the legacy policy does not use the gate", severity="warning")
+
+    def action_next_policy(self) -> None:
+        loop = self.engine.loop
+        name = POLICIES[(POLICIES.index(loop.policy.name) + 1) % len(POLICIES)]
+        settings = self.engine.config.settings
+        seed = settings.run.seed if settings.run.seed is not None else self.engine.scene.spec.seed
+        policy = make_policy(name, settings.run.batch_size, seed)
+        # The tick under way keeps the policy it started with.
+        self.in_engine(partial(setattr, loop, "policy", policy))
+        self.notify(f"policy {name} from the next tick")
+        self._note_live_change()
+
+    def action_speed(self, steps: int) -> None:
+        if self.clock is None:
+            self.notify("real clock (--clock real): the speed is fixed", severity="warning")
+            return
+        self._calibrate = False
+        speed = faster(self.clock.speed, steps)
+        # In the trio run: a wait planned at the old speed is planned again.
+        self.in_engine(partial(setattr, self.clock, "speed", speed))
+
+    def action_save(self) -> None:
+        writer = self.writer
+        if writer is None:
+            self.notify("not recording this run (started with --no-save)", severity="warning")
+            return
+        try:
+            writer.check()
+        except ManorError as exc:
+            self.notify(str(exc), title="save failed", severity="error")
+            return
+        # The writer writes and flushes each tick as it ends: the file is up to date.
+        self.notify(f"{writer.path}: {writer.ticks} ticks saved (each tick is written as it ends)", title="saved")
+
+    def _note_live_change(self) -> None:
+        if self.writer is not None and not self._warned_live_change:
+            self._warned_live_change = True
+            self.notify(
+                f"the save keeps the settings the run started with; a replay of {self.writer.path.name} "
+                f"will differ from tick {self.state.tick + 1} on",
+                title="changed live",
+                severity="warning",
+            )
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        await self.stop_engine()
+        self.exit()
+
+
+def engine_failure(error: BaseException) -> str:
+    """One line saying why the engine stopped: the first error inside any group."""
+    errors = _leaves(error)
+    first = errors[0]
+    what = str(first) if isinstance(first, ManorError) else f"{type(first).__name__}: {first}"
+    more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+    return f"manor: error: the engine stopped: {what}{more}"
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+def build_app(
+    config: Config,
+    scene: Scene,
+    *,
+    paused: bool = False,
+    clock: PacedClock | None | str = "auto",
+    save: Path | None = None,
+    force: bool = False,
+) -> PlayApp:
+    """The dashboard for the run ``config`` describes.
+
+    Args:
+        paused: start on a still frame; nothing runs until a key says so.
+        clock: ``"auto"``: real time with ``run.clock = "real"``, otherwise simulated
+            time at the speed where a tick takes about a second; or the clock to use
+            (tests pass ``PacedClock(math.inf)``: exact, and never waits).
+        save: record the run to this save file, tick by tick (``None``: do not).
+        force: let ``save`` overwrite an existing file.
+
+    Raises:
+        SaveError: the save file exists (without ``force``) or cannot be created.
+    """
+    state = DashboardState(scene)
+    engine = build_engine(config, scene, instruments=[state])
+    run = config.settings.run
+    calibrate = clock == "auto"
+    if clock == "auto":
+        clock = None if run.clock == "real" else PacedClock(starting_speed(engine))
+    assert not isinstance(clock, str)
+    # ``manor play`` runs until quit unless --ticks (or manor.toml, MANOR_RUN_TICKS) says.
+    ticks = None if config.origins.get("run.ticks") == "built-in defaults" else run.ticks
+    driver = TickDriver(engine.loop, paused=paused, interval=run.tick_interval_s)
+    # The writer adds itself to the engine's loop.
+    writer = SaveWriter.create(save, engine, force=force) if save is not None else None
+    return PlayApp(engine, state=state, driver=driver, clock=clock, ticks=ticks, calibrate=calibrate, writer=writer)

@@ -1,0 +1,204 @@
+"""``manor play --replay SAVE``: a recorded run, shown by the dashboard as it replays.
+
+The recorded ticks run again through the engine with the replay backend (each call gets
+its recorded response after its recorded latency) under a fresh paced clock, so what
+the panels show is what happened, and the world hash is checked against the recording
+after every tick. Play, pause, step, "next event" (the next tick where a call
+degraded), restart, speed, and a position bar: going back means replaying from the
+start at full speed up to the tick asked for (a world cannot run backwards).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import final
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+
+from ..driver import TickDriver
+from ..engine import Engine, build_engine
+from ..instruments import Instrument
+from ..records import StoryEntry, TickRecord
+from ..saves import ReplayBackend, Save, recorded_config, recorded_responses
+from ..saves.replay import scene_sim
+from .app import PlayApp
+from .clock import PacedClock
+from .messages import Seek
+from .speed import SECONDS_PER_TICK, nearest
+from .state import DashboardState
+from .widgets.replay_bar import ReplayBar
+
+__all__ = ["RecordingCheck", "ReplayApp", "replay_engine"]
+
+
+@final
+class RecordingCheck(Instrument):
+    """Compares each replayed tick's world hash with the recorded one."""
+
+    def __init__(self, recorded: Sequence[TickRecord]) -> None:
+        self.recorded = recorded
+        #: The first tick that differs, if any.
+        self.differs_at: int | None = None
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        expected = self.recorded[record.tick - 1]
+        if self.differs_at is None and record.world_hash != expected.world_hash:
+            self.differs_at = record.tick
+
+
+def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck]:
+    """An engine that replays ``save`` with the recorded settings, and its instruments.
+
+    Raises:
+        SaveError: a recorded setting is refused.
+    """
+    config = recorded_config(save)
+    scene = save.scene
+    # Calls the recording has no response for (none, unless a recorded setting is no
+    # longer known) are drawn as the recorded run drew them.
+    backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(config, scene))
+    state = DashboardState(scene)
+    check = RecordingCheck(save.records)
+    return build_engine(config, scene, backend=backend, instruments=[state, check]), state, check
+
+
+class ReplayApp(PlayApp):
+    """The dashboard on a save file.
+
+    Args:
+        save: the recording (with at least one whole tick).
+        speed: simulated seconds per wall second; by default a recorded tick takes
+            about a second.
+    """
+
+    # Priority: the agents table, focused, would take the arrows to scroll.
+    BINDINGS = [
+        Binding("left", "seek(-1)", "seek", key_display="←/→", priority=True),
+        Binding("right", "seek(1)", "later tick", show=False, priority=True),
+        Binding("left_square_bracket", "seek(-10)", "10 ticks back", show=False, priority=True),
+        Binding("right_square_bracket", "seek(10)", "10 ticks on", show=False, priority=True),
+        Binding("home", "seek(-1_000_000)", "first tick", show=False, priority=True),
+        Binding("end", "seek(1_000_000)", "last tick", show=False, priority=True),
+        Binding("e", "next_event", "event"),
+        Binding("r", "restart", "restart"),
+    ]
+    #: What a replay does not do: change the recorded run (``manor replay`` asks "what
+    #: if"), or record itself.
+    LIVE_ONLY = frozenset({"gate", "next_policy", "save"})
+
+    def __init__(self, save: Save, *, speed: float | None = None) -> None:
+        save.require_ticks()
+        self.save = save
+        engine, state, self.check = replay_engine(save)
+        if speed is None:
+            speed = nearest(fmean(t.makespan for t in save.records) / SECONDS_PER_TICK)
+        config = engine.config.settings.run
+        driver = TickDriver(engine.loop, interval=config.tick_interval_s)
+        super().__init__(engine, state=state, driver=driver, clock=PacedClock(speed), ticks=len(save.ticks))
+        self.total = len(save.ticks)
+        # A seek in progress: the tick it goes to, and the speed to go back to there.
+        self._seeking: tuple[int, float] | None = None
+
+    def compose_controls(self) -> ComposeResult:
+        yield ReplayBar(Path(self.save.name).name, self.total, id="replay-bar")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return action not in self.LIVE_ONLY
+
+    # -- drawing ----------------------------------------------------------------------
+
+    def refresh_panels(self) -> None:
+        super().refresh_panels()
+        if not self.is_running:
+            return
+        tick = self.state.tick
+        if self._seeking is not None and tick >= self._seeking[0]:
+            speed = self._seeking[1]
+            self._seeking = None
+            assert self.clock is not None
+            clock = self.clock
+            self.in_engine(lambda: setattr(clock, "speed", speed))
+        differs = self.check.differs_at
+        if differs is not None:
+            verdict, style = f"differs from the recording at tick {differs}", "bold red"
+        elif tick:
+            verdict, style = "matches the recording", "green"
+        else:
+            verdict, style = "", ""
+        self.query_one(ReplayBar).show(tick, verdict, style)
+
+    # -- actions ----------------------------------------------------------------------
+
+    async def action_toggle_pause(self) -> None:
+        if self.guest.finished:  # at the end: play again from the start
+            await self.seek(0)
+        self.in_engine(self.driver.toggle)
+
+    async def action_seek(self, delta: int) -> None:
+        base = self._seeking[0] if self._seeking is not None else self.state.tick
+        await self.seek(base + delta)
+
+    async def action_restart(self) -> None:
+        await self.seek(0)
+
+    def action_next_event(self) -> None:
+        """Play on until a tick in which some call degraded, and pause after it."""
+        if self.guest.finished:
+            self.notify("at the end of the recording", severity="warning")
+            return
+        driver = self.driver
+
+        def hunt() -> None:
+            driver.pause_when = lambda record: any(not call.ok for call in record.calls)
+            driver.resume()
+
+        self.in_engine(hunt)
+
+    async def on_seek(self, message: Seek) -> None:
+        await self.seek(message.tick)
+
+    async def seek(self, tick: int) -> None:
+        """Show the world at the end of recorded tick ``tick``, paused.
+
+        Forward from a paused tick, the ticks between run at full speed; anything else
+        replays from the start.
+        """
+        tick = max(0, min(self.total, tick))
+        paused_between = self.driver.statistics().state == "paused" and not self.guest.finished
+        if paused_between and tick >= self.state.tick:
+            steps = tick - self.state.tick
+        else:
+            await self._restart()
+            steps = tick
+        if not steps:
+            return
+        assert self.clock is not None
+        clock, driver = self.clock, self.driver
+        self._seeking = (tick, clock.speed if self._seeking is None else self._seeking[1])
+
+        def go() -> None:
+            clock.speed = math.inf
+            for _ in range(steps):
+                driver.step()
+
+        self.in_engine(go)
+
+    async def _restart(self) -> None:
+        """A fresh engine at tick 0, paused, with fresh panels and a fresh clock."""
+        await self.stop_engine()
+        assert self.clock is not None
+        speed = self._seeking[1] if self._seeking is not None else self.clock.speed
+        self._seeking = None
+        self.engine, self.state, self.check = replay_engine(self.save)
+        self.driver = TickDriver(self.engine.loop, paused=True, interval=self.driver.interval)
+        # Recorded times start at 0: so must the replay's, to the bit.
+        self.clock = PacedClock(speed)
+        self.guest = self._new_guest()
+        self._drawn = self._drawn_ticks = -1
+        await self.recompose()
+        self.start_engine()
+        self.refresh_panels()

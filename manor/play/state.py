@@ -1,0 +1,193 @@
+"""What the dashboard shows, kept up to date by the tick loop's instrument hooks.
+
+The engine writes, the dashboard reads on a timer (about ten times a second), so a
+flood of call events costs a few dictionary updates each and never a redraw: updates
+are coalesced by construction. Both run on one thread (trio in guest mode on Textual's
+loop), so there are no locks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Literal, final
+
+import attrs
+
+from ..calls import CallerKind, Request
+from ..content import Scene
+from ..instruments import Instrument
+from ..records import CallRecord, StoryEntry, TickRecord
+from ..statistics import empty_degradations, percentile
+
+__all__ = ["CallerRow", "CallerState", "DashboardState", "TickFigures"]
+
+CallerState = Literal["—", "queued", "running", "done", "degraded"]
+
+#: How a caller kind is labelled in the agents table.
+_KIND_LABELS = {
+    CallerKind.CHARACTER: "character",
+    CallerKind.NARRATOR: "narrator",
+    CallerKind.SUMMARISER: "summariser",
+    CallerKind.SCENE_BEAT: "beat",
+}
+
+
+@final
+@attrs.define(eq=False)
+class CallerRow:
+    """One caller of the agents table: a character, the narrator, a scene-beat speaker."""
+
+    caller: str
+    agent: str
+    name: str
+    state: CallerState = "—"
+    #: Seconds from admission to the end of its last finished call.
+    latency: float | None = None
+    line: str = ""
+    reason: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.caller}:{self.agent}"
+
+    @property
+    def kind(self) -> str:
+        return _KIND_LABELS[CallerKind(self.caller)]
+
+
+@attrs.frozen
+class TickFigures:
+    """One finished tick, as the latency panel shows it."""
+
+    tick: int
+    makespan: float
+    p50: float
+    max: float
+    calls: int
+    degraded: int
+
+
+@final
+class DashboardState(Instrument):
+    """Counts, rows and story lines for the dashboard, fed by the tick loop.
+
+    Args:
+        scene: names the callers; their rows exist, in planning order, from the start.
+        history: finished ticks kept for the latency chart.
+        story_kept: story lines kept for the story panel.
+    """
+
+    def __init__(self, scene: Scene, *, history: int = 120, story_kept: int = 500) -> None:
+        #: Bumped on every change; a panel redraws only when it moved.
+        self.version = 0
+        #: The tick under way, or ``None`` between ticks.
+        self.current_tick: int | None = None
+        #: The last finished tick (0 before the first).
+        self.tick = 0
+        self.ticks: deque[TickFigures] = deque(maxlen=history)
+        self.degradations_tick = empty_degradations()
+        self.degradations_total = empty_degradations()
+        self.calls_total = 0
+        self.degraded_total = 0
+        #: Calls of the tick under way: planned, and by state (a retry counts again).
+        self.planned = 0
+        self.queued = 0
+        self.running = 0
+        self.finished = 0
+        self.rows: dict[str, CallerRow] = {}
+        #: Keys of rows changed since the agents table last took them.
+        self.dirty: set[str] = set()
+        self.story: deque[StoryEntry] = deque(maxlen=story_kept)
+        #: Story lines ever added (``story`` keeps only the newest).
+        self.story_count = 0
+        self._names = {agent_id: agent.name for agent_id, agent in scene.agents.items()}
+        for agent_id in scene.characters:
+            self._row(CallerKind.CHARACTER, agent_id)
+        self._row(CallerKind.NARRATOR, scene.narrator[0])
+        self._row(CallerKind.SUMMARISER, scene.summariser[0])
+        if scene.spec.beats.per_tick:
+            for speaker in scene.spec.beats.speakers:
+                self._row(CallerKind.SCENE_BEAT, speaker)
+
+    # -- instrument hooks -----------------------------------------------------------------
+
+    def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
+        self.current_tick = tick
+        self.degradations_tick = empty_degradations()
+        self.planned, self.queued, self.running, self.finished = len(requests), 0, 0, 0
+        for request in requests:
+            self._set(self._row(request.caller, request.agent), "queued")
+        self.version += 1
+
+    def call_started(self, request: Request) -> None:
+        self.queued += 1
+        self._set(self._row(request.caller, request.agent), "queued")
+        self.version += 1
+
+    def call_admitted(self, request: Request, admitted_at: float) -> None:
+        self.queued -= 1
+        self.running += 1
+        self._set(self._row(request.caller, request.agent), "running")
+        self.version += 1
+
+    def call_finished(self, record: CallRecord) -> None:
+        if record.admitted_at is None:
+            self.queued -= 1
+        else:
+            self.running -= 1
+        self.finished += 1
+        self.calls_total += 1
+        row = self._row(record.caller, record.agent)
+        if record.ok:
+            row.latency = record.latency
+            row.line = record.text
+            row.reason = None
+            self._set(row, "done")
+        else:
+            if record.admitted_at is not None:
+                row.latency = record.latency
+            row.reason = record.reason
+            self._set(row, "degraded")
+            reason = record.reason or "provider_error"
+            self.degradations_tick[record.caller][reason] += 1
+            self.degradations_total[record.caller][reason] += 1
+            self.degraded_total += 1
+        self.version += 1
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        latencies = [call.latency for call in record.calls if call.admitted_at is not None]
+        self.ticks.append(
+            TickFigures(
+                tick=record.tick,
+                makespan=record.makespan,
+                p50=percentile(latencies, 50),
+                max=max(latencies, default=0.0),
+                calls=len(record.calls),
+                degraded=sum(1 for call in record.calls if not call.ok),
+            )
+        )
+        self.tick = record.tick
+        self.current_tick = None
+        self.story.extend(story)
+        self.story_count += len(story)
+        self.version += 1
+
+    # -- rows -----------------------------------------------------------------------------
+
+    def take_dirty(self) -> set[str]:
+        """The keys of rows changed since the last call (for the one table that shows them)."""
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
+    def _row(self, caller: str, agent: str) -> CallerRow:
+        key = f"{caller}:{agent}"
+        row = self.rows.get(key)
+        if row is None:
+            row = self.rows[key] = CallerRow(str(caller), agent, self._names.get(agent, agent))
+            self.dirty.add(key)
+        return row
+
+    def _set(self, row: CallerRow, state: CallerState) -> None:
+        row.state = state
+        self.dirty.add(row.key)

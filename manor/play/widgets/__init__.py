@@ -1,0 +1,23 @@
+"""The dashboard's panels, one per module."""
+
+from __future__ import annotations
+
+from .agents import AgentsTable
+from .degradations import DegradationPanel
+from .gate_panel import GatePanel
+from .latency import LatencyPanel
+from .replay_bar import ReplayBar
+from .status import StatusLine
+from .story import StoryLog
+from .tick_chart import TickChart
+
+__all__ = [
+    "AgentsTable",
+    "DegradationPanel",
+    "GatePanel",
+    "LatencyPanel",
+    "ReplayBar",
+    "StatusLine",
+    "StoryLog",
+    "TickChart",
+]

@@ -1,0 +1,386 @@
+"""``manor play``: the dashboard driven by Textual's Pilot, trio hosted in guest mode.
+
+The clock is ``PacedClock(math.inf)``: simulated time is exact and never waits for the
+wall clock, so ticks take milliseconds and every figure is the virtual run's. The tests
+run under asyncio (``asyncio.run``), as Textual does; pytest-trio is not involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import math
+import re
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from pathlib import Path
+
+import outcome
+import pytest
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widget import Widget
+
+from manor.calls import Event, Request
+from manor.cli import main
+from manor.config import Config, resolve
+from manor.config.layering import built_in_source, flags_source, layer_defaults_source
+from manor.content import Scene, load_scene
+from manor.driver import TickDriver
+from manor.engine import build_engine
+from manor.play import PlayApp, ReplayApp, build_app
+from manor.play.app import engine_failure
+from manor.play.clock import PacedClock
+from manor.play.help import HelpScreen
+from manor.play.state import DashboardState
+from manor.play.widgets import DegradationPanel, ReplayBar, StatusLine, StoryLog
+from manor.providers import Provider
+from manor.saves import read_save
+
+
+def settings(values: Mapping[str, object] | None = None) -> tuple[Config, Scene]:
+    """The Wacky Manor with its own seed and platform limit (6), ``values`` as flags."""
+    scene = load_scene("wacky_manor")
+    flags = {"platform.limit": 6, "run.seed": scene.spec.seed, **(values or {})}
+    return resolve([built_in_source(), layer_defaults_source(), flags_source(flags, {})]), scene
+
+
+def play_app(*, paused: bool = True, save: Path | None = None, values: Mapping[str, object] | None = None) -> PlayApp:
+    config, scene = settings(values)
+    return build_app(config, scene, paused=paused, clock=PacedClock(math.inf), save=save)
+
+
+def drive(app: PlayApp, scenario: Callable[[Pilot[None]], Awaitable[None]], size: tuple[int, int] = (120, 40)) -> None:
+    """Run ``scenario`` against ``app`` under asyncio, as Textual runs."""
+
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await scenario(pilot)
+
+    asyncio.run(main())
+
+
+async def until(pilot: Pilot[None], condition: Callable[[], bool], what: str) -> None:
+    """Let the app run until ``condition`` holds. The bound only keeps a broken build
+    from hanging the suite; nothing here measures time."""
+    for _ in range(4000):
+        if condition():
+            return
+        await pilot.pause(0.005)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def settled(pilot: Pilot[None]) -> None:
+    """Let queued engine calls land and the panels redraw."""
+    await pilot.pause(0.05)
+    pilot.app.refresh_panels()  # type: ignore[attr-defined]
+    await pilot.pause()
+
+
+def text_of(widget: Widget) -> str:
+    """What a Static-based panel shows, as plain text."""
+    console = Console(width=200, file=io.StringIO(), color_system=None)
+    console.print(widget.content)  # type: ignore[attr-defined]
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+class TestRunning:
+    """Ticks advance, pause stops them, step runs exactly one."""
+
+    def test_ticks_advance_and_the_dashboard_shows_them(self) -> None:
+        app = play_app(paused=False)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: app.state.tick >= 3, "three ticks")
+            await settled(pilot)
+            status = text_of(app.query_one(StatusLine))
+            shown = re.search(r"tick (\d+)", status)
+            assert shown is not None and int(shown.group(1)) >= 3, status
+            assert "running" in status
+            assert app.query_one(StoryLog).lines, "the story shows lines"
+
+        drive(app, scenario)
+
+    def test_pause_stops_the_ticks(self) -> None:
+        app = play_app(paused=False)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: app.state.tick >= 2, "two ticks")
+            await pilot.press("space")
+            await until(pilot, lambda: app.driver.statistics().state == "paused", "paused")
+            ticks = app.state.tick
+            await pilot.pause(0.3)  # long enough for hundreds of ticks at this speed
+            assert app.state.tick == ticks
+            await settled(pilot)
+            assert "paused" in text_of(app.query_one(StatusLine))
+            await pilot.press("space")
+            await until(pilot, lambda: app.state.tick > ticks, "running again")
+
+        drive(app, scenario)
+
+    def test_step_runs_exactly_one_tick(self) -> None:
+        app = play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.pause(0.1)
+            assert app.state.tick == 0
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            await pilot.pause(0.2)
+            assert app.state.tick == 1
+            await pilot.press("n", "n")
+            await until(pilot, lambda: app.state.tick == 3, "tick 3")
+            await pilot.pause(0.2)
+            assert app.state.tick == 3
+            assert app.driver.statistics().state == "paused"
+
+        drive(app, scenario)
+
+
+class TestControls:
+    """Keys change the engine live."""
+
+    def test_gate_keys_resize_the_gate(self) -> None:
+        app = play_app()
+        gate = app.engine.loop.gate
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            assert gate.size == 5
+            await pilot.press("+", "+")
+            await until(pilot, lambda: gate.size == 7, "gate 7")
+            await pilot.press("-", "-", "-")
+            await until(pilot, lambda: gate.size == 4, "gate 4")
+            await settled(pilot)
+            assert "gate 4/6" in text_of(app.query_one(StatusLine))
+            await pilot.press(*["-"] * 6)
+            await settled(pilot)
+            assert gate.size == 1
+
+        drive(app, scenario)
+
+    def test_switching_to_legacy_makes_degradations_appear(self) -> None:
+        """Pipeline: nothing degrades. Legacy on the same world: the platform rejects."""
+        app = play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            assert app.state.degraded_total == 0
+            await pilot.press("p", "p")
+            await until(pilot, lambda: app.engine.loop.policy.name == "legacy", "legacy")
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 2, "tick 2")
+            await settled(pilot)
+            # The legacy way: a scene beat goes straight at the full platform, is
+            # rejected, and its speaker is speechless.
+            rejected = app.state.degradations_tick["scene_beat"]["platform_rejected"]
+            assert rejected > 0
+            table = text_of(app.query_one(DegradationPanel))
+            row = next(line for line in table.splitlines() if line.startswith("platform_rejected"))
+            assert row.split()[1:] == ["0/0", "0/0", "0/0", f"{rejected}/{rejected}"]
+            assert any(entry.fallback == "speechless" for entry in app.state.story if entry.tick == 2)
+
+        drive(app, scenario)
+
+    def test_speed_keys_move_along_the_ladder(self) -> None:
+        app = play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            assert app.clock is not None and app.clock.speed == math.inf
+            await pilot.press(">")
+            await settled(pilot)
+            assert app.clock.speed == math.inf  # already the fastest
+            await pilot.press("<", "<")
+            await until(pilot, lambda: app.clock is not None and app.clock.speed == 512, "x512")
+
+        drive(app, scenario)
+
+    def test_help_opens_and_closes(self) -> None:
+        app = play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("?")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help shown")
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
+
+        drive(app, scenario)
+
+
+class TestEnding:
+    """Quitting ends the trio run; an engine error ends the app with a message."""
+
+    def test_quit_ends_the_guest_run(self) -> None:
+        app = play_app(paused=False)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: app.state.tick >= 1, "a tick")
+            await pilot.press("q")
+
+        drive(app, scenario)
+        assert app.guest.finished
+        assert isinstance(app.guest.result, outcome.Value)
+        assert app.return_code == 0
+
+    def test_quit_saves_the_run(self, tmp_path: Path) -> None:
+        """The save holds every finished tick and an end frame; it replays exactly."""
+        path = tmp_path / "run.msav"
+        app = play_app(save=path)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n", "n")
+            await until(pilot, lambda: app.state.tick == 2, "tick 2")
+            await pilot.press("s")
+            await pilot.press("q")
+
+        drive(app, scenario)
+        save = read_save(path)
+        assert [frame.record.tick for frame in save.ticks] == [1, 2]
+        assert save.finished
+        assert save.ticks[-1].record.world_hash == app.engine.loop.world.hash
+
+    def test_an_engine_error_exits_with_a_message(self) -> None:
+        config, scene = settings()
+        state = DashboardState(scene)
+        engine = build_engine(config, scene, backend=Broken(), instruments=[state])
+        app = PlayApp(engine, state=state, driver=TickDriver(engine.loop), clock=PacedClock(math.inf))
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: app.guest.finished, "the engine stopped")
+            await until(pilot, lambda: not app.is_running, "the app exited")
+
+        drive(app, scenario)
+        assert app.return_code == 1
+        assert isinstance(app.guest.result, outcome.Error)
+        assert engine_failure(app.guest.result.error) == "manor: error: the engine stopped: RuntimeError: the backend broke"
+
+
+class Broken(Provider):
+    """A backend with a bug: it raises something that is not a CallError."""
+
+    async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
+        raise RuntimeError("the backend broke")
+        yield  # pragma: no cover - makes this an async generator
+
+
+class TestCommand:
+    """``manor play`` checks its settings before taking the screen."""
+
+    def test_a_bad_scene_is_one_line_and_exit_1(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["play", "--scene", "no_such_scene", "--no-save"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("manor: error: unknown scene 'no_such_scene'")
+        assert len(err.strip().splitlines()) == 1
+
+    def test_an_existing_save_file_is_refused(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        taken = tmp_path / "taken.msav"
+        taken.write_bytes(b"")
+        assert main(["play", "--save", str(taken)]) == 1
+        assert "already exists" in capsys.readouterr().err
+
+
+def test_layout_snapshot(snap_compare: Callable[..., bool]) -> None:
+    """The dashboard at 120x40, paused after three ticks of the Wacky Manor."""
+    app = play_app()
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await pilot.press("n", "n", "n")
+        await until(pilot, lambda: app.state.tick == 3, "tick 3")
+        await settled(pilot)
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_narrow_layout_snapshot(snap_compare: Callable[..., bool]) -> None:
+    """The same at 80x24: every panel still there, the footer's keys all shown."""
+    app = play_app()
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await pilot.press("n", "n", "n")
+        await until(pilot, lambda: app.state.tick == 3, "tick 3")
+        await settled(pilot)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+SAVES = Path(__file__).resolve().parent.parent / "saves"
+
+
+def replay_app(name: str = "wacky_manor_legacy.msav") -> ReplayApp:
+    """A recorded run in the dashboard, paused at tick 0, replaying flat out."""
+    app = ReplayApp(read_save(SAVES / name), speed=math.inf)
+    app.driver.paused = True
+    return app
+
+
+class TestReplay:
+    """``manor play --replay``: the recording replays, checked tick by tick."""
+
+    def test_steps_replay_the_recording_exactly(self) -> None:
+        app = replay_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n", "n")
+            await until(pilot, lambda: app.state.tick == 2, "tick 2")
+            await settled(pilot)
+            assert app.check.differs_at is None
+            recorded = app.save.records[1]
+            assert app.state.ticks[-1].makespan == recorded.makespan
+            assert app.engine.loop.world.hash == recorded.world_hash
+            bar = app.query_one(ReplayBar)
+            assert (bar.tick, bar.verdict) == (2, "matches the recording")
+
+        drive(app, scenario)
+
+    def test_seeking_forward_and_back(self) -> None:
+        """End runs every tick; back one replays from the start to the tick before."""
+        app = replay_app()
+        total = len(app.save.ticks)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("end")
+            await until(pilot, lambda: app.state.tick == total, "the last tick")
+            await pilot.press("left")
+            await until(pilot, lambda: app.state.tick == total - 1 and app.driver.statistics().state == "paused", "one back")
+            await pilot.pause(0.2)
+            assert app.state.tick == total - 1
+            assert app.engine.loop.world.hash == app.save.records[total - 2].world_hash
+            assert app.clock is not None and app.clock.speed == math.inf
+            await pilot.press("r")
+            await until(pilot, lambda: app.state.tick == 0 and app.guest.started, "restarted")
+
+        drive(app, scenario)
+
+    def test_next_event_stops_after_the_next_degraded_tick(self) -> None:
+        """In the legacy recording a scene beat is rejected every tick: e runs one."""
+        app = replay_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("e")
+            await until(pilot, lambda: app.driver.statistics().state == "paused" and app.state.tick > 0, "an event")
+            assert app.state.tick == 1
+            assert app.state.degraded_total > 0
+
+        drive(app, scenario)
+
+    def test_a_replay_changes_nothing_of_the_recorded_run(self) -> None:
+        """The gate, policy and save keys do nothing in a replay."""
+        app = replay_app("wacky_manor_pipeline.msav")
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            size = app.engine.loop.gate.size
+            await pilot.press("+", "p")
+            await settled(pilot)
+            assert app.engine.loop.gate.size == size
+            assert app.engine.loop.policy.name == "pipeline"
+
+        drive(app, scenario)
+
+    def test_replay_takes_no_setting_flags(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["play", "--replay", str(SAVES / "wacky_manor_legacy.msav"), "--policy", "pipeline"]) == 1
+        err = capsys.readouterr().err
+        assert "--replay shows the recording with its own settings" in err
+        assert "--policy" in err
+
+    def test_a_missing_save_is_one_line(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["play", "--replay", str(tmp_path / "nope.msav")]) == 1
+        assert capsys.readouterr().err.strip() == f"manor: error: {tmp_path / 'nope.msav'}: no such save file"

@@ -1,0 +1,270 @@
+"""The engine side of ``manor play``, host-independent: the tick driver and the paced
+clock, under plain ``trio.run`` — no Textual."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pytest
+import trio
+import trio.testing
+
+from manor.config import resolve
+from manor.config.layering import built_in_source, flags_source, layer_defaults_source
+from manor.content import load_scene
+from manor.driver import TickDriver
+from manor.engine import Engine, build_engine
+from manor.instruments import Instrument
+from manor.play.clock import PacedClock
+from manor.play.speed import SPEEDS, describe, faster, nearest
+from manor.play.state import DashboardState
+from manor.records import StoryEntry, TickRecord
+from manor.statistics import RunStatistics
+from manor.tickloop import TickLoop
+
+LEGACY = {"run.policy": "legacy"}
+
+
+def engine(settings: Mapping[str, object] | None = None) -> Engine:
+    """The Wacky Manor with its own seed and platform limit, and ``settings`` as flags."""
+    scene = load_scene("wacky_manor")
+    config = resolve(
+        [
+            built_in_source(),
+            layer_defaults_source(),
+            flags_source({"platform.limit": 6, "run.seed": scene.spec.seed, **(settings or {})}, {}),
+        ]
+    )
+    return build_engine(config, scene, instruments=[RunStatistics()])
+
+
+class Ticks(Instrument):
+    """Records finished ticks and run_finished calls."""
+
+    def __init__(self) -> None:
+        self.ticks: list[int] = []
+        self.finished = 0
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        self.ticks.append(record.tick)
+
+    def run_finished(self, loop: TickLoop) -> None:
+        self.finished += 1
+
+
+class TestTickDriver:
+    """Run, pause, step: what the dashboard's keys do, without a dashboard."""
+
+    @pytest.mark.trio
+    async def test_runs_the_ticks_asked_for_then_finishes(self, autojump_clock: trio.testing.MockClock) -> None:
+        """run(3) runs three ticks, reports finished, and calls run_finished once."""
+        e = engine()
+        ticks = Ticks()
+        e.loop.add_instrument(ticks)
+        driver = TickDriver(e.loop)
+        await driver.run(3)
+        assert ticks.ticks == [1, 2, 3]
+        assert ticks.finished == 1
+        assert driver.statistics().state == "finished"
+        assert driver.statistics().ticks == 3
+
+    @pytest.mark.trio
+    async def test_paused_runs_nothing_and_a_step_runs_exactly_one(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Started paused nothing runs; each step runs one tick and pauses again."""
+        e = engine()
+        ticks = Ticks()
+        e.loop.add_instrument(ticks)
+        driver = TickDriver(e.loop, paused=True)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(driver.run)
+            await trio.sleep(100)
+            assert ticks.ticks == []
+            assert driver.statistics().state == "paused"
+            driver.step()
+            await trio.sleep(100)
+            assert ticks.ticks == [1]
+            driver.step()
+            driver.step()
+            await trio.sleep(100)
+            assert ticks.ticks == [1, 2, 3]
+            assert driver.statistics().state == "paused"
+            nursery.cancel_scope.cancel()
+        assert ticks.finished == 1
+
+    @pytest.mark.trio
+    async def test_a_pause_lets_the_tick_under_way_finish(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Paused mid-tick: the tick ends (the world changes by whole ticks), no other starts."""
+        e = engine()
+        ticks = Ticks()
+        e.loop.add_instrument(ticks)
+        driver = TickDriver(e.loop)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(driver.run)
+            await trio.sleep(1.0)  # inside tick 1 (a tick takes several seconds)
+            driver.pause()
+            assert driver.statistics().state == "pausing"
+            await trio.sleep(100)
+            assert ticks.ticks == [1]
+            assert driver.statistics().state == "paused"
+            driver.resume()
+            await trio.sleep(10)
+            assert ticks.ticks[:2] == [1, 2]
+            assert driver.statistics().state == "running"
+            nursery.cancel_scope.cancel()
+
+    @pytest.mark.trio
+    async def test_stepping_while_running_pauses_after_the_tick(self, autojump_clock: trio.testing.MockClock) -> None:
+        """step() while running means "stop after this tick"."""
+        e = engine()
+        ticks = Ticks()
+        e.loop.add_instrument(ticks)
+        driver = TickDriver(e.loop)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(driver.run)
+            await trio.sleep(1.0)
+            driver.step()
+            await trio.sleep(100)
+            assert ticks.ticks == [1]
+            nursery.cancel_scope.cancel()
+
+    @pytest.mark.trio
+    async def test_interval_spaces_tick_starts(self, autojump_clock: trio.testing.MockClock) -> None:
+        """With an interval, tick N starts at (N-1) * interval."""
+        e = engine()
+        starts: list[float] = []
+
+        class Starts(Instrument):
+            def tick_started(self, tick: int, requests: Sequence[object]) -> None:
+                starts.append(trio.current_time())
+
+        e.loop.add_instrument(Starts())
+        await TickDriver(e.loop, interval=20.0).run(3)
+        assert starts == [0.0, 20.0, 40.0]
+
+
+def run_with(clock: trio.abc.Clock, ticks: int = 4, settings: Mapping[str, object] | None = None) -> RunStatistics:
+    e = engine(settings)
+    stats = RunStatistics()
+    e.loop.add_instrument(stats)
+    trio.run(TickDriver(e.loop).run, ticks, clock=clock)
+    return stats
+
+
+class FakeWall:
+    """A wall clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TestPacedClock:
+    """Exact like the virtual clock; paced by the wall clock."""
+
+    def test_at_max_speed_a_run_is_the_virtual_run(self) -> None:
+        """Same makespans and world hash as MockClock(autojump_threshold=0)."""
+        virtual = run_with(trio.testing.MockClock(autojump_threshold=0))
+        paced = run_with(PacedClock(math.inf))
+        assert paced.makespans == virtual.makespans
+        assert paced.world_hash == virtual.world_hash
+
+    def test_paced_a_run_is_still_the_virtual_run(self) -> None:
+        """At 2000x, wall time passing (and host delays) change no simulated figure."""
+        virtual = run_with(trio.testing.MockClock(autojump_threshold=0), 2, LEGACY)
+        paced = run_with(PacedClock(2000.0), 2, LEGACY)
+        assert paced.makespans == virtual.makespans
+        assert paced.degradations == virtual.degradations
+        assert paced.world_hash == virtual.world_hash
+
+    def test_time_moves_only_to_a_deadline_once_its_wall_time_has_come(self) -> None:
+        """At speed 4 a deadline 2 s away is due 0.5 wall seconds later, not before."""
+        wall = FakeWall()
+        clock = PacedClock(4.0, wall=wall)
+        clock.start_clock()
+        assert clock.deadline_to_sleep_time(2.0) == pytest.approx(0.5)
+        wall.now += 0.25
+        assert clock.current_time() == 0.0
+        assert clock.peek() == pytest.approx(1.0)
+        wall.now += 0.25
+        assert clock.current_time() == 2.0
+
+    def test_time_stands_still_while_nothing_is_scheduled(self) -> None:
+        """Idle with no deadline (paused), time does not pass; pacing restarts after."""
+        wall = FakeWall()
+        clock = PacedClock(1.0, wall=wall)
+        clock.start_clock()
+        assert clock.deadline_to_sleep_time(math.inf) == math.inf
+        wall.now += 50
+        assert clock.current_time() == 0.0
+        assert clock.deadline_to_sleep_time(3.0) == pytest.approx(3.0)
+
+    def test_a_speed_change_keeps_the_part_of_the_wait_already_done(self) -> None:
+        """Half way to a deadline 8 s away at 1x, doubling the speed leaves 2 wall seconds."""
+        wall = FakeWall()
+        clock = PacedClock(1.0, wall=wall)
+        clock.start_clock()
+        clock.deadline_to_sleep_time(8.0)
+        wall.now += 4
+        clock.speed = 2.0
+        assert clock.deadline_to_sleep_time(8.0) == pytest.approx(2.0)
+
+    def test_a_late_run_catches_up_by_at_most_the_slack(self) -> None:
+        """After a 10 s stall, only 0.25 s of lateness is made up by running faster."""
+        wall = FakeWall()
+        clock = PacedClock(1.0, wall=wall, slack=0.25)
+        clock.start_clock()
+        clock.deadline_to_sleep_time(1.0)
+        wall.now += 11.0  # the host kept trio from running for 10 s past the deadline
+        assert clock.current_time() == 1.0
+        assert clock.deadline_to_sleep_time(2.0) == pytest.approx(0.75)
+
+    def test_speed_must_be_positive(self) -> None:
+        with pytest.raises(ValueError, match="positive"):
+            PacedClock(0)
+
+
+class TestSpeedLadder:
+    def test_nearest_is_on_a_log_scale(self) -> None:
+        assert nearest(6.8) == 8
+        assert nearest(5.3) == 4
+        assert nearest(0.0) == SPEEDS[0]
+
+    def test_faster_stops_at_the_ends(self) -> None:
+        assert faster(8, 1) == 16
+        assert faster(8, -1) == 4
+        assert faster(SPEEDS[0], -1) == SPEEDS[0]
+        assert faster(SPEEDS[-1], 1) == SPEEDS[-1]
+        assert describe(faster(1024, 1)) == "max"
+
+
+class TestDashboardState:
+    """The instrument the panels are drawn from."""
+
+    def test_counts_degradations_per_tick_and_in_total_with_zeros(self) -> None:
+        """Under legacy the manor degrades; every kind x reason is present, zeros too,
+        and the totals are the run statistics' own."""
+        e = engine(LEGACY)
+        state, stats = DashboardState(e.scene), RunStatistics()
+        e.loop.add_instrument(state)
+        e.loop.add_instrument(stats)
+        trio.run(TickDriver(e.loop).run, 2, clock=trio.testing.MockClock(autojump_threshold=0))
+        assert state.degradations_total == stats.degradations
+        assert state.degraded_total == stats.degraded > 0
+        assert all(len(reasons) == 6 for reasons in state.degradations_tick.values())
+        assert [t.tick for t in state.ticks] == [1, 2]
+        assert [t.makespan for t in state.ticks] == stats.makespans
+        assert state.story_count == len(e.loop.world.story)
+
+    def test_rows_follow_each_call_and_nothing_is_left_in_flight(self) -> None:
+        """After a tick every caller that was called is done or degraded (retries too)."""
+        e = engine(LEGACY)
+        state = DashboardState(e.scene)
+        e.loop.add_instrument(state)
+        trio.run(TickDriver(e.loop).run, 1, clock=trio.testing.MockClock(autojump_threshold=0))
+        called = {f"{call.caller}:{call.agent}" for call in e.loop.world.story}
+        assert {state.rows[key].state for key in called} <= {"done", "degraded"}
+        assert (state.queued, state.running, state.current_tick) == (0, 0, None)
+        assert state.finished >= state.planned
