@@ -142,7 +142,7 @@ class TestTargets:
 
     def result(self, **changes: Any) -> dict[str, Any]:
         result: dict[str, Any] = {
-            "scheduling": {"longest_first": {"efficiency": 0.93}, "speedup": 1.2},
+            "scheduling": {"longest_first": {"efficiency": 0.93}, "speedup": 1.2, "speedup_longest_first": 1.45},
             "overhead": {"ratio_vs_trio": 0.6, "ratio_vs_aiometer": 1.5},
             "scale": [{"agents": 100, "per_call_us": 10.0}, {"agents": 10_000, "per_call_us": 16.0}],
         }

@@ -68,10 +68,9 @@ def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
     """Run a warm-up tick and ``ticks`` measured ticks of ``agents`` characters here, in
     this process."""
     config, scene = context.configure({"run.agents": agents, "run.policy": "pipeline", "run.order": "fifo"})
-    engine = build_engine(config, scene, backend=InstantProvider())
-    baseline = _peak_rss_mb()
-
     provider = InstantProvider()
+    engine = build_engine(config, scene, backend=provider)
+    baseline = _peak_rss_mb()
     requests = engine.loop.world.plan()
     limit = engine.loop.gate.size
 
