@@ -234,7 +234,7 @@ class Gate:
             timeouts=self._timeouts,
             cancelled=self._cancelled,
             refunds=self._refunds,
-            tokens_available=self._tokens if self.rate else None,
+            tokens_available=min(float(self.burst), self._tokens) if self.rate else None,
             total_wait=self._total_wait,
             max_wait=self._max_wait,
         )
@@ -257,11 +257,17 @@ class Gate:
         self._dispatch()
 
     def _refund(self) -> None:
-        self._tokens = min(float(self.burst), self._tokens + 1.0)
+        # Refill up to now first, then give the token back without capping it at
+        # ``burst``: a refund and a token taken at the same instant must commute, or
+        # trio's run order would decide who gets a token (a refund capped on a full
+        # bucket just before a take is lost; just after, it is not). The surplus lasts
+        # only this instant: the next refill caps the bucket again.
+        self._refill(trio.current_time())
+        self._tokens += 1.0
         self._refunds += 1
 
     def _refill(self, now: float) -> None:
-        if self._refilled_at is not None:
+        if self._refilled_at is not None and now > self._refilled_at:
             self._tokens = min(float(self.burst), self._tokens + (now - self._refilled_at) * self.rate)
         self._refilled_at = now
 
