@@ -1,0 +1,60 @@
+"""Shared test setup: a reproducible Hypothesis profile, a hermetic environment, and the
+count of gate operations the property tests drive (printed in the terminal summary)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import attrs
+import pytest
+from hypothesis import settings
+
+# Derandomized by default, so that the gate-operations figure below can be quoted and a
+# CI failure reproduces locally. HYPOTHESIS_PROFILE=explore hunts with fresh seeds.
+settings.register_profile("manor", deadline=None, derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", deadline=None, max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "manor"))
+
+
+@attrs.define
+class GateOperations:
+    """What the property tests asked of gates: acquire calls and permit releases."""
+
+    acquires: int = 0
+    releases: int = 0
+    withdrawals: int = 0
+    examples: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.acquires + self.releases
+
+
+GATE_OPERATIONS = GateOperations()
+
+
+@pytest.fixture(scope="session")
+def gate_operations() -> GateOperations:
+    """The session's tally of gate operations driven by the property tests."""
+    return GATE_OPERATIONS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_manor_environment() -> Iterator[None]:
+    """A developer's MANOR_* variables must not leak into configuration tests."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("MANOR_"):
+                patch.delenv(name)
+        yield
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    ops = GATE_OPERATIONS
+    if ops.examples:
+        terminalreporter.write_line(
+            f"gate operations driven by the property tests: {ops.total} "
+            f"({ops.acquires} acquire calls + {ops.releases} releases; "
+            f"{ops.withdrawals} withdrawals; {ops.examples} examples)"
+        )
