@@ -157,6 +157,22 @@ class TestControls:
 
         drive(app, scenario)
 
+    def test_quick_presses_build_on_each_other(self) -> None:
+        """Two presses before the trio run applied the first: both count."""
+        app = play_app()
+        gate, loop = app.engine.loop.gate, app.engine.loop
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            app.action_gate(1)
+            app.action_gate(1)
+            app.action_next_policy()
+            app.action_next_policy()
+            await until(pilot, lambda: gate.size == 7 and loop.policy.name == "legacy", "gate 7, legacy")
+            await pilot.pause(0.1)
+            assert (gate.size, loop.policy.name) == (7, "legacy")
+
+        drive(app, scenario)
+
     def test_switching_to_legacy_makes_degradations_appear(self) -> None:
         """Pipeline: nothing degrades. Legacy on the same world: the platform rejects."""
         app = play_app()

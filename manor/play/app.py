@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import outcome
 from textual.app import App, ComposeResult
@@ -103,6 +104,9 @@ class PlayApp(App[None]):
         self.writer = writer
         # The save records the settings of the start; a live change is noted once.
         self._warned_live_change = False
+        # Values keys asked for that the trio run has not applied yet: a second press
+        # in quick succession builds on the first, not on the old value.
+        self._pending: dict[str, object] = {}
         self.guest = self._new_guest()
         self._drawn = -1
         self._drawn_ticks = -1
@@ -159,9 +163,10 @@ class PlayApp(App[None]):
             self.guest.cancel()
             await self.guest.wait()
 
-    def in_engine(self, fn: Callable[[], object]) -> None:
+    def in_engine(self, fn: Callable[[], object]) -> bool:
         """Run ``fn`` inside the trio run (trio objects are only touched from there),
-        then redraw at once rather than at the next refresh: a key shows its effect."""
+        then redraw at once rather than at the next refresh: a key shows its effect.
+        False (and a notice) if the run has ended."""
 
         def change() -> None:
             fn()
@@ -169,6 +174,25 @@ class PlayApp(App[None]):
 
         if not self.guest.run_sync_soon(change):
             self.notify("the engine has stopped", severity="warning")
+            return False
+        return True
+
+    def set_live(self, control: str, value: object, apply: Callable[[], object]) -> None:
+        """Apply a new ``value`` of ``control`` inside the trio run; until it is applied,
+        ``live(control, ...)`` answers with it."""
+        self._pending[control] = value
+
+        def change() -> None:
+            apply()
+            if self._pending.get(control) == value:
+                del self._pending[control]
+
+        if not self.in_engine(change):
+            del self._pending[control]
+
+    def live(self, control: str, applied: object) -> Any:
+        """The value of ``control``: the one last asked for, or ``applied``."""
+        return self._pending.get(control, applied)
 
     def on_engine_stopped(self, message: EngineStopped) -> None:
         if message.guest is not self.guest:
@@ -251,22 +275,24 @@ class PlayApp(App[None]):
 
     def action_gate(self, delta: int) -> None:
         gate = self.engine.loop.gate
-        size = max(1, min(MAX_GATE, gate.size + delta))
-        if size != gate.size:
+        current = self.live("gate", gate.size)
+        size = max(1, min(MAX_GATE, current + delta))
+        if size != current:
             # The setter admits waiters at once when the gate grows: trio work.
-            self.in_engine(partial(setattr, gate, "size", size))
+            self.set_live("gate", size, partial(setattr, gate, "size", size))
             self._note_live_change()
         if self.engine.loop.policy.name == "legacy":
             self.notify("the legacy policy does not use the gate", severity="warning")
 
     def action_next_policy(self) -> None:
         loop = self.engine.loop
-        name = POLICIES[(POLICIES.index(loop.policy.name) + 1) % len(POLICIES)]
+        current = self.live("policy", loop.policy.name)
+        name = POLICIES[(POLICIES.index(current) + 1) % len(POLICIES)]
         settings = self.engine.config.settings
         seed = settings.run.seed if settings.run.seed is not None else self.engine.scene.spec.seed
         policy = make_policy(name, settings.run.batch_size, seed)
         # The tick under way keeps the policy it started with.
-        self.in_engine(partial(setattr, loop, "policy", policy))
+        self.set_live("policy", name, partial(setattr, loop, "policy", policy))
         self.notify(f"policy {name} from the next tick")
         self._note_live_change()
 
@@ -275,9 +301,9 @@ class PlayApp(App[None]):
             self.notify("real clock (--clock real): the speed is fixed", severity="warning")
             return
         self._calibrate = False
-        speed = faster(self.clock.speed, steps)
+        speed = faster(self.live("speed", self.clock.speed), steps)
         # In the trio run: a wait planned at the old speed is planned again.
-        self.in_engine(partial(setattr, self.clock, "speed", speed))
+        self.set_live("speed", speed, partial(setattr, self.clock, "speed", speed))
 
     def action_save(self) -> None:
         writer = self.writer
@@ -296,8 +322,8 @@ class PlayApp(App[None]):
         if self.writer is not None and not self._warned_live_change:
             self._warned_live_change = True
             self.notify(
-                f"the save keeps the settings the run started with; a replay of {self.writer.path.name} "
-                f"will differ from tick {self.state.tick + 1} on",
+                f"the save keeps the settings the run started with: a replay of {self.writer.path.name} "
+                f"uses them, and may differ from tick {self.state.tick + 1} on",
                 title="changed live",
                 severity="warning",
             )

@@ -28,7 +28,7 @@ from ..saves.replay import scene_sim
 from .app import PlayApp
 from .clock import PacedClock
 from .messages import Seek
-from .speed import SECONDS_PER_TICK, nearest
+from .speed import SECONDS_PER_TICK, faster, nearest
 from .state import DashboardState
 from .widgets.replay_bar import ReplayBar
 
@@ -138,6 +138,13 @@ class ReplayApp(PlayApp):
             await self.seek(0)
         self.in_engine(self.driver.toggle)
 
+    def action_speed(self, steps: int) -> None:
+        if self._seeking is not None:  # the speed to go on at once the seek is done
+            tick, speed = self._seeking
+            self._seeking = (tick, faster(speed, steps))
+            return
+        super().action_speed(steps)
+
     async def action_seek(self, delta: int) -> None:
         base = self._seeking[0] if self._seeking is not None else self.state.tick
         await self.seek(base + delta)
@@ -178,7 +185,7 @@ class ReplayApp(PlayApp):
             return
         assert self.clock is not None
         clock, driver = self.clock, self.driver
-        self._seeking = (tick, clock.speed if self._seeking is None else self._seeking[1])
+        self._seeking = (tick, self.live("speed", clock.speed) if self._seeking is None else self._seeking[1])
 
         def go() -> None:
             clock.speed = math.inf
@@ -191,8 +198,9 @@ class ReplayApp(PlayApp):
         """A fresh engine at tick 0, paused, with fresh panels and a fresh clock."""
         await self.stop_engine()
         assert self.clock is not None
-        speed = self._seeking[1] if self._seeking is not None else self.clock.speed
+        speed = self._seeking[1] if self._seeking is not None else self.live("speed", self.clock.speed)
         self._seeking = None
+        self._pending.clear()  # for the engine just replaced
         self.engine, self.state, self.check = replay_engine(self.save)
         self.driver = TickDriver(self.engine.loop, paused=True, interval=self.driver.interval)
         # Recorded times start at 0: so must the replay's, to the bit.
