@@ -10,7 +10,7 @@ from typing import final
 import attrs
 import trio
 
-from ..calls import Event, Request
+from ..calls import Done, Event, Request
 from ..errors import CallTimeout, CircuitOpen, ProviderError
 from ..providers.base import Provider
 from .base import Layer
@@ -68,6 +68,10 @@ class BreakerLayer(Layer):
         try:
             async with aclosing(inner.invoke(request)) as events:
                 async for event in events:
+                    # Done is success, even if the consumer closes the stream right after
+                    # it (as ``collect`` does) instead of iterating to the end.
+                    if isinstance(event, Done):
+                        outcome = True
                     yield event
             outcome = True
         except (ProviderError, CallTimeout):

@@ -9,7 +9,7 @@ from typing import final
 import attrs
 import trio
 
-from ..calls import Event, Request
+from ..calls import Done, Event, Request
 from ..providers.base import Provider
 from .base import Layer
 
@@ -51,6 +51,9 @@ class MetricsLayer(Layer):
         try:
             async with aclosing(inner.invoke(request)) as events:
                 async for event in events:
+                    # Done is success, even if the consumer closes the stream right after
+                    # it (as ``collect`` does) instead of iterating to the end.
+                    ok = ok or isinstance(event, Done)
                     yield event
             ok = True
         finally:
