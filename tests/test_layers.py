@@ -1,0 +1,459 @@
+"""Layers around a provider: deferred admission, per-call timeout, circuit breaker,
+metrics and cost, composed by a Stack in priority order.
+
+Backends here are plain async generator functions (``Scripted``), the way httpx tests
+use ``MockTransport(handler)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+
+import pytest
+import trio
+import trio.testing
+
+from manor import (
+    REASONS,
+    Admitted,
+    BreakerLayer,
+    BreakerState,
+    BudgetExceeded,
+    CallError,
+    CallerKind,
+    CallTimeout,
+    CircuitOpen,
+    CostLayer,
+    Done,
+    Event,
+    Gate,
+    GateLayer,
+    GateTimeout,
+    MetricsLayer,
+    Opened,
+    PlatformLayer,
+    Provider,
+    ProviderError,
+    Request,
+    SessionLimiter,
+    SessionLimitError,
+    SimProfile,
+    SimProvider,
+    Stack,
+    Started,
+    TextDelta,
+    TimeoutLayer,
+    Usage,
+    collect,
+)
+from manor.layers import AgentCost, LatencyStatistics
+
+Handler = Callable[[Request], AsyncGenerator[Event, None]]
+
+
+class Scripted(Provider):
+    """A backend made of one async generator function; it notes every call that starts."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.started: list[tuple[str, float]] = []
+
+    async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
+        self.started.append((request.agent, trio.current_time()))
+        async with aclosing(self.handler(request)) as events:
+            async for event in events:
+                yield event
+
+
+def answering(latency: float = 1.0, usage: Usage = Usage()) -> Handler:
+    async def handler(request: Request) -> AsyncGenerator[Event, None]:
+        await trio.sleep(latency)
+        yield Started()
+        yield Done(text=f"{request.agent} speaks", usage=usage)
+
+    return handler
+
+
+def failing(latency: float = 0.5) -> Handler:
+    async def handler(request: Request) -> AsyncGenerator[Event, None]:
+        await trio.sleep(latency)
+        raise ProviderError(f"{request.agent}: the model is down")
+        yield Started()  # pragma: no cover  (makes this an async generator)
+
+    return handler
+
+
+def request(agent: str = "butler", caller: CallerKind = CallerKind.CHARACTER, ticket: int | None = None) -> Request:
+    return Request(caller=caller, agent=agent, tick=1, ticket=ticket, prompt="What now?")
+
+
+# -- the stack -----------------------------------------------------------------------
+
+
+def test_a_stack_orders_its_layers_outermost_first_by_priority() -> None:
+    """Whatever order they are given in: metrics, cost, breaker, timeout, gate, platform."""
+    gate = GateLayer(Gate(size=1))
+    layers = [
+        PlatformLayer(SessionLimiter(2)),
+        gate,
+        MetricsLayer(),
+        TimeoutLayer(5.0),
+        BreakerLayer(failures=3, cooldown=1.0),
+        CostLayer(),
+    ]
+    stack = Stack(Scripted(answering()), layers)
+    assert [type(layer).__name__ for layer in stack.layers] == [
+        "MetricsLayer",
+        "CostLayer",
+        "BreakerLayer",
+        "TimeoutLayer",
+        "GateLayer",
+        "PlatformLayer",
+    ]
+    assert repr(stack) == (
+        "Stack(MetricsLayer ∘ CostLayer ∘ BreakerLayer ∘ TimeoutLayer ∘ GateLayer ∘ PlatformLayer ∘ Scripted)"
+    )
+    assert stack.layer(GateLayer) is gate
+    assert Stack(Scripted(answering())).layer(GateLayer) is None
+
+
+@pytest.mark.trio
+async def test_a_call_streams_admitted_opened_then_the_backend_s_events(autojump_clock: trio.testing.MockClock) -> None:
+    """Through gate and platform, the stream opens with Admitted and Opened, then the answer."""
+    gate = Gate(size=1)
+    stack = Stack(SimProvider(default=SimProfile(latency_s=2.0), seed=3), [GateLayer(gate), PlatformLayer(SessionLimiter(2))])
+    (ticket,) = gate.issue()
+    record = []
+    async with aclosing(stack.invoke(request(ticket=ticket))) as events:
+        async for event in events:
+            record.append((type(event).__name__, trio.current_time()))
+            if isinstance(event, Admitted):
+                assert (event.ticket, event.queued_at, event.admitted_at) == (ticket, 0.0, 0.0)
+            if isinstance(event, Opened):
+                assert event.opened_at == 0.0
+    assert record == [
+        ("Admitted", 0.0),
+        ("Opened", 0.0),
+        ("Started", 0.5),
+        ("TextDelta", 0.875),
+        ("TextDelta", 1.25),
+        ("TextDelta", 1.625),
+        ("TextDelta", 2.0),
+        ("Done", 2.0),
+    ]
+
+
+# -- deferred admission --------------------------------------------------------------
+
+
+@pytest.mark.trio
+async def test_a_stream_never_iterated_holds_no_permit(autojump_clock: trio.testing.MockClock) -> None:
+    """Invoking is free: a cold stream takes no permit and no session, and others pass by it."""
+    gate, limiter = Gate(size=1), SessionLimiter(2)
+    backend = Scripted(answering(1.0))
+    stack = Stack(backend, [GateLayer(gate), PlatformLayer(limiter)])
+    cold = stack.invoke(request("idle"))
+    assert (gate.statistics().in_flight, gate.statistics().waiting, limiter.statistics().in_use) == (0, 0, 0)
+    done = await collect(stack, request("busy"))
+    assert done.text == "busy speaks"
+    assert trio.current_time() == 1.0  # no wait: the cold stream held nothing
+    assert backend.started == [("busy", 0.0)]
+    await cold.aclose()
+    assert gate.statistics().admitted == 1
+
+
+@pytest.mark.trio
+async def test_a_stream_closed_after_its_first_event_releases_at_once(autojump_clock: trio.testing.MockClock) -> None:
+    """aclose after Admitted gives the permit back that instant: the next caller is admitted then."""
+    gate, limiter = Gate(size=1), SessionLimiter(2)
+    stack = Stack(Scripted(answering(5.0)), [GateLayer(gate), PlatformLayer(limiter)])
+    record: list[tuple[str, float]] = []
+
+    async def next_caller() -> None:
+        await trio.sleep(0.1)
+        await collect(stack, request("next"))
+        record.append(("next done", trio.current_time()))
+
+    async with trio.open_nursery() as nursery:
+        stream = stack.invoke(request("first"))
+        first = await anext(stream)
+        record.append((type(first).__name__, trio.current_time()))
+        nursery.start_soon(next_caller)
+        await trio.sleep(1.0)
+        assert gate.statistics().in_flight == 1
+        await stream.aclose()
+        record.append(("closed", trio.current_time()))
+        assert gate.statistics().in_flight == 1  # the next caller has it now
+    assert record == [("Admitted", 0.0), ("closed", 1.0), ("next done", 6.0)]
+    assert limiter.statistics().in_use == 0
+
+
+@pytest.mark.trio
+async def test_a_stream_closed_mid_call_releases_its_permit_and_session(autojump_clock: trio.testing.MockClock) -> None:
+    """Closed after Opened, with a session open: both the session and the permit go back at once."""
+    gate, limiter = Gate(size=1), SessionLimiter(1)
+    stack = Stack(Scripted(answering(5.0)), [GateLayer(gate), PlatformLayer(limiter)])
+    stream = stack.invoke(request())
+    assert isinstance(await anext(stream), Admitted)
+    assert isinstance(await anext(stream), Opened)
+    assert limiter.statistics().in_use == 1
+    await stream.aclose()
+    assert (gate.statistics().in_flight, limiter.statistics().in_use, trio.current_time()) == (0, 0, 0.0)
+
+
+@pytest.mark.trio
+async def test_cancellation_mid_stream_releases_everything(autojump_clock: trio.testing.MockClock) -> None:
+    """A caller cancelled while the backend answers leaves no permit and no session behind."""
+    gate, limiter = Gate(size=1), SessionLimiter(1)
+    stack = Stack(SimProvider(default=SimProfile(latency_s=2.0)), [GateLayer(gate), PlatformLayer(limiter)])
+    with trio.move_on_after(0.5) as scope:
+        await collect(stack, request())
+    assert scope.cancelled_caught
+    assert trio.current_time() == 0.5
+    stats = gate.statistics()
+    assert (stats.in_flight, stats.admitted, stats.cancelled, limiter.statistics().in_use) == (0, 1, 0, 0)
+
+
+@pytest.mark.trio
+async def test_a_gate_timeout_never_reaches_the_platform(autojump_clock: trio.testing.MockClock) -> None:
+    """A call that waits too long at the gate fails with GateTimeout without opening a session."""
+    gate, limiter = Gate(size=1), SessionLimiter(2)
+    backend = Scripted(answering(5.0))
+    stack = Stack(backend, [GateLayer(gate, timeout=1.0), PlatformLayer(limiter)])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(collect, stack, request("holder"))
+        await trio.sleep(0.5)
+        with pytest.raises(GateTimeout):
+            await collect(stack, request("late"))
+        assert trio.current_time() == 1.5
+    assert backend.started == [("holder", 0.0)]
+    assert limiter.statistics().admitted == 1
+
+
+@pytest.mark.trio
+async def test_the_platform_layer_fails_fast_when_full(autojump_clock: trio.testing.MockClock) -> None:
+    """Straight at a full platform, a call fails at once with SessionLimitError."""
+    limiter = SessionLimiter(1)
+    stack = Stack(Scripted(answering(5.0)), [PlatformLayer(limiter)])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(collect, stack, request("holder"))
+        await trio.sleep(1.0)
+        with pytest.raises(SessionLimitError):
+            await collect(stack, request("turned away"))
+        assert trio.current_time() == 1.0
+
+
+# -- per-call timeout ------------------------------------------------------------------
+
+
+@pytest.mark.trio
+async def test_the_timeout_layer_raises_call_timeout_and_releases_permit_and_session(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A 5 s call under a 2 s timeout fails at exactly 2 s; its permit and session are free again."""
+    gate, limiter = Gate(size=1), SessionLimiter(1)
+    stack = Stack(Scripted(answering(5.0)), [TimeoutLayer(2.0), GateLayer(gate), PlatformLayer(limiter)])
+    with pytest.raises(CallTimeout, match="2s"):
+        await collect(stack, request())
+    assert trio.current_time() == 2.0
+    assert (gate.statistics().in_flight, limiter.statistics().in_use) == (0, 0)
+    assert CallTimeout.reason == "call_timeout"
+
+
+@pytest.mark.trio
+async def test_the_timeout_layer_frees_a_hung_call(autojump_clock: trio.testing.MockClock) -> None:
+    """A call that would never answer is given up at its timeout, not held forever."""
+    limiter = SessionLimiter(1)
+    stack = Stack(SimProvider(hang_rate=1.0), [TimeoutLayer(3.0), PlatformLayer(limiter)])
+    with pytest.raises(CallTimeout):
+        await collect(stack, request())
+    assert (trio.current_time(), limiter.statistics().in_use) == (3.0, 0)
+
+
+@pytest.mark.trio
+async def test_a_call_within_its_timeout_is_untouched(autojump_clock: trio.testing.MockClock) -> None:
+    """The timeout applies to waits on the backend only: a 1 s call under 2 s answers at 1 s."""
+    stack = Stack(Scripted(answering(1.0)), [TimeoutLayer(2.0)])
+    done = await collect(stack, request())
+    assert (done.text, trio.current_time()) == ("butler speaks", 1.0)
+
+
+# -- circuit breaker -------------------------------------------------------------------
+
+
+async def _outcome(stack: Stack, agent: str) -> str:
+    try:
+        await collect(stack, request(agent))
+    except CallError as exc:
+        return exc.reason
+    return "ok"
+
+
+@pytest.mark.trio
+async def test_the_breaker_opens_after_n_consecutive_failures(autojump_clock: trio.testing.MockClock) -> None:
+    """Three failures in a row open it; the fourth call is refused at once, without reaching the backend."""
+    breaker = BreakerLayer(failures=3, cooldown=10.0)
+    backend = Scripted(failing(0.5))
+    stack = Stack(backend, [breaker])
+    record = [(await _outcome(stack, f"c{i}"), breaker.state, trio.current_time()) for i in range(4)]
+    assert record == [
+        ("provider_error", BreakerState.CLOSED, 0.5),
+        ("provider_error", BreakerState.CLOSED, 1.0),
+        ("provider_error", BreakerState.OPEN, 1.5),
+        ("circuit_open", BreakerState.OPEN, 1.5),
+    ]
+    assert [agent for agent, _ in backend.started] == ["c0", "c1", "c2"]
+    assert breaker.times_opened == 1
+
+
+@pytest.mark.trio
+async def test_a_success_resets_the_count_of_consecutive_failures(autojump_clock: trio.testing.MockClock) -> None:
+    """fail, fail, ok, fail, fail: never three in a row, so the circuit stays closed."""
+    breaker = BreakerLayer(failures=3, cooldown=10.0)
+    script = iter([failing(), failing(), answering(0.5), failing(), failing()])
+
+    async def handler(req: Request) -> AsyncGenerator[Event, None]:
+        async with aclosing(next(script)(req)) as events:
+            async for event in events:
+                yield event
+
+    stack = Stack(Scripted(handler), [breaker])
+    outcomes = [await _outcome(stack, f"c{i}") for i in range(5)]
+    assert outcomes == ["provider_error", "provider_error", "ok", "provider_error", "provider_error"]
+    assert breaker.state is BreakerState.CLOSED
+
+
+async def _open(breaker: BreakerLayer) -> None:
+    stack = Stack(Scripted(failing(0.5)), [breaker])
+    for i in range(breaker.failures):
+        await _outcome(stack, f"f{i}")
+    assert breaker.state is BreakerState.OPEN
+
+
+@pytest.mark.trio
+async def test_after_the_cooldown_one_trial_call_goes_through_and_its_success_closes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Half-open after the cooldown: one trial at a time; others refused until it succeeds."""
+    breaker = BreakerLayer(failures=2, cooldown=10.0)
+    await _open(breaker)  # opened at t=1.0
+    stack = Stack(Scripted(answering(1.0)), [breaker])
+    assert await _outcome(stack, "too soon") == "circuit_open"
+    await trio.sleep_until(11.0)
+    record = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: _record(record, stack, "trial"))
+        await trio.sleep(0.5)
+        assert breaker.state is BreakerState.HALF_OPEN
+        record.append(("during trial", await _outcome(stack, "other"), trio.current_time()))
+    record.append(("after", await _outcome(stack, "after"), trio.current_time()))
+    assert record == [("during trial", "circuit_open", 11.5), ("trial", "ok", 12.0), ("after", "ok", 13.0)]
+    assert breaker.state is BreakerState.CLOSED
+    assert breaker.times_opened == 1
+
+
+async def _record(record: list[tuple[str, str, float]], stack: Stack, agent: str) -> None:
+    record.append((agent, await _outcome(stack, agent), trio.current_time()))
+
+
+@pytest.mark.trio
+async def test_a_failed_trial_opens_the_circuit_again(autojump_clock: trio.testing.MockClock) -> None:
+    """The trial fails: open again, with a fresh cooldown counted from the trial's failure."""
+    breaker = BreakerLayer(failures=2, cooldown=10.0)
+    await _open(breaker)  # opened at t=1.0
+    stack = Stack(Scripted(failing(0.5)), [breaker])
+    await trio.sleep_until(11.0)
+    record = [(await _outcome(stack, "trial"), breaker.state, trio.current_time())]
+    await trio.sleep_until(21.0)
+    record.append((await _outcome(stack, "still cooling"), breaker.state, trio.current_time()))
+    await trio.sleep_until(21.5)
+    record.append((await _outcome(stack, "second trial"), breaker.state, trio.current_time()))
+    assert record == [
+        ("provider_error", BreakerState.OPEN, 11.5),
+        ("circuit_open", BreakerState.OPEN, 21.0),
+        ("provider_error", BreakerState.OPEN, 22.0),
+    ]
+    assert breaker.times_opened == 3
+
+
+@pytest.mark.trio
+async def test_call_timeouts_count_as_failures_but_flow_control_does_not(autojump_clock: trio.testing.MockClock) -> None:
+    """CallTimeout says the backend is unwell; GateTimeout and platform rejections say nothing of it."""
+    breaker = BreakerLayer(failures=2, cooldown=10.0)
+    gate, limiter = Gate(size=1), SessionLimiter(1)
+    slow = Stack(Scripted(answering(5.0)), [breaker, GateLayer(gate, timeout=0.5), PlatformLayer(limiter)])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(collect, slow, request("holder"))
+        await trio.sleep(0.1)
+        assert [await _outcome(slow, f"g{i}") for i in range(3)] == ["gate_timeout"] * 3
+        direct = Stack(Scripted(answering(5.0)), [breaker, PlatformLayer(limiter)])
+        assert [await _outcome(direct, f"p{i}") for i in range(3)] == ["platform_rejected"] * 3
+        assert breaker.state is BreakerState.CLOSED
+    timed = Stack(Scripted(answering(5.0)), [breaker, TimeoutLayer(1.0)])
+    assert [await _outcome(timed, f"t{i}") for i in range(2)] == ["call_timeout"] * 2
+    assert breaker.state is BreakerState.OPEN
+
+
+# -- cost and metrics ------------------------------------------------------------------
+
+
+@pytest.mark.trio
+async def test_the_cost_layer_counts_tokens_and_money_per_agent(autojump_clock: trio.testing.MockClock) -> None:
+    """Tokens from each Done, priced per thousand, added up by agent; failed calls cost nothing."""
+    cost = CostLayer(price_per_1k_tokens=2.0)
+    stack = Stack(Scripted(answering(1.0, Usage(input_tokens=100, output_tokens=150))), [cost])
+    for agent in ["butler", "ghost", "butler"]:
+        await collect(stack, request(agent))
+    failing_stack = Stack(Scripted(failing()), [cost])
+    with pytest.raises(ProviderError):
+        await collect(failing_stack, request("ghost"))
+    assert cost.statistics() == {
+        "butler": AgentCost(calls=2, input_tokens=200, output_tokens=300, cost=1.0),
+        "ghost": AgentCost(calls=2, input_tokens=100, output_tokens=150, cost=0.5),
+    }
+    assert cost.spent == 1.5
+
+
+@pytest.mark.trio
+async def test_the_cost_layer_refuses_calls_once_the_budget_is_spent(autojump_clock: trio.testing.MockClock) -> None:
+    """Budget 1.0 at 0.5 a call: two calls go through, the third fails before reaching the backend."""
+    cost = CostLayer(price_per_1k_tokens=1.0, budget=1.0)
+    backend = Scripted(answering(1.0, Usage(input_tokens=200, output_tokens=300)))
+    stack = Stack(backend, [cost])
+    await collect(stack, request("a"))
+    await collect(stack, request("b"))
+    with pytest.raises(BudgetExceeded, match="budget 1 spent") as caught:
+        await collect(stack, request("c"))
+    assert isinstance(caught.value, ProviderError) and caught.value.reason == "provider_error"
+    assert [agent for agent, _ in backend.started] == ["a", "b"]
+    assert cost.spent == 1.0
+
+
+@pytest.mark.trio
+async def test_the_metrics_layer_times_calls_by_caller_kind(autojump_clock: trio.testing.MockClock) -> None:
+    """Latency from first iteration to the end, with ok and failed counts, per caller kind."""
+    metrics = MetricsLayer()
+    ok = Stack(Scripted(answering(1.0)), [metrics])
+    slow = Stack(Scripted(answering(3.0)), [metrics])
+    bad = Stack(Scripted(failing(0.5)), [metrics])
+    await collect(ok, request("a"))
+    await collect(slow, request("b"))
+    with pytest.raises(ProviderError):
+        await collect(bad, request("narrator", CallerKind.NARRATOR))
+    assert metrics.statistics() == {
+        "character": LatencyStatistics(calls=2, ok=2, failed=0, mean=2.0, max=3.0),
+        "narrator": LatencyStatistics(calls=1, ok=0, failed=1, mean=0.5, max=0.5),
+    }
+
+
+# -- the error tree ----------------------------------------------------------------------
+
+
+def test_every_call_error_names_a_known_degradation_reason() -> None:
+    """Each CallError subclass maps to one of the reasons the dashboard counts."""
+    classes = [GateTimeout, SessionLimitError, CallTimeout, CircuitOpen, ProviderError, BudgetExceeded]
+    assert all(issubclass(cls, CallError) for cls in classes)
+    assert {cls.reason for cls in classes} == set(REASONS) - {"cancelled"}
+    assert math.isinf(GateLayer(Gate(size=1)).timeout)
