@@ -30,6 +30,7 @@ from ..content import Scene
 from ..engine import build_engine
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
+from ..saves.replay import scene_sim
 from ..statistics import RunStatistics, percentile
 from .suite import BenchContext, Suite
 
@@ -103,7 +104,9 @@ class _Runs:
         config, scene = self.configure(overrides)
         if config.settings not in self._done:
             collector, statistics = _TickCollector(self.context), RunStatistics()
-            engine = build_engine(config, scene, instruments=[collector, statistics])
+            # The profiles' latencies, whatever backends manor.toml routes agents to.
+            backend = scene_sim(config, scene)
+            engine = build_engine(config, scene, backend=backend, instruments=[collector, statistics])
             clock = trio.testing.MockClock(autojump_threshold=0)
             trio.run(engine.loop.run, self.context.draws, clock=clock)
             ticks = collector.ticks
