@@ -54,6 +54,7 @@ class _Waiter:
     ticket: int
     stage: int = _ISSUED
     queued_at: float = 0.0
+    deadline: float = math.inf
     wake: trio.Event | None = None
     # When the token head sleeps for a refill, the time it sleeps until.
     sleeping_until: float = math.inf
@@ -188,7 +189,7 @@ class Gate:
         waiter.queued_at = now
         waiter.stage = _WAIT_TOKEN if self.rate else _WAIT_SLOT
         self._waiting += 1
-        deadline = now + timeout
+        deadline = waiter.deadline = now + timeout
         self._dispatch()
         waited = False
         try:
@@ -290,11 +291,12 @@ class Gate:
 
     def _dispatch(self) -> None:
         """Hand out tokens, then slots, strictly in ticket order, as far as they go."""
+        now = trio.current_time()
         if self.rate:
-            self._refill(trio.current_time())
+            self._refill(now)
             while (head := self._front(self._token_line, _WAIT_TOKEN)) is not None:
-                if head.stage != _WAIT_TOKEN:
-                    break  # issued but not arrived: the tickets behind it wait
+                if head.stage != _WAIT_TOKEN or _expired(head, now):
+                    break  # issued but not arrived (or leaving): the tickets behind it wait
                 if self._tokens < 1.0 - _EPSILON:
                     # Wake the head if the bucket fills sooner than it planned to sleep
                     # (it just became head, or a token was refunded).
@@ -306,7 +308,7 @@ class Gate:
                 self._token_line.popleft()
         while self._in_flight < self._size:
             head = self._front(self._slot_line, _WAIT_SLOT)
-            if head is None or head.stage != _WAIT_SLOT:
+            if head is None or head.stage != _WAIT_SLOT or _expired(head, now):
                 break
             self._slot_line.popleft()
             del self._waiters[head.ticket]
@@ -316,3 +318,13 @@ class Gate:
             self._peak = max(self._peak, self._in_flight)
             if head.wake is not None:
                 head.wake.set()
+
+
+def _expired(waiter: _Waiter, now: float) -> bool:
+    """Its timeout ends at this instant: it times out now, and takes nothing on the way.
+
+    Otherwise a slot (or token) freed by another task at that same instant would go to
+    it or not depending on which of the two tasks trio happened to run first. Only at
+    the instant it arrives (``timeout=0``, a try) may it still take what is free.
+    """
+    return waiter.deadline <= now and waiter.queued_at < now
