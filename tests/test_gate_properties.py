@@ -213,21 +213,28 @@ class GateModel:
             return
         self._refill(t)
         for caller in self._in_line((ISSUED, WAIT_TOKEN)):
-            if caller.stage != WAIT_TOKEN or self.tokens < 1:
+            if caller.stage != WAIT_TOKEN or self.tokens < 1 or self._expired(caller, t):
                 break
             self.tokens -= 1
             caller.stage = WAIT_SLOT
             caller.token_at = t
 
-    def _admissible(self) -> list[_Caller]:
-        """Who the gate must admit now: the head of the line, while slots are free."""
+    def _admissible(self, t: Fraction) -> list[_Caller]:
+        """Who the gate must admit at ``t``: the head of the line, while slots are free."""
         free = self.size - self.in_flight
         admit = []
         for caller in self._in_line((ISSUED, WAIT_TOKEN, WAIT_SLOT)):
-            if caller.stage != WAIT_SLOT or len(admit) >= free:
+            if caller.stage != WAIT_SLOT or len(admit) >= free or self._expired(caller, t):
                 break
             admit.append(caller)
         return admit
+
+    @staticmethod
+    def _expired(caller: _Caller, t: Fraction) -> bool:
+        """At its deadline a waiter times out and takes nothing, whatever frees up at that
+        instant; only a zero timeout (a try, at the instant it arrives) may still take."""
+        assert caller.queued_at is not None
+        return caller.deadline <= t and caller.queued_at < t
 
     def _fail(self, t: Fraction, message: str) -> None:
         raise ModelError(f"at t={float(t)}: {message}")
@@ -258,7 +265,7 @@ class GateModel:
                 break
             self.now = eta
             self._grant_tokens(eta)
-            if due := self._admissible():
+            if due := self._admissible(eta):
                 self._fail(eta, f"ticket {due[0].ticket} has a token and a free slot but was not admitted")
         for caller in self._in_line(_WAITING):
             if min(caller.deadline, caller.cancel_at) < t:
@@ -306,7 +313,7 @@ class GateModel:
         # Now the slots: whoever is due is admitted, and a permit given back at this
         # same instant passes on at once.
         expected: list[_Caller] = []
-        while due := self._admissible():
+        while due := self._admissible(t):
             for caller in due:
                 self._admit(t, caller)
             expected += due
@@ -353,10 +360,12 @@ class GateModel:
         if due != t:
             self._fail(t, f"ticket {caller.ticket}: {obs.kind} at {float(t)}, due at {float(due)}")
         if caller.stage == WAIT_SLOT and self.rate:
-            # Holding a token: refunded. If it got the token this very instant, trio's
-            # run order decides whether the waiter left just before or just after; the
-            # bucket ends up the same either way, only the refund count differs.
-            allowed = {0, 1} if caller.token_at == t else {1}
+            # Holding a token: refunded. If it got the token this very instant while
+            # being cancelled (or trying with a zero timeout), trio's run order decides
+            # whether it left just before or just after; the bucket ends up the same
+            # either way, only the refund count differs.
+            racing = obs.kind == "cancelled" or caller.queued_at == t
+            allowed = {0, 1} if caller.token_at == t and racing else {1}
             self._refill(t)
             self.tokens += 1
         else:

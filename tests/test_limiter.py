@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from contextlib import aclosing
 
+from typing import TYPE_CHECKING
+
 import pytest
 import trio
 import trio.testing
@@ -25,6 +27,9 @@ from manor import (
     SimProvider,
     Stack,
 )
+
+if TYPE_CHECKING:
+    from conftest import GateOperations
 
 # -- the limiter on its own ----------------------------------------------------------
 
@@ -138,7 +143,7 @@ async def test_without_the_gate_the_platform_rejects_what_does_not_fit(
     error_rate=st.sampled_from([0.0, 0.3]),
 )
 def test_any_load_through_a_gate_of_limit_minus_one_is_never_rejected(
-    limit: int, latencies: list[float], arrivals: list[float], error_rate: float
+    gate_operations: GateOperations, limit: int, latencies: list[float], arrivals: list[float], error_rate: float
 ) -> None:
     """Whatever the arrivals, latencies and failures, gate(limit-1) keeps the platform from ever saying no."""
     requests = _requests(len(latencies))
@@ -147,10 +152,15 @@ def test_any_load_through_a_gate_of_limit_minus_one_is_never_rejected(
         error_rate=error_rate,
     )
     limiter = SessionLimiter(limit)
-    stack = Stack(backend, [GateLayer(Gate(size=limit - 1)), PlatformLayer(limiter)])
+    gate = Gate(size=limit - 1)
+    stack = Stack(backend, [GateLayer(gate), PlatformLayer(limiter)])
 
     outcomes = trio.run(_fire, stack, requests, arrivals, clock=trio.testing.MockClock(autojump_threshold=0))
     assert "rejected" not in outcomes
+    gate_stats = gate.statistics()
+    gate_operations.examples += 1
+    gate_operations.acquires += gate_stats.admitted + gate_stats.timeouts + gate_stats.cancelled
+    gate_operations.releases += gate_stats.admitted
     assert set(outcomes) <= {"done", "failed"}
     stats = limiter.statistics()
     assert (stats.rejected, stats.in_use) == (0, 0)
