@@ -113,8 +113,11 @@ class BreakerLayer(Layer):
         if trial:
             self._trial_running = False
         if outcome is True:
-            self._consecutive = 0
-            self._state = BreakerState.CLOSED
+            # Only the trial closes an open circuit: a call let through before it opened
+            # and answering late says nothing about the backend since.
+            if trial or self._state is BreakerState.CLOSED:
+                self._consecutive = 0
+                self._state = BreakerState.CLOSED
         elif outcome is False:
             self._consecutive += 1
             if trial or self._consecutive >= self.failures:
