@@ -379,6 +379,30 @@ async def test_a_failed_trial_opens_the_circuit_again(autojump_clock: trio.testi
 
 
 @pytest.mark.trio
+async def test_a_late_success_from_before_the_circuit_opened_does_not_close_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Only the trial closes an open circuit: a slow call let through earlier answering now proves nothing."""
+    breaker = BreakerLayer(failures=2, cooldown=10.0)
+    slow = Stack(Scripted(answering(5.0)), [breaker])
+    fast = Stack(Scripted(failing(0.5)), [breaker])
+    record = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: _record(record, slow, "slow"))
+        await trio.sleep(0.1)
+        for agent in ["f1", "f2"]:
+            await _record(record, fast, agent)
+    record.append(("while cooling", await _outcome(fast, "later"), trio.current_time()))
+    assert record == [
+        ("f1", "provider_error", 0.6),
+        ("f2", "provider_error", 1.1),
+        ("slow", "ok", 5.0),
+        ("while cooling", "circuit_open", 5.0),
+    ]
+    assert breaker.state is BreakerState.OPEN
+
+
+@pytest.mark.trio
 async def test_call_timeouts_count_as_failures_but_flow_control_does_not(autojump_clock: trio.testing.MockClock) -> None:
     """CallTimeout says the backend is unwell; GateTimeout and platform rejections say nothing of it."""
     breaker = BreakerLayer(failures=2, cooldown=10.0)
