@@ -12,6 +12,9 @@ from hypothesis import settings
 
 # Derandomized by default, so that the gate-operations figure below can be quoted and a
 # CI failure reproduces locally. HYPOTHESIS_PROFILE=explore hunts with fresh seeds.
+# (Hypothesis also draws, now and then, literal constants found in the project's loaded
+# modules, so the examples - and the figure - shift with the code and with which test
+# files are collected; for a given tree and command they are the same every run.)
 settings.register_profile("manor", deadline=None, derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", deadline=None, max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "manor"))

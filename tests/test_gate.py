@@ -31,7 +31,6 @@ from manor import (
     SimProfile,
     SimProvider,
     Stack,
-    collect,
 )
 
 Record = list[tuple[str, str, float]]

@@ -43,7 +43,6 @@ from manor import (
     SimProvider,
     Stack,
     Started,
-    TextDelta,
     TimeoutLayer,
     Usage,
     collect,
