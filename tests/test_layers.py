@@ -92,7 +92,7 @@ def request(agent: str = "butler", caller: CallerKind = CallerKind.CHARACTER, ti
 
 
 def test_a_stack_orders_its_layers_outermost_first_by_priority() -> None:
-    """Whatever order they are given in: metrics, cost, breaker, timeout, gate, platform."""
+    """Whatever order they are given in: metrics, cost, breaker, gate, timeout, platform."""
     gate = GateLayer(Gate(size=1))
     layers = [
         PlatformLayer(SessionLimiter(2)),
@@ -107,12 +107,12 @@ def test_a_stack_orders_its_layers_outermost_first_by_priority() -> None:
         "MetricsLayer",
         "CostLayer",
         "BreakerLayer",
-        "TimeoutLayer",
         "GateLayer",
+        "TimeoutLayer",
         "PlatformLayer",
     ]
     assert repr(stack) == (
-        "Stack(MetricsLayer ∘ CostLayer ∘ BreakerLayer ∘ TimeoutLayer ∘ GateLayer ∘ PlatformLayer ∘ Scripted)"
+        "Stack(MetricsLayer ∘ CostLayer ∘ BreakerLayer ∘ GateLayer ∘ TimeoutLayer ∘ PlatformLayer ∘ Scripted)"
     )
     assert stack.layer(GateLayer) is gate
     assert Stack(Scripted(answering())).layer(GateLayer) is None

@@ -1,5 +1,6 @@
 """Cross-cutting layers, outermost first: metrics (10), cost (20), breaker (30),
-timeout (40), gate (50), platform (90, innermost, right above the backend)."""
+gate (50), timeout (60: a call's clock starts at admission), platform (90, innermost,
+right above the backend)."""
 
 from .admission import GateLayer
 from .base import Layer, Stack

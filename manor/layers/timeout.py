@@ -22,13 +22,19 @@ __all__ = ["TimeoutLayer"]
 class TimeoutLayer(Layer):
     """Fail a call with ``CallTimeout`` when it has not finished ``seconds`` after its
     stream was first iterated. The stream below is cancelled, so every layer under this
-    one (gate, platform session) releases what it holds.
+    one (platform session, backend) releases what it holds.
+
+    It sits just inside the gate, so a call's clock starts when the gate lets it
+    through, as the remote-agent adapter's does when a request gets its worker
+    (DESIGN.md, "Bounded waits"). Waiting in our own queue is bounded by the gate's own
+    timeout; counted here, it would make a healthy backend look slow to the circuit
+    breaker, which counts ``CallTimeout`` as the backend's failure.
 
     The deadline is applied around each wait on the inner stream, never across a
     ``yield``: a cancel scope must not be left open while the consumer runs.
     """
 
-    priority = 40
+    priority = 60
 
     seconds: float = attrs.field(validator=attrs.validators.gt(0))
 
