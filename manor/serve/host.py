@@ -37,6 +37,9 @@ __all__ = [
 
 #: Runs remembered for ``record()``; the oldest are forgotten first.
 _MAX_RECORDS = 10_000
+#: Words of a message an answer quotes. Quoting all of it would let a world feed answers
+#: back into prompts (the narrator reads last tick's answers) and grow them every tick.
+_QUOTED_WORDS = 24
 
 
 class HostFull(Exception):
@@ -178,7 +181,9 @@ class AgentHost:
         if self._nursery is None:
             raise RuntimeError("AgentHost.run() before serve() started")
         self._count("submitted")
-        if self.reject_when_full and (self._queue or len(self._running) >= self.capacity):
+        # Queued runs count too: a run accepted a moment ago waits in the queue until the
+        # dispatcher task moves it to a slot, and it has that slot already.
+        if self.reject_when_full and len(self._queue) + len(self._running) >= self.capacity:
             self._count("rejected")
             raise HostFull(f"all {self.capacity} slots busy")
         send, receive = trio.open_memory_channel[object](math.inf)
@@ -302,4 +307,7 @@ class AgentHost:
 def _answer(spec: RunSpec) -> str:
     if not spec.text:
         return f"{spec.agent_id} says nothing."
+    words = spec.text.split()
+    if len(words) > _QUOTED_WORDS:
+        return f"{spec.agent_id} heard: {' '.join(words[:_QUOTED_WORDS])} …"
     return f"{spec.agent_id} heard: {spec.text}"
