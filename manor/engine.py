@@ -9,7 +9,7 @@ import attrs
 import trio
 import trio.testing
 
-from .config import Config, Source, resolve, scene_source
+from .config import Config, Source, resolve, scene_source, with_backends
 from .content import Scene, load_scene
 from .gate import Gate
 from .instruments import Instrument
@@ -18,6 +18,7 @@ from .limiter import SessionLimiter
 from .policies import make_policy
 from .prediction import LatencyPredictor
 from .providers import Provider, SimProvider
+from .providers.routing import routing_provider
 from .tickloop import TickLoop
 from .world import World
 
@@ -44,14 +45,14 @@ def configure(sources: list[Source]) -> tuple[Config, Scene]:
     find the scene, once more with it.
 
     Raises:
-        ConfigError: a bad setting.
+        ConfigError: a bad setting, or an agent on a backend no table defines.
         ContentError: the scene cannot be loaded.
     """
     run = resolve(sources).settings.run
     scene = load_scene(run.scene, agents=run.agents)
     spec = scene.spec
     config = resolve([*sources, scene_source(scene.path, {"platform.limit": spec.platform_limit, "run.seed": spec.seed})])
-    return config, scene
+    return with_backends(config, _agent_files(scene), scene.path), scene
 
 
 def build_engine(
@@ -64,12 +65,16 @@ def build_engine(
     """Build the engine the settings describe, for ``scene``.
 
     Args:
-        backend: the backend to wrap; by default the simulated one, seeded.
+        backend: the backend to wrap; by default each agent's configured backend (the
+            simulated one, seeded, unless manor.toml names others).
+
+    Raises:
+        ConfigError: (only without ``backend``) an agent on a backend no table defines.
     """
     s = config.settings
     seed = s.run.seed if s.run.seed is not None else scene.spec.seed
     if backend is None:
-        backend = SimProvider(
+        sim = SimProvider(
             {agent_id: agent.sim for agent_id, agent in scene.agents.items()},
             seed=seed,
             names=tuple(agent.name for agent in scene.characters.values()),
@@ -77,6 +82,7 @@ def build_engine(
             hang_rate=s.sim.hang_rate,
             max_sessions=s.backend.sessions,
         )
+        backend = routing_provider(config.assign_backends(_agent_files(scene), scene.path), config.backends, sim)
     assert s.gate.size is not None  # resolve() derives it
     gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
     limiter = SessionLimiter(s.platform.limit)
@@ -98,6 +104,11 @@ def build_engine(
         instruments=instruments,
     )
     return Engine(loop, scene, config, metrics, cost, breaker)
+
+
+def _agent_files(scene: Scene) -> dict[str, str]:
+    """Agent id -> the backend its agent file names."""
+    return {agent_id: agent.backend for agent_id, agent in scene.agents.items()}
 
 
 def make_clock(config: Config) -> trio.abc.Clock | None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+import msgspec
+
 from rich.console import Console
 from rich.table import Table
 
+from ..config.backends import describe_table
 from ..engine import configure
 from .options import add_setting_flags, sources_from_args
 
@@ -20,7 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="show every setting and where it came from",
         description="Show every effective setting with its source. Sources, lowest to highest: built-in "
         "defaults (100), scene file (150), gate layer defaults (200), manor.toml (250), MANOR_* "
-        "environment (300), command-line flags (400).",
+        "environment (300), command-line flags (400). Then the [backends.NAME] tables and every agent's "
+        "backend, with what decided it.",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object: key -> {value, source}")
     add_setting_flags(parser)
@@ -28,9 +32,16 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config, _scene = configure(sources_from_args(args))
+    config, scene = configure(sources_from_args(args))
+    agents = config.assign_backends({agent_id: agent.backend for agent_id, agent in scene.agents.items()}, scene.path)
     if args.json:
-        print(json.dumps({key: {"value": value, "source": source} for key, value, source in config.rows()}, indent=2))
+        rows = {key: {"value": value, "source": source} for key, value, source in config.rows()}
+        for name, table in config.backends.tables.items():
+            rows[f"backends.{name}"] = {"value": msgspec.to_builtins(table.value), "source": table.origin}
+        # Every agent's effective backend (not only the [agent_backends] lines).
+        for agent_id, chosen in agents.items():
+            rows[f"agent_backends.{agent_id}"] = {"value": chosen.backend, "source": chosen.origin}
+        print(json.dumps(rows, indent=2))
         return 0
     table = Table(title="Manor settings", title_justify="left")
     table.add_column("key")
@@ -38,5 +49,19 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("source")
     for key, value, source in config.rows():
         table.add_row(key, "unset" if value is None else str(value), source)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    if config.backends.tables:
+        backends = Table(title="backends", title_justify="left")
+        for column in ("name", "kind and target", "source"):
+            backends.add_column(column)
+        for name, named in config.backends.tables.items():
+            backends.add_row(name, describe_table(named.value), named.origin)
+        console.print(backends)
+    assigned = Table(title="agents' backends", title_justify="left")
+    for column in ("agent", "backend", "source"):
+        assigned.add_column(column)
+    for agent_id, chosen in agents.items():
+        assigned.add_row(agent_id, chosen.backend, chosen.origin)
+    console.print(assigned)
     return 0

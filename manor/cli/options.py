@@ -45,6 +45,7 @@ SETTING_FLAGS: dict[str, SettingFlag] = {
         SettingFlag("--gate-timeout", "gate.timeout_s", _seconds, "longest wait at the gate, seconds"),
         SettingFlag("--call-timeout", "call.timeout_s", _seconds, "longest a call may take, seconds"),
         SettingFlag("--platform-limit", "platform.limit", int, "the provider platform's session limit (0 = unlimited)"),
+        SettingFlag("--backend", "backend.default", str, "put every agent on this backend: sim, or a [backends.NAME] of manor.toml"),
     )
 }
 

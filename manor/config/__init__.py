@@ -1,5 +1,6 @@
-"""Settings: the schema and its layered sources."""
+"""Settings: the schema, its layered sources, and the named backend tables."""
 
+from .backends import BackendTable, Backends
 from .layering import (
     Config,
     Source,
@@ -10,12 +11,15 @@ from .layering import (
     resolve,
     scene_source,
     standard_sources,
+    with_backends,
 )
 from .schema import KEYS, POLICIES, Settings
 
 __all__ = [
     "KEYS",
     "POLICIES",
+    "BackendTable",
+    "Backends",
     "Config",
     "Settings",
     "Source",
@@ -26,4 +30,5 @@ __all__ = [
     "resolve",
     "scene_source",
     "standard_sources",
+    "with_backends",
 ]

@@ -6,6 +6,10 @@
     250  the user's manor.toml
     300  environment, MANOR_*
     400  command-line flags
+
+Besides the flat ``section.field`` keys of the schema, a source may hold the named tables
+of ``manor.config.backends`` (``backends.NAME``, ``agent_backends.AGENT``): layered by
+the same ordinals, resolved into ``Config.backends``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import attrs
 import msgspec
 
 from ..errors import ConfigError
-from .schema import KEYS, Settings, defaults, section_type
+from .backends import Assignment, Backends, BackendTable, Named, TableValues, is_table_key
+from .schema import KEYS, RETIRED_KEYS, Settings, defaults, section_type
 
 __all__ = [
     "Config",
@@ -32,6 +37,7 @@ __all__ = [
     "resolve",
     "scene_source",
     "standard_sources",
+    "with_backends",
 ]
 
 BUILT_IN = 100
@@ -71,10 +77,12 @@ class Source:
 @final
 @attrs.frozen
 class Config:
-    """The effective settings, and for each key the source it came from."""
+    """The effective settings, and for each key the source it came from; the named
+    backends and per-agent lines in ``backends``."""
 
     settings: Settings
     origins: Mapping[str, str]
+    backends: Backends = attrs.field(factory=Backends)
 
     def value(self, key: str) -> Any:
         section, field = key.split(".")
@@ -83,6 +91,20 @@ class Config:
     def rows(self) -> list[tuple[str, Any, str]]:
         """(key, value, source) for every key, in schema order."""
         return [(key, self.value(key), self.origins[key]) for key in KEYS]
+
+    def table_rows(self) -> list[tuple[str, BackendTable | str, str]]:
+        """(key, value, source) for every ``[backends.NAME]`` table and ``[agent_backends]`` line."""
+        tables = [(f"backends.{name}", named.value, named.origin) for name, named in self.backends.tables.items()]
+        lines = [(f"agent_backends.{agent}", named.value, named.origin) for agent, named in self.backends.agents.items()]
+        return [*tables, *lines]
+
+    def assign_backends(self, agent_files: Mapping[str, str], scene: str) -> dict[str, Assignment]:
+        """Every agent's backend (see ``manor.config.backends``).
+
+        Raises:
+            ConfigError: a line for an agent the scene lacks, or an undefined backend.
+        """
+        return self.backends.assign(agent_files, scene)
 
 
 def built_in_source() -> Source:
@@ -130,7 +152,8 @@ def environment_source(environ: Mapping[str, str]) -> Source:
             continue
         key = _ENV_NAMES.get(name)
         if key is None:
-            raise ConfigError(f"environment: {name} is not a Manor setting")
+            retired = next((hint for old, hint in RETIRED_KEYS.items() if name == ENV_PREFIX + old.replace(".", "_").upper()), "")
+            raise ConfigError(f"environment: {name} is not a Manor setting" + (f" (any more: {retired})" if retired else ""))
         values[key] = text
         spelling[key] = name
     return Source("environment", ENVIRONMENT, values, spelling, textual=True)
@@ -174,21 +197,67 @@ def resolve(sources: Iterable[Source]) -> Config:
     """
     merged: dict[str, dict[str, Any]] = {}
     origins: dict[str, str] = {}
+    default_at = (BUILT_IN, "built-in defaults: backend.default")
+    tables = TableValues()
     for source in sorted(sources, key=lambda s: s.ordinal):
         for key, value in source.values.items():
+            if is_table_key(key):
+                where = source.describe(key)
+                tables.put(key, value, source=source.name, ordinal=source.ordinal, where=where, textual=source.textual)
+                continue
             merged.setdefault(key.split(".")[0], {})[key.split(".", 1)[-1]] = _check(source, key, value)
             origins[key] = source.name
+            if key == "backend.default":  # its ordinal is weighed against [agent_backends] lines
+                default_at = (source.ordinal, source.describe(key))
     settings = msgspec.convert(merged, Settings)
+    default = Named(settings.backend.default, origins.get("backend.default", "built-in defaults"), *default_at)
     if settings.gate.size is None:
         limit = settings.platform.limit
         size = max(1, limit - 1) if limit else 8
         settings = msgspec.structs.replace(settings, gate=msgspec.structs.replace(settings.gate, size=size))
         origins["gate.size"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
-    return Config(settings, origins)
+    return Config(settings, origins, tables.resolve(default))
+
+
+def with_backends(config: Config, agent_files: Mapping[str, str], scene: str) -> Config:
+    """Check every agent's backend and derive the clock from them.
+
+    Real backends cannot run under the virtual clock (it would jump over their network
+    waits), so an unset ``run.clock`` becomes real when any agent is on one.
+
+    Args:
+        agent_files: agent id -> the ``backend`` field of its agent file.
+        scene: names the scene in messages.
+
+    Raises:
+        ConfigError: an undefined backend, a line for no agent, or ``run.clock =
+            virtual`` with an agent on a real backend.
+    """
+    real = {
+        agent: (assignment.backend, table.kind)
+        for agent, assignment in config.assign_backends(agent_files, scene).items()
+        if (table := config.backends.table(assignment.backend)) is not None and table.kind != "sim"
+    }
+    if not real:
+        return config
+    agent, (name, kind) = next(iter(real.items()))
+    clock = config.settings.run.clock
+    if clock == "virtual":
+        raise ConfigError(
+            f"{config.origins['run.clock']}: run.clock = virtual cannot time a real backend "
+            f"({agent} is on '{name}', kind {kind}); use the real clock (--clock real)"
+        )
+    if clock is None:
+        run = msgspec.structs.replace(config.settings.run, clock="real")
+        origins = {**config.origins, "run.clock": f"derived: {agent} is on the {kind} backend '{name}'"}
+        config = attrs.evolve(config, settings=msgspec.structs.replace(config.settings, run=run), origins=origins)
+    return config
 
 
 def _check(source: Source, key: str, value: Any) -> Any:
     """Validate one value against its key's type; return it converted."""
+    if key in RETIRED_KEYS:
+        raise ConfigError(f"{source.describe(key)}: no longer a setting: {RETIRED_KEYS[key]}")
     if key not in KEYS:
         raise ConfigError(f"{source.describe(key)}: unknown setting")
     section, field = key.split(".")

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-__all__ = ["KEYS", "POLICIES", "Settings", "section_type"]
+__all__ = ["KEYS", "POLICIES", "RETIRED_KEYS", "Settings", "section_type"]
 
 Positive = Annotated[int, Meta(ge=1)]
 NonNegative = Annotated[int, Meta(ge=0)]
@@ -62,8 +62,9 @@ class CostSettings(Section):
 
 
 class BackendSettings(Section):
-    #: Which backend answers calls.
-    kind: Literal["sim"] = "sim"
+    #: The backend every agent uses, unless a source at least as high maps it in
+    #: [agent_backends]: "sim" (the embedded simulator) or a [backends.NAME] table.
+    default: Annotated[str, Meta(min_length=1)] = "sim"
     #: The backend's own concurrency cap (0 = unlimited: the shared gate subsumes it).
     sessions: NonNegative = 4
 
@@ -106,6 +107,12 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
     sim: SimSettings = SimSettings()
     run: RunSettings = RunSettings()
 
+
+#: Keys this Manor no longer has, and what replaced them (for the message, and so that
+#: saves that recorded them replay without a warning: their only value was the default).
+RETIRED_KEYS: dict[str, str] = {
+    "backend.kind": "name a backend with backend.default (or --backend) and define it in a [backends.NAME] table",
+}
 
 _SECTIONS: dict[str, type[Section]] = {f.name: f.type for f in msgspec.structs.fields(Settings)}
 

@@ -4,6 +4,7 @@ from .agno import AgnoProvider, HttpAgentTransport, RemoteAgentTransport
 from .base import Provider, collect
 from .command import CommandProvider
 from .openai import OpenAIProvider
+from .routing import RoutingProvider
 from .sim import SimProfile, SimProvider
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "OpenAIProvider",
     "Provider",
     "RemoteAgentTransport",
+    "RoutingProvider",
     "SimProfile",
     "SimProvider",
     "collect",

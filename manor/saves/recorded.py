@@ -7,8 +7,10 @@ from typing import Any
 
 from ..config import KEYS, Config, Source, resolve
 from ..config.layering import built_in_source
+from ..config.schema import RETIRED_KEYS
 from ..engine import build_engine
 from ..errors import ConfigError, SaveError
+from ..providers import SimProvider
 from ..records import CallRecord
 from ..statistics import RunStatistics
 from .backend import reached_backend
@@ -35,7 +37,7 @@ def recorded_source(save: Save) -> tuple[Source, list[str]]:
             continue
         if row.key in KEYS:
             values[row.key] = row.value
-        else:
+        elif row.key not in RETIRED_KEYS:  # a retired key only ever held its default
             dropped.append(f"{save.name}: setting '{row.key}' is no longer a Manor setting; ignored")
     return Source(f"save {save.name}", RECORDED, values), dropped
 
@@ -85,8 +87,9 @@ def recorded_summary(save: Save) -> dict[str, Any]:
     for frame in save.ticks:
         stats.tick_finished(frame.record, ())
     # RunStatistics names the run's settings from an engine; one built (never run) with
-    # the recorded settings names them as the recording had them.
-    summary = stats.summary(build_engine(recorded_config(save), save.scene))
+    # the recorded settings names them as the recording had them. Its backend is never
+    # called: a placeholder, so backends the recording named need not be defined here.
+    summary = stats.summary(build_engine(recorded_config(save), save.scene, backend=SimProvider()))
     calls = [call for frame in save.ticks for call in (*frame.record.calls, *frame.superseded)]
     summary["platform_rejections"], summary["peak_platform_sessions"] = platform_figures(calls)
     return summary

@@ -1,0 +1,290 @@
+"""Named backends, and which agent uses which: the ``[backends.NAME]`` and
+``[agent_backends]`` tables of manor.toml.
+
+.. code-block:: toml
+
+    [backends.local]                  # a backend, named by its table
+    kind = "openai"                   # sim | openai | command | agno
+    base_url = "http://127.0.0.1:8765/v1"
+    model = "manor"
+
+    [backends.big]
+    kind = "command"
+    argv = ["ollama", "run", "llama3.1:70b"]
+
+    [backend]
+    default = "local"                 # every agent (a flat setting: MANOR_BACKEND_DEFAULT, --backend)
+
+    [agent_backends]
+    narrator = "big"                  # but the narrator
+
+An agent's backend is decided the way every setting is: the highest source that says
+something about that agent wins. ``backend.default`` speaks for every agent, an
+``[agent_backends]`` line for one, the agent file's own ``backend`` field counts at the
+scene's ordinal (150), and below them all is the built-in ``sim``. Within one source the
+agent's own line beats ``backend.default``. So ``--backend sim`` (a flag, 400) puts the
+whole cast on the simulator whatever manor.toml (250) maps.
+
+A backend table is defined by one source, whole: a higher source's ``[backends.local]``
+replaces a lower one's rather than being merged field by field (its kind may differ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, final
+
+import attrs
+import msgspec
+from msgspec import Meta
+
+from ..errors import ConfigError
+from .schema import NonNegativeSeconds, Positive, Probability, Seconds
+
+__all__ = [
+    "BUILT_IN_BACKEND",
+    "KINDS",
+    "AgnoBackend",
+    "Assignment",
+    "BackendTable",
+    "Backends",
+    "CommandBackend",
+    "Named",
+    "OpenAIBackend",
+    "SimBackend",
+    "TableValues",
+    "describe_table",
+    "is_table_key",
+]
+
+#: The embedded simulated backend, set up by the ``[sim]`` settings; always defined.
+BUILT_IN_BACKEND = "sim"
+#: The ordinal an agent file's ``backend`` field counts at (the scene's).
+AGENT_FILE_ORDINAL = 150
+
+NonEmpty = Annotated[str, Meta(min_length=1)]
+
+
+class _Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, tag_field="kind"):
+    """Base of a ``[backends.NAME]`` table: ``kind`` picks the struct, an unknown key is an error."""
+
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class SimBackend(_Table, tag="sim"):
+    """Another simulated model: the scene's latency profiles, its own fault rates."""
+
+    #: Chance a call fails.
+    error_rate: Probability = 0.0
+    #: Chance a call never answers.
+    hang_rate: Probability = 0.0
+
+
+class OpenAIBackend(_Table, tag="openai"):
+    """OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, llama.cpp, serve-agent)."""
+
+    #: Up to and including ``/v1``.
+    base_url: NonEmpty
+    #: Used when the agent file names no model.
+    model: str = ""
+    #: Name of the environment variable holding the API key ("" = none).
+    api_key_env: str = ""
+    #: A system message sent before every prompt ("" = none).
+    system: str = ""
+    connect_timeout_s: Seconds = 10.0
+    #: Longest wait for the next bytes of the stream.
+    read_timeout_s: Seconds = 60.0
+
+
+class CommandBackend(_Table, tag="command"):
+    """A command run per call; ``{prompt}`` and ``{model}`` in ``argv`` are filled in."""
+
+    argv: Annotated[tuple[NonEmpty, ...], Meta(min_length=1)]
+    #: Used for ``{model}`` when the agent file names no model.
+    model: str = ""
+    #: Names of environment variables the command needs (never their values).
+    env: tuple[NonEmpty, ...] = ()
+    #: Working directory (unset: Manor's own).
+    cwd: str | None = None
+    #: Seconds between SIGTERM and SIGKILL when a call is abandoned.
+    kill_after_s: NonNegativeSeconds = 2.0
+
+
+class AgnoBackend(_Table, tag="agno"):
+    """A remote agent (Agno AgentOS, serve-agent) through the bounded-wait adapter."""
+
+    #: The AgentOS root, e.g. ``http://127.0.0.1:7777``.
+    base_url: NonEmpty
+    #: The remote agent's id.
+    agent_id: NonEmpty
+    api_key_env: str = ""
+    #: Calls in progress at once; the rest wait, FIFO.
+    workers: Positive = 2
+    #: Seconds a call may take from getting a worker (0 = none; call.timeout_s still bounds it).
+    timeout_s: NonNegativeSeconds = 0.0
+    #: On timeout, also cancel the run remotely.
+    cancel_remote: bool = False
+    #: Ask for streaming runs.
+    stream: bool = False
+    connect_timeout_s: Seconds = 5.0
+    #: Longest wait for the next bytes of an answer (unset: the adapter's timeout bounds it).
+    read_timeout_s: Seconds | None = None
+
+
+BackendTable = SimBackend | OpenAIBackend | CommandBackend | AgnoBackend
+
+#: Every backend kind, as ``kind = "..."`` spells it.
+KINDS: tuple[str, ...] = tuple(t.__struct_config__.tag for t in (SimBackend, OpenAIBackend, CommandBackend, AgnoBackend))  # type: ignore[misc]
+
+_TABLES = "backends."
+_AGENTS = "agent_backends."
+
+
+def is_table_key(key: str) -> bool:
+    """Whether ``key`` belongs to a named table (``backends.NAME``, ``agent_backends.AGENT``)."""
+    return key.startswith((_TABLES, _AGENTS))
+
+
+def describe_table(table: BackendTable) -> str:
+    """One line for ``manor config``: the kind and where it points (never a secret)."""
+    match table:
+        case OpenAIBackend():
+            return f"openai {table.base_url} model={table.model or '(the agent’s)'}"
+        case AgnoBackend():
+            return f"agno {table.base_url} agent={table.agent_id} workers={table.workers}"
+        case CommandBackend():
+            return "command " + " ".join(table.argv)
+        case SimBackend():
+            return f"sim error_rate={table.error_rate:g} hang_rate={table.hang_rate:g}"
+
+
+@final
+@attrs.frozen
+class Named:
+    """A value of a named table, with the source it came from and that source's ordinal.
+
+    Attributes:
+        origin: the source's name (``manor config``'s source column).
+        where: the key as that source spells it, for messages (``command line: --backend``).
+    """
+
+    value: Any
+    origin: str
+    ordinal: int
+    where: str
+
+
+@final
+@attrs.frozen
+class Assignment:
+    """The backend an agent's calls go to, and what decided it."""
+
+    backend: str
+    origin: str
+
+
+@final
+@attrs.frozen
+class Backends:
+    """The named backends and the per-agent lines, after layering.
+
+    Attributes:
+        tables: backend name -> its table (``Named.value`` is a ``BackendTable``).
+        agents: agent id -> the backend name its ``[agent_backends]`` line gives.
+        default: ``backend.default``, with its source.
+    """
+
+    tables: Mapping[str, Named] = attrs.field(factory=dict)
+    agents: Mapping[str, Named] = attrs.field(factory=dict)
+    default: Named = Named(BUILT_IN_BACKEND, "built-in defaults", 100, "built-in defaults: backend.default")
+
+    def table(self, name: str) -> BackendTable | None:
+        """The table of backend ``name``; None for the built-in simulator."""
+        return None if name == BUILT_IN_BACKEND else self.tables[name].value
+
+    def assign(self, agent_files: Mapping[str, str], scene: str) -> dict[str, Assignment]:
+        """The backend of every agent.
+
+        Args:
+            agent_files: agent id -> the ``backend`` field of its agent file.
+            scene: names the scene in messages.
+
+        Raises:
+            ConfigError: an ``[agent_backends]`` line for an agent the scene does not
+                have, or a backend name that no ``[backends.NAME]`` table defines.
+        """
+        for agent, line in self.agents.items():
+            if agent not in agent_files:
+                known = ", ".join(agent_files)
+                raise ConfigError(f"{line.where}: no agent '{agent}' in {scene} (its agents: {known})")
+            self._check_defined(line.value, line.where)
+        self._check_defined(self.default.value, self.default.where)
+        assigned: dict[str, Assignment] = {}
+        for agent, own in agent_files.items():
+            # (ordinal, specificity): the highest source wins; in one source, the agent's line.
+            candidates = [((self.default.ordinal, 0), self.default.value, self.default.where)]
+            if own != BUILT_IN_BACKEND:
+                candidates.append(((AGENT_FILE_ORDINAL, 1), own, f"agent file of {agent}: backend"))
+            if (line := self.agents.get(agent)) is not None:
+                candidates.append(((line.ordinal, 1), line.value, line.where))
+            _, name, origin = max(candidates, key=lambda candidate: candidate[0])
+            self._check_defined(name, origin)
+            assigned[agent] = Assignment(name, origin)
+        return assigned
+
+    def _check_defined(self, name: str, where: str) -> None:
+        if name != BUILT_IN_BACKEND and name not in self.tables:
+            defined = ", ".join([BUILT_IN_BACKEND, *self.tables])
+            raise ConfigError(f"{where}: no backend named '{name}' (defined: {defined}; add a [backends.{name}] table)")
+
+
+@final
+@attrs.define
+class TableValues:
+    """Collects the named-table values of the sources, lowest ordinal first."""
+
+    _tables: dict[str, Named] = attrs.field(factory=dict, init=False)
+    _agents: dict[str, Named] = attrs.field(factory=dict, init=False)
+
+    def put(self, key: str, value: Any, *, source: str, ordinal: int, where: str, textual: bool = False) -> None:
+        """Check one value and keep it over any from a lower source.
+
+        Args:
+            source: the source's name (shown by ``manor config``).
+            where: how the key is named in messages (the source and its spelling).
+            textual: the value is text to convert (an environment variable).
+
+        Raises:
+            ConfigError: a bad table, kind or field; names ``where`` and the field.
+        """
+        section, _, name = key.partition(".")
+        if not name or "." in name:
+            raise ConfigError(f"{where}: expected [{section}] with one entry per name, got '{key}'")
+        if section == "backends":
+            if name == BUILT_IN_BACKEND:
+                raise ConfigError(f"{where}: '{BUILT_IN_BACKEND}' is the built-in simulated backend (set up by [sim]); give yours another name")
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: expected a table [backends.{name}] with a kind ({', '.join(KINDS)})")
+            try:
+                table = msgspec.convert(value, BackendTable, strict=not textual)  # type: ignore[arg-type]
+            except msgspec.ValidationError as exc:
+                raise ConfigError(f"{where}{_field_message(exc)}") from None
+            self._tables[name] = Named(table, source, ordinal, where)
+        else:
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}: expected a backend name, got {value!r}")
+            self._agents[name] = Named(value, source, ordinal, where)
+
+    def resolve(self, default: Named) -> Backends:
+        return Backends(tables=dict(self._tables), agents=dict(self._agents), default=default)
+
+
+def _field_message(exc: msgspec.ValidationError) -> str:
+    """msgspec's message with its ``$.field`` path turned into ``.field: ...``."""
+    message, _, path = str(exc).partition(" - at `$")
+    path = path.rstrip("`")
+    if message.startswith("Invalid value") and path == ".kind":
+        message += f" (kinds: {', '.join(KINDS)})"
+    return f"{path}: {message}"
