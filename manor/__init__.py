@@ -20,6 +20,7 @@ from .errors import (
     ProviderError,
     SaveError,
     SessionLimitError,
+    one_line,
 )
 from .gate import Gate, GateStatistics, Permit
 from .layers import (
@@ -81,6 +82,7 @@ __all__ = [
     "TimeoutLayer",
     "Usage",
     "collect",
+    "one_line",
     "resolve",
     "standard_sources",
 ]

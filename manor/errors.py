@@ -36,6 +36,7 @@ __all__ = [
     "ProviderError",
     "SaveError",
     "SessionLimitError",
+    "one_line",
 ]
 
 #: Every degradation reason, in the order the dashboard and reports show them.
@@ -47,6 +48,12 @@ REASONS: tuple[str, ...] = (
     "circuit_open",
     "cancelled",
 )
+
+
+def one_line(text: object) -> str:
+    """``text`` fit for a one-line message: newlines and other control characters
+    escaped, so that quoting a broken file's contents cannot break the line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 class ManorError(Exception):

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from ..errors import ManorError
+from ..errors import ManorError, one_line
 from . import bench_cmd, config_cmd, experiment_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, trace_cmd
 
 __all__ = ["main"]
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args) or 0
     except ManorError as exc:
-        print(f"manor: error: {exc}", file=sys.stderr)
+        print(f"manor: error: {one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("manor: interrupted", file=sys.stderr)

@@ -11,7 +11,7 @@ import msgspec
 
 from ..calls import CALLER_KINDS
 from ..content import Scene
-from ..errors import REASONS, SaveError
+from ..errors import REASONS, SaveError, one_line
 from ..records import CallRecord, TickRecord
 from .format import FORMAT_VERSION, VERSIONS, EndFrame, Header, TickFrame, frame_decoder, header_decoder, probe_version, upgrade
 from .framing import SIGNATURE, CorruptFrame, FrameReader
@@ -109,7 +109,7 @@ def decode_save(data: bytes, name: str) -> Save:
             try:
                 frame = decoder.decode(payload)
             except _UNDECODABLE as exc:
-                raise SaveError(f"{name}: corrupt: frame {index} is not a tick or end frame: {exc}") from None
+                raise SaveError(f"{name}: corrupt: frame {index} is not a tick or end frame: {one_line(exc)}") from None
             if isinstance(frame, EndFrame):
                 if frame.ticks != len(ticks):
                     raise SaveError(f"{name}: corrupt: the end frame counts {frame.ticks} ticks, the file holds {len(ticks)}")
@@ -118,7 +118,7 @@ def decode_save(data: bytes, name: str) -> Save:
                 _check_tick(frame, len(ticks) + 1, header.scene, name)
                 ticks.append(frame)
     except CorruptFrame as exc:
-        raise SaveError(f"{name}: corrupt: {exc}") from None
+        raise SaveError(f"{name}: corrupt: {one_line(exc)}") from None
     warnings = []
     if reader.torn is not None:
         torn = reader.torn
@@ -149,7 +149,7 @@ def _header(payload: bytes | None, name: str, reader: FrameReader) -> tuple[int,
     try:
         header = upgrade(header_decoder().decode(payload))
     except _UNDECODABLE as exc:
-        raise SaveError(f"{name}: corrupt: bad save header (format {version}): {exc}") from None
+        raise SaveError(f"{name}: corrupt: bad save header (format {version}): {one_line(exc)}") from None
     _check_scene(header.scene, name)
     return version, header
 

@@ -9,7 +9,7 @@ from ..config import KEYS, Config, Source, resolve
 from ..config.layering import built_in_source
 from ..config.schema import RETIRED_KEYS
 from ..engine import build_engine
-from ..errors import ConfigError, SaveError
+from ..errors import ConfigError, SaveError, one_line
 from ..providers import SimProvider
 from ..records import CallRecord
 from ..statistics import RunStatistics
@@ -53,7 +53,7 @@ def recorded_config(save: Save, overrides: Source | None = None) -> Config:
     try:
         recorded = resolve([built_in_source(), source])
     except ConfigError as exc:
-        raise SaveError(f"{save.name}: corrupt: a recorded setting is refused: {exc}") from None
+        raise SaveError(f"{save.name}: corrupt: a recorded setting is refused: {one_line(exc)}") from None
     if overrides is None:
         return recorded
     return resolve([built_in_source(), source, overrides])
