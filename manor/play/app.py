@@ -109,6 +109,8 @@ class PlayApp(App[None]):
         self._pending: dict[str, object] = {}
         self.guest = self._new_guest()
         self._drawn = -1
+        # While a replay's restart recomposes the screen, its panels are not there.
+        self._recomposing = False
         self._drawn_ticks = -1
         self._started_at = time.monotonic()
 
@@ -211,7 +213,7 @@ class PlayApp(App[None]):
 
     def refresh_panels(self) -> None:
         """Redraw the panels from the engine's state; cheap when nothing changed."""
-        if not self.is_running:  # a tick can land after the widgets are gone
+        if not self.is_running or self._recomposing:  # the widgets may be gone
             return
         self._draw_status()
         loop = self.engine.loop

@@ -113,7 +113,7 @@ class ReplayApp(PlayApp):
 
     def refresh_panels(self) -> None:
         super().refresh_panels()
-        if not self.is_running:
+        if not self.is_running or self._recomposing:
             return
         tick = self.state.tick
         if self._seeking is not None and tick >= self._seeking[0]:
@@ -207,6 +207,12 @@ class ReplayApp(PlayApp):
         self.clock = PacedClock(speed)
         self.guest = self._new_guest()
         self._drawn = self._drawn_ticks = -1
-        await self.recompose()
+        # recompose() removes every widget before it mounts the new ones: the refresh
+        # timer must not draw in between.
+        self._recomposing = True
+        try:
+            await self.recompose()
+        finally:
+            self._recomposing = False
         self.start_engine()
         self.refresh_panels()
