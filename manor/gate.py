@@ -89,7 +89,10 @@ class Permit:
 
 
 @final
-@attrs.define(eq=False)
+# No setattr hooks: the counters change on every admission, and a hook per
+# assignment is measurable in the overhead benchmark. Values are validated at
+# construction; ``size`` validates in its setter; rate and burst are read-only.
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class Gate:
     """A concurrency limit with an optional token bucket in front, fair by ticket.
 
@@ -100,8 +103,8 @@ class Gate:
     """
 
     _size: int = attrs.field(alias="size", validator=attrs.validators.ge(1))
-    rate: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
-    burst: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    _rate: float = attrs.field(alias="rate", default=0.0, validator=attrs.validators.ge(0))
+    _burst: int = attrs.field(alias="burst", default=1, validator=attrs.validators.ge(1))
 
     _waiters: dict[int, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
     # Tickets in order, for the slot stage and the token stage; entries that have left
@@ -122,7 +125,17 @@ class Gate:
     _refilled_at: float | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._tokens = float(self.burst)
+        self._tokens = float(self._burst)
+
+    @property
+    def rate(self) -> float:
+        """Token bucket refill, tokens per second (0: no bucket)."""
+        return self._rate
+
+    @property
+    def burst(self) -> int:
+        """Token bucket capacity."""
+        return self._burst
 
     # -- size -------------------------------------------------------------------------
 
@@ -152,7 +165,7 @@ class Gate:
         for ticket in tickets:
             self._waiters[ticket] = _Waiter(ticket)
             self._slot_line.append(ticket)
-            if self.rate:
+            if self._rate:
                 self._token_line.append(ticket)
         return tickets
 
@@ -187,7 +200,7 @@ class Gate:
             raise ValueError(f"ticket {ticket} was not issued by this gate, or is already used")
         now = trio.current_time()
         waiter.queued_at = now
-        waiter.stage = _WAIT_TOKEN if self.rate else _WAIT_SLOT
+        waiter.stage = _WAIT_TOKEN if self._rate else _WAIT_SLOT
         self._waiting += 1
         deadline = waiter.deadline = now + timeout
         self._dispatch()
@@ -235,7 +248,7 @@ class Gate:
             timeouts=self._timeouts,
             cancelled=self._cancelled,
             refunds=self._refunds,
-            tokens_available=min(float(self.burst), self._tokens) if self.rate else None,
+            tokens_available=min(float(self._burst), self._tokens) if self._rate else None,
             total_wait=self._total_wait,
             max_wait=self._max_wait,
         )
@@ -246,14 +259,14 @@ class Gate:
         """A waiter gives up before admission: it holds nothing afterwards."""
         del self._waiters[waiter.ticket]
         self._waiting -= 1
-        if self.rate and waiter.stage == _WAIT_SLOT:
+        if self._rate and waiter.stage == _WAIT_SLOT:
             self._refund()
         self._dispatch()
 
     def _unadmit(self, waiter: _Waiter) -> None:
         """Undo an admission whose caller was cancelled before it could use it."""
         self._in_flight -= 1
-        if self.rate:
+        if self._rate:
             self._refund()
         self._dispatch()
 
@@ -269,13 +282,13 @@ class Gate:
 
     def _refill(self, now: float) -> None:
         if self._refilled_at is not None and now > self._refilled_at:
-            self._tokens = min(float(self.burst), self._tokens + (now - self._refilled_at) * self.rate)
+            self._tokens = min(float(self._burst), self._tokens + (now - self._refilled_at) * self._rate)
         self._refilled_at = now
 
     def _token_eta(self) -> float:
         """When the bucket will next hold a whole token."""
         assert self._refilled_at is not None
-        return self._refilled_at + max(0.0, 1.0 - self._tokens) / self.rate
+        return self._refilled_at + max(0.0, 1.0 - self._tokens) / self._rate
 
     def _front(self, line: deque[int], stage: int) -> _Waiter | None:
         """The first waiter in ``line`` that has not yet passed ``stage``."""
@@ -292,7 +305,7 @@ class Gate:
     def _dispatch(self) -> None:
         """Hand out tokens, then slots, strictly in ticket order, as far as they go."""
         now = trio.current_time()
-        if self.rate:
+        if self._rate:
             self._refill(now)
             while (head := self._front(self._token_line, _WAIT_TOKEN)) is not None:
                 if head.stage != _WAIT_TOKEN or _expired(head, now):

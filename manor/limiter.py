@@ -21,7 +21,7 @@ class SessionLimiterStatistics:
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class Session:
     """One open platform session; release it exactly once."""
 
@@ -36,7 +36,7 @@ class Session:
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)  # no hook on the hot counters
 class SessionLimiter:
     """A platform's hard session limit. When full it says so at once; it never queues.
 

@@ -25,7 +25,7 @@ class BreakerState(enum.StrEnum):
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)  # no hook on the hot state
 class BreakerLayer(Layer):
     """Opens after ``failures`` consecutive failures; after ``cooldown`` seconds lets one
     trial call through (half-open): its success closes the circuit, its failure opens it

@@ -33,7 +33,7 @@ class _Account:
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)  # no hook on the hot state
 class CostLayer(Layer):
     """Adds up each agent's tokens from ``Done`` events and prices them.
 
