@@ -43,6 +43,9 @@ class RunStatistics(Instrument):
         self.degradations = empty_degradations()
         self.makespans: list[float] = []
         self.world_hash = ""
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost = 0.0
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         self.ticks += 1
@@ -50,6 +53,9 @@ class RunStatistics(Instrument):
         self.world_hash = record.world_hash
         for call in record.calls:
             self.calls += 1
+            self.input_tokens += call.input_tokens
+            self.output_tokens += call.output_tokens
+            self.cost += call.cost
             if call.ok:
                 self.ok += 1
             else:
@@ -87,6 +93,8 @@ class RunStatistics(Instrument):
             "platform_rejections": platform.rejected,
             "peak_platform_sessions": platform.peak,
             "tick_seconds": self.tick_seconds(),
+            "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+            "cost": round(self.cost, 6),
             # Before any tick (--ticks 0) the world still has its starting hash.
             "world_hash": self.world_hash or engine.loop.world.hash,
         }

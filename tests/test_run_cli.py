@@ -58,6 +58,14 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 
 
 class TestJson:
+    def test_tokens_and_cost_add_up_over_the_calls(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        """Tokens are summed over every call; cost prices them at cost.price_per_1k_tokens."""
+        monkeypatch.setenv("MANOR_COST_PRICE_PER_1K_TOKENS", "2.5")
+        summary = run_json(capsys, "--ticks", "3")
+        tokens = summary["tokens"]
+        assert tokens["input"] > 0 and tokens["output"] > 0
+        assert summary["cost"] == pytest.approx((tokens["input"] + tokens["output"]) / 1000 * 2.5, abs=1e-5)
+
     def test_one_object_with_every_key(self, capsys: pytest.CaptureFixture[str]) -> None:
         summary = run_json(capsys, "--ticks", "5")
         assert KEYS <= set(summary)

@@ -9,9 +9,9 @@ from typing import Any
 
 import attrs
 
-from ..config import Config, Source, flags_source, resolve, standard_sources
+from ..config import Source, flags_source, standard_sources
 
-__all__ = ["SETTING_FLAGS", "add_setting_flags", "config_from_args", "flags_from_args", "sources_from_args"]
+__all__ = ["SETTING_FLAGS", "add_setting_flags", "flags_from_args", "sources_from_args"]
 
 
 @attrs.frozen
@@ -90,15 +90,6 @@ def flags_from_args(args: argparse.Namespace) -> Source:
     values = {key: getattr(args, _dest(key)) for key in SETTING_FLAGS if getattr(args, _dest(key), None) is not None}
     spelling = {key: SETTING_FLAGS[key].flag for key in values}
     return flags_source(values, spelling)
-
-
-def config_from_args(args: argparse.Namespace) -> Config:
-    """The settings from every source, without a scene.
-
-    Raises:
-        ConfigError: a bad value in any source.
-    """
-    return resolve(sources_from_args(args))
 
 
 def _dest(key: str) -> str:

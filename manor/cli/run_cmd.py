@@ -91,6 +91,8 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
         ("platform rejections", str(summary["platform_rejections"])),
         ("peak platform sessions", str(summary["peak_platform_sessions"])),
         ("tick makespan mean / p50 / p95 / max (s)", f"{seconds['mean']:.3f} / {seconds['p50']:.3f} / {seconds['p95']:.3f} / {seconds['max']:.3f}"),
+        ("tokens in / out", f"{summary['tokens']['input']} / {summary['tokens']['output']}"),
+        ("cost", f"{summary['cost']:g}"),
         ("world hash", summary["world_hash"]),
     ]
     for row in rows:
