@@ -15,6 +15,7 @@ from ..bench.report import print_report
 from ..bench.runner import SUITES, run_bench
 from ..bench.suite import BenchContext, Suite
 from .options import add_setting_flags, sources_from_args
+from .numbers import positive_int
 
 __all__ = ["register"]
 
@@ -42,21 +43,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         help=f"run only this suite (repeatable): {', '.join(SUITES)}; default: all",
     )
     parser.add_argument("--quick", action="store_true", help="a small version of every suite (seconds)")
-    parser.add_argument("--draws", type=_draws, default=None, metavar="R", help=f"seeded draws (ticks) per scheduling configuration (default {DRAWS}, --quick {DRAWS_QUICK})")
+    parser.add_argument("--draws", type=positive_int, default=None, metavar="R", help=f"seeded draws (ticks) per scheduling configuration (default {DRAWS}, --quick {DRAWS_QUICK})")
     parser.add_argument("--json", action="store_true", help="print one JSON object with every figure, nothing else")
     parser.add_argument("--plot", type=Path, default=None, metavar="FILE", help="also draw the scheduling and scale figures to FILE.svg or FILE.png (PNG needs manor[plot])")
     add_setting_flags(parser, _SETTINGS)
     parser.set_defaults(handler=run)
-
-
-def _draws(text: str) -> int:
-    try:
-        draws = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if draws < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {draws}")
-    return draws
 
 
 def run(args: argparse.Namespace) -> int:
