@@ -42,6 +42,10 @@ class Instrument:
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         """A tick's outcomes are applied to the world."""
 
+    def setting_changed(self, key: str, value: object, during_tick: bool) -> None:
+        """A setting was changed while the loop runs (``TickLoop.resize_gate``,
+        ``switch_policy``), now; ``during_tick`` says whether a tick was running."""
+
     def run_finished(self, loop: TickLoop) -> None:
         """The run ended (also when it was cancelled or failed)."""
 

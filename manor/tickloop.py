@@ -59,9 +59,28 @@ class TickLoop:
     instruments: Instruments = attrs.field(factory=Instruments, converter=lambda i: i if isinstance(i, Instruments) else Instruments(i))
     _deadline: float = attrs.field(default=math.inf, init=False)
     _started: bool = attrs.field(default=False, init=False)
+    _in_tick: bool = attrs.field(default=False, init=False)
 
     def add_instrument(self, instrument: Instrument) -> None:
         self.instruments.add(instrument)
+
+    # -- live changes -----------------------------------------------------------------
+    # Made through these methods, a change reaches the instruments, so a save file
+    # records it and a replay makes it again at the same point.
+
+    def resize_gate(self, size: int) -> None:
+        """Change the gate's size now: growing admits waiters at once, shrinking takes
+        effect as calls finish."""
+        self.gate.size = size
+        self.instruments.call("setting_changed", "gate.size", size, self._in_tick)
+
+    def switch_policy(self, policy: Policy) -> None:
+        """Use ``policy`` from the next tick on (a tick keeps the policy it started with)."""
+        self.policy = policy
+        self.instruments.call("setting_changed", "run.policy", policy.name, self._in_tick)
+        size = getattr(policy, "size", None)
+        if size is not None:
+            self.instruments.call("setting_changed", "run.batch_size", size, self._in_tick)
 
     # -- a tick -----------------------------------------------------------------------
 
@@ -91,8 +110,12 @@ class TickLoop:
         tick = requests[0].tick if requests else self.world.tick + 1
         started = trio.current_time()
         self._deadline = started + self.tick_deadline if self.tick_deadline else math.inf
-        self.instruments.call("tick_started", tick, requests)
-        records = await self.policy.run(self, requests)
+        self._in_tick = True
+        try:
+            self.instruments.call("tick_started", tick, requests)
+            records = await self.policy.run(self, requests)
+        finally:
+            self._in_tick = False
         finished = trio.current_time()
         for record in records:
             self.predictor.observe(record)

@@ -102,8 +102,6 @@ class PlayApp(App[None]):
         self.ticks = ticks
         self._calibrate = calibrate and clock is not None
         self.writer = writer
-        # The save records the settings of the start; a live change is noted once.
-        self._warned_live_change = False
         # Values keys asked for that the trio run has not applied yet: a second press
         # in quick succession builds on the first, not on the old value.
         self._pending: dict[str, object] = {}
@@ -157,7 +155,11 @@ class PlayApp(App[None]):
         """
         if not self.guest.started:
             self._started_at = time.monotonic()
-            self.guest.start(partial(self.driver.run, self.ticks), clock=self.clock)
+            self.guest.start(self.engine_main, clock=self.clock)
+
+    async def engine_main(self) -> None:
+        """What the guest trio run runs: the tick driver."""
+        await self.driver.run(self.ticks)
 
     async def stop_engine(self) -> None:
         """Cancel the engine and wait until its trio run has ended."""
@@ -281,8 +283,7 @@ class PlayApp(App[None]):
         size = max(1, min(MAX_GATE, current + delta))
         if size != current:
             # The setter admits waiters at once when the gate grows: trio work.
-            self.set_live("gate", size, partial(setattr, gate, "size", size))
-            self._note_live_change()
+            self.set_live("gate", size, partial(self.engine.loop.resize_gate, size))
         if self.engine.loop.policy.name == "legacy":
             self.notify("the legacy policy does not use the gate", severity="warning")
 
@@ -294,9 +295,8 @@ class PlayApp(App[None]):
         seed = settings.run.seed if settings.run.seed is not None else self.engine.scene.spec.seed
         policy = make_policy(name, settings.run.batch_size, seed)
         # The tick under way keeps the policy it started with.
-        self.set_live("policy", name, partial(setattr, loop, "policy", policy))
+        self.set_live("policy", name, partial(loop.switch_policy, policy))
         self.notify(f"policy {name} from the next tick")
-        self._note_live_change()
 
     def action_speed(self, steps: int) -> None:
         if self.clock is None:
@@ -319,16 +319,6 @@ class PlayApp(App[None]):
             return
         # The writer writes and flushes each tick as it ends: the file is up to date.
         self.notify(f"{writer.path}: {writer.ticks} ticks saved (each tick is written as it ends)", title="saved")
-
-    def _note_live_change(self) -> None:
-        if self.writer is not None and not self._warned_live_change:
-            self._warned_live_change = True
-            self.notify(
-                f"the save keeps the settings the run started with: a replay of {self.writer.path.name} "
-                f"uses them, and may differ from tick {self.state.tick + 1} on",
-                title="changed live",
-                severity="warning",
-            )
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

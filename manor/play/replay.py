@@ -16,6 +16,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import final
 
+import trio
 from textual.app import ComposeResult
 from textual.binding import Binding
 
@@ -24,7 +25,7 @@ from ..engine import Engine, build_engine
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..saves import ReplayBackend, Save, recorded_config, recorded_responses
-from ..saves.replay import scene_sim
+from ..saves.replay import LiveChanges, scene_sim
 from .app import PlayApp
 from .clock import PacedClock
 from .messages import Seek
@@ -50,8 +51,9 @@ class RecordingCheck(Instrument):
             self.differs_at = record.tick
 
 
-def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck]:
-    """An engine that replays ``save`` with the recorded settings, and its instruments.
+def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck, LiveChanges]:
+    """An engine that replays ``save`` with the recorded settings, and its instruments
+    (the last makes the recorded live changes again: run its ``run`` beside the loop).
 
     Raises:
         SaveError: a recorded setting is refused.
@@ -63,7 +65,10 @@ def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck]:
     backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(config, scene))
     state = DashboardState(scene)
     check = RecordingCheck(save.records)
-    return build_engine(config, scene, backend=backend, instruments=[state, check]), state, check
+    run = config.settings.run
+    changes = LiveChanges(save.ticks, seed=run.seed if run.seed is not None else scene.spec.seed, batch_size=run.batch_size, skip=())
+    engine = build_engine(config, scene, backend=backend, instruments=[state, check, changes])
+    return engine, state, check, changes
 
 
 class ReplayApp(PlayApp):
@@ -93,7 +98,7 @@ class ReplayApp(PlayApp):
     def __init__(self, save: Save, *, speed: float | None = None) -> None:
         save.require_ticks()
         self.save = save
-        engine, state, self.check = replay_engine(save)
+        engine, state, self.check, self.changes = replay_engine(save)
         if speed is None:
             speed = nearest(fmean(t.makespan for t in save.records) / SECONDS_PER_TICK)
         config = engine.config.settings.run
@@ -102,6 +107,13 @@ class ReplayApp(PlayApp):
         self.total = len(save.ticks)
         # A seek in progress: the tick it goes to, and the speed to go back to there.
         self._seeking: tuple[int, float] | None = None
+
+    async def engine_main(self) -> None:
+        """The tick driver, and beside it the recorded changes made during ticks."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.changes.run)
+            await self.driver.run(self.ticks)
+            nursery.cancel_scope.cancel()
 
     def compose_controls(self) -> ComposeResult:
         yield ReplayBar(Path(self.save.name).name, self.total, id="replay-bar")
@@ -201,7 +213,7 @@ class ReplayApp(PlayApp):
         speed = self._seeking[1] if self._seeking is not None else self.live("speed", self.clock.speed)
         self._seeking = None
         self._pending.clear()  # for the engine just replaced
-        self.engine, self.state, self.check = replay_engine(self.save)
+        self.engine, self.state, self.check, self.changes = replay_engine(self.save)
         self.driver = TickDriver(self.engine.loop, paused=True, interval=self.driver.interval)
         # Recorded times start at 0: so must the replay's, to the bit.
         self.clock = PacedClock(speed)

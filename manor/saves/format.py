@@ -29,6 +29,8 @@ __all__ = [
     "Frame",
     "Header",
     "HeaderV1",
+    "LIVE_KEYS",
+    "SettingChange",
     "SettingRow",
     "TickFrame",
     "VERSIONS",
@@ -92,6 +94,22 @@ Header = HeaderV1
 _UPGRADES: dict[type, Callable[[Any], Any]] = {}
 
 
+#: The settings a running loop can change (the dashboard's keys).
+LIVE_KEYS = ("gate.size", "run.policy", "run.batch_size")
+
+
+class SettingChange(msgspec.Struct, frozen=True, array_like=True):
+    """A setting changed while the run went on.
+
+    ``at`` is the (virtual) time of a change made while the tick ran; ``None`` means
+    it was made between ticks and holds from the tick's start.
+    """
+
+    key: str
+    value: Any
+    at: float | None = None
+
+
 class TickFrame(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="tick"):
     """One tick, written when it is applied to the world.
 
@@ -101,10 +119,14 @@ class TickFrame(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
         superseded: tries that a retry replaced (the legacy policy's rejected attempts),
             in the order they ended. They are not in ``record`` but they did happen: the
             platform rejected them.
+        changes: settings changed live (``LIVE_KEYS``) since the previous tick's frame:
+            before this tick started, or while it ran. Added to format 1 with a
+            default: older files have none, and an older reader ignores the field.
     """
 
     record: TickRecord
     superseded: tuple[CallRecord, ...] = ()
+    changes: tuple[SettingChange, ...] = ()
 
 
 class EndFrame(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="end"):

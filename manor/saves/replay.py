@@ -12,17 +12,21 @@ import trio.testing
 
 from ..config import Config, Source
 from ..content import Scene
+from ..calls import Request
 from ..engine import Engine, build_engine
+from ..policies import make_policy
 from ..instruments import Instrument
 from ..providers import SimProvider
 from ..records import StoryEntry, TickRecord
+from ..tickloop import TickLoop
 from ..statistics import RunStatistics
 from ..world import World
 from .backend import ReplayBackend, recorded_responses
+from .format import SettingChange, TickFrame
 from .reader import Save
 from .recorded import recorded_config, recorded_source
 
-__all__ = ["Mismatch", "Replay", "replay", "scene_sim"]
+__all__ = ["LiveChanges", "Mismatch", "Replay", "replay", "scene_sim"]
 
 
 @attrs.frozen
@@ -96,6 +100,54 @@ class Replay:
         return self.statistics.summary(self.engine)
 
 
+@final
+class LiveChanges(Instrument):
+    """Makes the recorded live changes again: those made between ticks when the tick
+    starts, those made while a tick ran at their recorded time (``run``). Keys a
+    what-if overrides are left as the what-if sets them."""
+
+    def __init__(self, frames: Sequence[TickFrame], seed: int, batch_size: int, skip: Iterable[str]) -> None:
+        skip = set(skip)
+        if "run.batch_size" in skip:
+            skip.add("run.policy")
+        self._seed = seed
+        self._batch_size = batch_size
+        self._between: dict[int, list[SettingChange]] = {}
+        self._during: list[SettingChange] = []
+        for frame in frames:
+            for change in frame.changes:
+                if change.key in skip:
+                    continue
+                if change.at is None:
+                    self._between.setdefault(frame.record.tick, []).append(change)
+                else:
+                    self._during.append(change)
+        self._loop: TickLoop | None = None
+
+    def run_started(self, loop: TickLoop) -> None:
+        self._loop = loop
+
+    def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
+        self._apply(self._between.get(tick, ()))
+
+    async def run(self) -> None:
+        """Apply the changes made during ticks, each at its recorded time."""
+        for change in self._during:
+            await trio.sleep_until(change.at)  # type: ignore[arg-type]
+            self._apply([change])
+
+    def _apply(self, changes: Iterable[SettingChange]) -> None:
+        loop = self._loop
+        assert loop is not None
+        values = {change.key: change.value for change in changes}
+        if "gate.size" in values:
+            loop.resize_gate(int(values["gate.size"]))
+        if "run.policy" in values or "run.batch_size" in values:
+            name = str(values.get("run.policy", loop.policy.name))
+            size = values.get("run.batch_size", getattr(loop.policy, "size", self._batch_size))
+            loop.switch_policy(make_policy(name, int(size), self._seed))
+
+
 def scene_sim(config: Config, scene: Scene) -> SimProvider:
     """The scene's simulated backend, seeded and set up as ``build_engine`` sets it up."""
     s = config.settings
@@ -131,11 +183,25 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(recorded_config(save), scene))
     statistics = RunStatistics()
     check = _HashCheck(save.records)
-    engine = build_engine(config, scene, backend=backend, instruments=[statistics, check, *instruments])
+    settings = config.settings
+    changes = LiveChanges(
+        save.ticks,
+        seed=settings.run.seed if settings.run.seed is not None else scene.spec.seed,
+        batch_size=settings.run.batch_size,
+        skip=overrides.values if overrides is not None else (),
+    )
+    engine = build_engine(config, scene, backend=backend, instruments=[statistics, check, changes, *instruments])
     mismatch = None
     start = World.from_scene(scene).hash
     if start != save.header.world.hash:
         mismatch = Mismatch(0, save.header.world.hash, start, "the world before the first tick differs")
     clock = trio.testing.MockClock(autojump_threshold=0)
-    trio.run(engine.loop.run, len(save.ticks), config.settings.run.tick_interval_s, clock=clock)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(changes.run)
+            await engine.loop.run(len(save.ticks), settings.run.tick_interval_s)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=clock)
     return Replay(engine, statistics, backend.drawn, mismatch or check.mismatch, (*save.warnings, *dropped))

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, final
 
 import msgspec
+import trio
 
 from ..errors import SaveError
 from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
-from .format import EndFrame, Header, SettingRow, TickFrame, WorldAtStart
+from .format import EndFrame, Header, SettingChange, SettingRow, TickFrame, WorldAtStart
 from .framing import SIGNATURE, write_frame
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class SaveWriter(Instrument):
         self.path = path
         self._file: BinaryIO | None = file
         self._attempts: list[CallRecord] = []
+        self._changes: list[SettingChange] = []
         self._error: SaveError | None = None
         #: Whole ticks written so far.
         self.ticks = 0
@@ -81,6 +83,9 @@ class SaveWriter(Instrument):
 
     # -- instrument hooks -------------------------------------------------------------
 
+    def setting_changed(self, key: str, value: object, during_tick: bool) -> None:
+        self._changes.append(SettingChange(key, value, trio.current_time() if during_tick else None))
+
     def call_finished(self, record: CallRecord) -> None:
         self._attempts.append(record)
 
@@ -88,7 +93,9 @@ class SaveWriter(Instrument):
         kept = {id(call) for call in record.calls}
         superseded = tuple(call for call in self._attempts if id(call) not in kept)
         self._attempts.clear()
-        if self._write(_ENCODER.encode(TickFrame(record=record, superseded=superseded))):
+        frame = TickFrame(record=record, superseded=superseded, changes=tuple(self._changes))
+        self._changes.clear()
+        if self._write(_ENCODER.encode(frame)):
             self.ticks += 1
 
     def run_finished(self, loop: TickLoop) -> None:
