@@ -1,5 +1,5 @@
 """``manor bench``: the smoke run, exact scheduling figures on a hand-computable scene,
-the targets, the plot, and the suites' honest "unavailable" answers."""
+the targets, the plot, and the overhead suite's honest "unavailable" answer without aiometer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from manor.bench import overhead, replay, scheduling
+from manor.bench import overhead, scheduling
 from manor.bench.instant import InstantProvider
 from manor.bench.plot import charts, check_plot_path, render_svg, write_plot
 from manor.bench.report import evaluate_targets
@@ -179,10 +179,6 @@ class TestUnavailable:
         assert figures["aiometer_calls_per_s"] is None
         assert figures["aiometer"].startswith("unavailable: aiometer is not installed")
         assert figures["manor_calls_per_s"] > 0
-
-    def test_replay_without_saves(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setitem(sys.modules, "manor.saves", None)
-        assert replay.run(BenchContext(sources=standard_sources(environ={}), quick=True)) == {"unavailable": "unavailable: saves not built"}
 
 
 class TestPlot:

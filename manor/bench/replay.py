@@ -2,21 +2,20 @@
 
 It records a run of the scene to a save (1,000 ticks; ``--quick``: 20), reads it back and
 replays it, verifying the world hash after every tick; the figures are the saves
-module's own (``replay_benchmark``). Without the saves module it says so rather than
-report anything.
+module's own (``replay_benchmark``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..saves import replay_benchmark
 from .suite import BenchContext, Suite
 
-__all__ = ["SUITE", "TICKS", "TICKS_QUICK", "UNAVAILABLE"]
+__all__ = ["SUITE", "TICKS", "TICKS_QUICK"]
 
 TICKS = 1_000
 TICKS_QUICK = 20
-UNAVAILABLE = "unavailable: saves not built"
 
 
 def units(context: BenchContext) -> int:
@@ -24,11 +23,6 @@ def units(context: BenchContext) -> int:
 
 
 def run(context: BenchContext) -> dict[str, Any]:
-    try:
-        from ..saves import replay_benchmark
-    except ImportError:
-        context.advance(1)
-        return {"unavailable": UNAVAILABLE}
     config, _ = context.configure()
     figures = replay_benchmark(TICKS_QUICK if context.quick else TICKS, scene=config.settings.run.scene)
     context.advance(1)
