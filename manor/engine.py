@@ -22,7 +22,7 @@ from .providers.routing import routing_provider
 from .tickloop import TickLoop
 from .world import World
 
-__all__ = ["Engine", "build_engine", "configure", "make_clock"]
+__all__ = ["Engine", "build_engine", "configure", "make_clock", "scene_seed", "scene_sim"]
 
 
 @final
@@ -72,16 +72,9 @@ def build_engine(
         ConfigError: (only without ``backend``) an agent on a backend no table defines.
     """
     s = config.settings
-    seed = s.run.seed if s.run.seed is not None else scene.spec.seed
+    seed = scene_seed(config, scene)
     if backend is None:
-        sim = SimProvider(
-            {agent_id: agent.sim for agent_id, agent in scene.agents.items()},
-            seed=seed,
-            names=tuple(agent.name for agent in scene.characters.values()),
-            error_rate=s.sim.error_rate,
-            hang_rate=s.sim.hang_rate,
-            max_sessions=s.backend.sessions,
-        )
+        sim = scene_sim(config, scene)
         backend = routing_provider(config.assign_backends(_agent_files(scene), scene.path), config.backends, sim)
     assert s.gate.size is not None  # resolve() derives it
     gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
@@ -104,6 +97,25 @@ def build_engine(
         instruments=instruments,
     )
     return Engine(loop, scene, config, metrics, cost, breaker)
+
+
+def scene_seed(config: Config, scene: Scene) -> int:
+    """The run's seed: ``run.seed`` when set, else the scene's."""
+    seed = config.settings.run.seed
+    return seed if seed is not None else scene.spec.seed
+
+
+def scene_sim(config: Config, scene: Scene) -> SimProvider:
+    """The scene's simulated backend, seeded and set up from the settings."""
+    s = config.settings
+    return SimProvider(
+        {agent_id: agent.sim for agent_id, agent in scene.agents.items()},
+        seed=scene_seed(config, scene),
+        names=tuple(agent.name for agent in scene.characters.values()),
+        error_rate=s.sim.error_rate,
+        hang_rate=s.sim.hang_rate,
+        max_sessions=s.backend.sessions,
+    )
 
 
 def _agent_files(scene: Scene) -> dict[str, str]:

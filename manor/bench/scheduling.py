@@ -27,10 +27,9 @@ import trio.testing
 
 from ..config import Config, Settings
 from ..content import Scene
-from ..engine import build_engine
+from ..engine import build_engine, scene_sim
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
-from ..saves.replay import scene_sim
 from ..statistics import RunStatistics, percentile
 from .suite import BenchContext, Suite
 

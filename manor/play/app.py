@@ -27,7 +27,7 @@ from ..config import Config
 from ..config.schema import POLICIES
 from ..content import Scene
 from ..driver import TickDriver
-from ..engine import Engine, build_engine
+from ..engine import Engine, build_engine, scene_seed
 from ..errors import ManorError
 from ..policies import make_policy
 from ..saves import SaveWriter
@@ -292,7 +292,7 @@ class PlayApp(App[None]):
         current = self.live("policy", loop.policy.name)
         name = POLICIES[(POLICIES.index(current) + 1) % len(POLICIES)]
         settings = self.engine.config.settings
-        seed = settings.run.seed if settings.run.seed is not None else self.engine.scene.spec.seed
+        seed = scene_seed(self.engine.config, self.engine.scene)
         policy = make_policy(name, settings.run.batch_size, seed)
         # The tick under way keeps the policy it started with.
         self.set_live("policy", name, partial(loop.switch_policy, policy))

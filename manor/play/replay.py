@@ -21,11 +21,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 
 from ..driver import TickDriver
-from ..engine import Engine, build_engine
+from ..engine import Engine, build_engine, scene_seed, scene_sim
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..saves import ReplayBackend, Save, recorded_config, recorded_responses
-from ..saves.replay import LiveChanges, scene_sim
+from ..saves.replay import LiveChanges
 from .app import PlayApp
 from .clock import PacedClock
 from .messages import Seek
@@ -66,7 +66,7 @@ def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck, L
     state = DashboardState(scene)
     check = RecordingCheck(save.records)
     run = config.settings.run
-    changes = LiveChanges(save.ticks, seed=run.seed if run.seed is not None else scene.spec.seed, batch_size=run.batch_size, skip=())
+    changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=run.batch_size, skip=())
     engine = build_engine(config, scene, backend=backend, instruments=[state, check, changes])
     return engine, state, check, changes
 

@@ -10,13 +10,11 @@ import attrs
 import trio
 import trio.testing
 
-from ..config import Config, Source
-from ..content import Scene
+from ..config import Source
 from ..calls import Request
-from ..engine import Engine, build_engine
+from ..engine import Engine, build_engine, scene_seed, scene_sim
 from ..policies import make_policy
 from ..instruments import Instrument
-from ..providers import SimProvider
 from ..records import StoryEntry, TickRecord
 from ..tickloop import TickLoop
 from ..statistics import RunStatistics
@@ -26,7 +24,7 @@ from .format import SettingChange, TickFrame
 from .reader import Save
 from .recorded import recorded_config, recorded_source
 
-__all__ = ["LiveChanges", "Mismatch", "Replay", "replay", "scene_sim"]
+__all__ = ["LiveChanges", "Mismatch", "Replay", "replay"]
 
 
 @attrs.frozen
@@ -148,19 +146,6 @@ class LiveChanges(Instrument):
             loop.switch_policy(make_policy(name, int(size), self._seed))
 
 
-def scene_sim(config: Config, scene: Scene) -> SimProvider:
-    """The scene's simulated backend, seeded and set up as ``build_engine`` sets it up."""
-    s = config.settings
-    return SimProvider(
-        {agent_id: agent.sim for agent_id, agent in scene.agents.items()},
-        seed=s.run.seed if s.run.seed is not None else scene.spec.seed,
-        names=tuple(agent.name for agent in scene.characters.values()),
-        error_rate=s.sim.error_rate,
-        hang_rate=s.sim.hang_rate,
-        max_sessions=s.backend.sessions,
-    )
-
-
 def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable[Instrument] = ()) -> Replay:
     """Replay every whole tick of ``save`` under the virtual clock.
 
@@ -186,7 +171,7 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     settings = config.settings
     changes = LiveChanges(
         save.ticks,
-        seed=settings.run.seed if settings.run.seed is not None else scene.spec.seed,
+        seed=scene_seed(config, scene),
         batch_size=settings.run.batch_size,
         skip=overrides.values if overrides is not None else (),
     )

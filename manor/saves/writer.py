@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, BinaryIO, final
 import msgspec
 import trio
 
+from ..engine import scene_seed
 from ..errors import SaveError
 from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
@@ -144,13 +145,12 @@ class SaveWriter(Instrument):
 
 def header_for(engine: Engine) -> Header:
     """The header of a save of ``engine``'s run, taken before its first tick."""
-    settings = engine.config.settings
     world = engine.loop.world
     return Header(
         engine_version=engine_version(),
         created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         scene=engine.scene,
         settings=tuple(SettingRow(key, value, origin) for key, value, origin in engine.config.rows()),
-        seed=settings.run.seed if settings.run.seed is not None else engine.scene.spec.seed,
+        seed=scene_seed(engine.config, engine.scene),
         world=WorldAtStart(tick=world.tick, positions=dict(world.positions), hash=world.hash),
     )
