@@ -11,7 +11,6 @@ give its recorded figures without an error.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import msgspec

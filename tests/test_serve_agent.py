@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import httpx
 import pytest
 import trio
 
-from manor.calls import Done, Started
+from manor.calls import Started
 from manor.serve import AgentHost, Directives, RunSpec, parse_directives
 
 from agent_servers import serving
