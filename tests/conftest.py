@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import attrs
 import pytest
@@ -51,6 +52,16 @@ def _no_manor_environment() -> Iterator[None]:
             if name.startswith("MANOR_"):
                 patch.delenv(name)
         yield
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test of configuration as a user meets it: run from an empty folder (no
+    manor.toml), with no MANOR_* variables (set ones of its own with monkeypatch)."""
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith("MANOR_"):
+            monkeypatch.delenv(name)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

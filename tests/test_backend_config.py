@@ -4,7 +4,6 @@ router under the one gate, and ``manor config`` showing them."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import msgspec
@@ -30,13 +29,8 @@ FLAKY = '[backends.flaky]\nkind = "sim"\nerror_rate = 1.0\n'
 QUIET = '[backends.quiet]\nkind = "sim"\n'
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No manor.toml from the working directory, no MANOR_* from the environment."""
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("MANOR_"):
-            monkeypatch.delenv(name)
+# No manor.toml from the working directory, no MANOR_* from the environment.
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def _file(tmp_path: Path, text: str) -> Path:

@@ -31,13 +31,8 @@ cast = ["hobbes", "alice"]
 ALICE = 'name = "Alice"\n[sim]\nlatency_s = 0.5\n'
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No manor.toml from the working directory, no MANOR_* from the environment."""
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("MANOR_"):
-            monkeypatch.delenv(name)
+# No manor.toml from the working directory, no MANOR_* from the environment.
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def manor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
