@@ -104,8 +104,12 @@ class Legacy(Policy):
         waves, others = _waves(requests, self.size)
 
         async def call(index: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            # As in TickLoop.call_all: started() does not yield, so this call runs on
+            # until it first blocks - past the platform's answer, which needs no wait -
+            # before the next one starts.
+            task_status.started()
             request = requests[index]
-            record = await loop.call(request, loop.direct, task_status=task_status)
+            record = await loop.call(request, loop.direct)
             if request.caller is CallerKind.CHARACTER:
                 record = await self._retry(loop, request, record)
             results[index] = record

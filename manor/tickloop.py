@@ -143,23 +143,17 @@ class TickLoop:
         provider: Provider,
         *,
         attempts: int = 1,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> CallRecord:
         """Make one call through ``provider``; never raises for the call's own failure.
 
         A failure becomes a degraded record with its reason; the tick deadline cancels
         the call as ``cancelled``. The call's ticket is withdrawn if it never reached
         the gate, so it cannot stall the tickets behind it.
-
-        Started with ``nursery.start``, it reports started once the platform has
-        answered (a session, or a rejection): callers that go straight at the platform
-        use this to reach it in a fixed order.
         """
         queued_at = trio.current_time()
         admitted_at: float | None = None
         done: Done | None = None
         reason: str | None = None
-        reported = False
         self.instruments.call("call_started", request)
         try:
             with trio.move_on_at(self._deadline) as scope:
@@ -173,8 +167,6 @@ class TickLoop:
                                 if admitted_at is None:  # no gate: running from here
                                     admitted_at = event.opened_at
                                     self.instruments.call("call_admitted", request, admitted_at)
-                                task_status.started()
-                                reported = True
                             elif isinstance(event, Done):
                                 done = event
                     if done is None:
@@ -204,8 +196,6 @@ class TickLoop:
             attempts=attempts,
         )
         self.instruments.call("call_finished", record)
-        if not reported:
-            task_status.started()  # ended before reaching the platform
         return record
 
     async def call_all(
