@@ -55,7 +55,8 @@ class _Waiter:
     stage: int = _ISSUED
     queued_at: float = 0.0
     deadline: float = math.inf
-    wake: trio.Event | None = None
+    # The task, while it is parked waiting to be woken.
+    task: trio.lowlevel.Task | None = None
     # When the token head sleeps for a refill, the time it sleeps until.
     sleeping_until: float = math.inf
 
@@ -208,13 +209,16 @@ class Gate:
         try:
             while waiter.stage != _ADMITTED:
                 waited = True
-                waiter.wake = trio.Event()
                 waiter.sleeping_until = self._token_eta() if self._is_token_head(waiter) else math.inf
-                with trio.move_on_at(min(deadline, waiter.sleeping_until)):
-                    await waiter.wake.wait()
+                wake_at = min(deadline, waiter.sleeping_until)
+                if wake_at == math.inf:  # no cancel scope when none is needed: it is costly
+                    await _park(waiter)
+                else:
+                    with trio.move_on_at(wake_at):
+                        await _park(waiter)
                 if waiter.stage == _ADMITTED:
                     break
-                if trio.current_time() >= deadline:
+                if deadline != math.inf and trio.current_time() >= deadline:
                     self._leave(waiter)
                     self._timeouts += 1
                     raise GateTimeout(f"no gate slot within {timeout:g}s (ticket {ticket})")
@@ -304,24 +308,23 @@ class Gate:
 
     def _dispatch(self) -> None:
         """Hand out tokens, then slots, strictly in ticket order, as far as they go."""
-        now = trio.current_time()
         if self._rate:
-            self._refill(now)
+            self._refill(trio.current_time())
             while (head := self._front(self._token_line, _WAIT_TOKEN)) is not None:
-                if head.stage != _WAIT_TOKEN or _expired(head, now):
+                if head.stage != _WAIT_TOKEN or _expired(head):
                     break  # issued but not arrived (or leaving): the tickets behind it wait
                 if self._tokens < 1.0 - _EPSILON:
                     # Wake the head if the bucket fills sooner than it planned to sleep
                     # (it just became head, or a token was refunded).
-                    if head.wake is not None and self._token_eta() < head.sleeping_until - _EPSILON:
-                        head.wake.set()
+                    if self._token_eta() < head.sleeping_until - _EPSILON:
+                        _wake(head)
                     break
                 self._tokens = max(0.0, self._tokens - 1.0)
                 head.stage = _WAIT_SLOT
                 self._token_line.popleft()
         while self._in_flight < self._size:
             head = self._front(self._slot_line, _WAIT_SLOT)
-            if head is None or head.stage != _WAIT_SLOT or _expired(head, now):
+            if head is None or head.stage != _WAIT_SLOT or _expired(head):
                 break
             self._slot_line.popleft()
             del self._waiters[head.ticket]
@@ -329,15 +332,35 @@ class Gate:
             self._waiting -= 1
             self._in_flight += 1
             self._peak = max(self._peak, self._in_flight)
-            if head.wake is not None:
-                head.wake.set()
+            _wake(head)
 
 
-def _expired(waiter: _Waiter, now: float) -> bool:
+async def _park(waiter: _Waiter) -> None:
+    """Sleep until ``_wake`` (or a cancellation: a timeout, the caller's)."""
+    waiter.task = trio.lowlevel.current_task()
+
+    def abort(raise_cancel: object) -> trio.lowlevel.Abort:
+        waiter.task = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+def _wake(waiter: _Waiter) -> None:
+    """Wake the waiter if it is parked; a waiter still running will look for itself."""
+    task, waiter.task = waiter.task, None
+    if task is not None:
+        trio.lowlevel.reschedule(task)
+
+
+def _expired(waiter: _Waiter) -> bool:
     """Its timeout ends at this instant: it times out now, and takes nothing on the way.
 
     Otherwise a slot (or token) freed by another task at that same instant would go to
     it or not depending on which of the two tasks trio happened to run first. Only at
     the instant it arrives (``timeout=0``, a try) may it still take what is free.
     """
+    if waiter.deadline == math.inf:
+        return False
+    now = trio.current_time()
     return waiter.deadline <= now and waiter.queued_at < now

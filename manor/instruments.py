@@ -72,7 +72,10 @@ class Instruments:
                 listeners.remove(instrument)
 
     def call(self, hook: str, *args: Any) -> None:
-        for instrument in list(self._by_hook[hook]):
+        listeners = self._by_hook[hook]
+        if not listeners:  # the usual case, per call: keep it cheap
+            return
+        for instrument in list(listeners):
             try:
                 getattr(instrument, hook)(*args)
             except Exception:

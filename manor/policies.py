@@ -4,6 +4,7 @@ original way (legacy). See DESIGN.md, "Policies"."""
 from __future__ import annotations
 
 import abc
+import functools
 import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, final
@@ -13,6 +14,7 @@ import msgspec
 import trio
 
 from .calls import CallerKind, Request
+from .ordered_start import start_now
 from .records import CallRecord
 
 if TYPE_CHECKING:
@@ -103,11 +105,10 @@ class Legacy(Policy):
         results: list[CallRecord | None] = [None] * len(requests)
         waves, others = _waves(requests, self.size)
 
-        async def call(index: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            # As in TickLoop.call_all: started() does not yield, so this call runs on
-            # until it first blocks - past the platform's answer, which needs no wait -
-            # before the next one starts.
-            task_status.started()
+        async def call(index: int) -> None:
+            # Started with start_now, as in TickLoop.call_all: it runs on until it first
+            # blocks - past the platform's answer, which needs no wait - before the
+            # next one starts.
             request = requests[index]
             record = await loop.call(request, loop.direct)
             if request.caller is CallerKind.CHARACTER:
@@ -119,7 +120,7 @@ class Legacy(Policy):
                 async with trio.open_nursery() as barrier:
                     # The other callers fire alongside the first wave.
                     for index in wave + (others if wave_number == 0 else []):
-                        await (barrier if index in wave else nursery).start(call, index)
+                        await start_now(barrier if index in wave else nursery, functools.partial(call, index))
         return _complete(results)
 
     async def _retry(self, loop: TickLoop, request: Request, record: CallRecord) -> CallRecord:

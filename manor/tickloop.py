@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
-from contextlib import aclosing
+from contextlib import nullcontext
 from typing import Literal, final
 
 import attrs
 import msgspec
 import trio
 
-from .calls import Admitted, Done, Opened, Request
+from .calls import Admitted, Done, Event, Opened, Request
 from .errors import CallError
 from .gate import Gate
 from .instruments import Instrument, Instruments
 from .limiter import SessionLimiter
+from .ordered_start import start_now
 from .policies import Policy
 from .prediction import LatencyPredictor
-from .providers.base import Provider
+from .layers import Stack
 from .records import CallRecord, TickRecord
 from .world import World
 
 __all__ = ["TickLoop"]
 
 Order = Literal["fifo", "longest-first"]
+
+_NO_DEADLINE = nullcontext()
 
 
 @final
@@ -49,8 +53,8 @@ class TickLoop:
     world: World
     gate: Gate
     limiter: SessionLimiter
-    gated: Provider
-    direct: Provider
+    gated: Stack
+    direct: Stack
     policy: Policy
     predictor: LatencyPredictor
     order: Order = "fifo"
@@ -140,40 +144,42 @@ class TickLoop:
     async def call(
         self,
         request: Request,
-        provider: Provider,
+        stack: Stack,
         *,
         attempts: int = 1,
     ) -> CallRecord:
-        """Make one call through ``provider``; never raises for the call's own failure.
+        """Make one call through ``stack``; never raises for the call's own failure.
 
         A failure becomes a degraded record with its reason; the tick deadline cancels
         the call as ``cancelled``. The call's ticket is withdrawn if it never reached
         the gate, so it cannot stall the tickets behind it.
         """
+        self.instruments.call("call_started", request)
+        return await self._make(request, stack, attempts)
+
+    async def _make(self, request: Request, stack: Stack, attempts: int) -> CallRecord:
+        """``call`` once the instruments have heard it start."""
         queued_at = trio.current_time()
         admitted_at: float | None = None
         done: Done | None = None
         reason: str | None = None
-        self.instruments.call("call_started", request)
+        instruments = self.instruments
+
+        def listener(event: Event) -> None:
+            nonlocal admitted_at
+            # Admitted by the gate; or, with no gate, running once the platform opened.
+            if admitted_at is None and isinstance(event, Admitted | Opened):
+                admitted_at = event.admitted_at if isinstance(event, Admitted) else event.opened_at
+                instruments.call("call_admitted", request, admitted_at)
+
         try:
-            with trio.move_on_at(self._deadline) as scope:
+            # No cancel scope when the tick has no deadline: one per call is measurable.
+            with trio.move_on_at(self._deadline) if self._deadline < math.inf else _NO_DEADLINE as scope:
                 try:
-                    async with aclosing(provider.invoke(request)) as events:
-                        async for event in events:
-                            if isinstance(event, Admitted):
-                                admitted_at = event.admitted_at
-                                self.instruments.call("call_admitted", request, admitted_at)
-                            elif isinstance(event, Opened):
-                                if admitted_at is None:  # no gate: running from here
-                                    admitted_at = event.opened_at
-                                    self.instruments.call("call_admitted", request, admitted_at)
-                            elif isinstance(event, Done):
-                                done = event
-                    if done is None:
-                        reason = "provider_error"
+                    done = await stack.call(request, listener)
                 except CallError as exc:
                     reason = exc.reason
-            if scope.cancelled_caught:
+            if scope is not None and scope.cancelled_caught:
                 reason = "cancelled"
         finally:
             if request.ticket is not None:
@@ -201,31 +207,44 @@ class TickLoop:
     async def call_all(
         self,
         requests: Iterable[tuple[int, Request]],
-        provider: Provider,
+        stack: Stack,
         results: list[CallRecord | None],
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Fire every ``(index, request)`` at once; each record lands at ``results[index]``.
 
-        The calls are started one after another, in ticket order (calls without a
-        ticket in the order given): each runs until it first blocks (queued at the gate,
-        or further) before the next starts. The layers above the gate (the breaker's
-        half-open trial, the cost budget) then see the calls in ticket order, not in the
-        order trio happens to run new tasks. No virtual time passes. Reports started
+        The instruments hear the calls start in ticket order (calls without a ticket in
+        the order given). The gate admits by ticket, whatever order the calls reach it
+        in. When arrival order could change an outcome anyway (``_arrival_order_matters``)
+        the calls are started one after another, each running until it first blocks
+        before the next starts, so the layers see them in ticket order, not in the order
+        trio happens to run new tasks. Otherwise they are spawned together, which costs
+        less: spawned together, they all arrive before any of them can finish, so they
+        all find the layers in the same state. No virtual time passes. Reports started
         once every call has been started.
         """
 
-        async def one(index: int, request: Request, *, task_status: trio.TaskStatus[None]) -> None:
-            # started() does not yield: this task runs on until its first checkpoint
-            # before the loop below gets to start the next call.
-            task_status.started()
-            results[index] = await self.call(request, provider)
+        async def one(index: int, request: Request) -> None:
+            results[index] = await self._make(request, stack, 1)
 
+        in_order = sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket)
+        one_by_one = self._arrival_order_matters(stack)
         async with trio.open_nursery() as nursery:
-            for index, request in sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket):
-                await nursery.start(one, index, request)
+            for index, request in in_order:
+                self.instruments.call("call_started", request)
+                if one_by_one:
+                    await start_now(nursery, functools.partial(one, index, request))
+                else:
+                    nursery.start_soon(one, index, request)
             task_status.started()
+
+    def _arrival_order_matters(self, stack: Stack) -> bool:
+        """Whether calls fired together must arrive in ticket order: a layer says so
+        (a breaker choosing its half-open trial), or the gate lets more calls through
+        than the platform has sessions, so arrival order decides whom it turns away."""
+        overrun = self.limiter.limit and self.gate.size > self.limiter.limit
+        return bool(overrun) or stack.arrival_order_matters()
 
     @property
     def deadline(self) -> float:

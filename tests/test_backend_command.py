@@ -62,7 +62,7 @@ async def test_hung_process_is_terminated_then_killed_on_timeout_and_reaped(tmp_
     backend = CommandProvider([sys.executable, FAKE, "hang", str(pidfile), "--ignore-term"], kill_after=0.5)
     start = trio.current_time()
     with pytest.raises(CallTimeout):
-        await _events(Stack(backend, [TimeoutLayer(seconds=1.0)]), _request())
+        await Stack(backend, [TimeoutLayer(seconds=1.0)]).call(_request())
     elapsed = trio.current_time() - start
     assert 1.0 <= elapsed < 10.0
     pid = int(pidfile.read_text())

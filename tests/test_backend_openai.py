@@ -90,7 +90,7 @@ async def test_hang_is_cut_by_the_timeout_and_the_server_run_cancelled() -> None
     async with serving() as (url, host):
         provider = Stack(OpenAIProvider(f"{url}/v1", model="m"), [TimeoutLayer(seconds=0.5)])
         with pytest.raises(CallTimeout):
-            await _events(provider, "hi @hang")
+            await provider.call(_request("hi @hang"))
         await wait_for(lambda: host.statistics().cancelled == 1)
         assert host.statistics().running == 0
 

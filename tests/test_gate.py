@@ -10,7 +10,6 @@ import functools
 import heapq
 import math
 import random
-from contextlib import aclosing
 
 import msgspec
 import pytest
@@ -19,6 +18,7 @@ import trio.testing
 
 from manor import (
     Admitted,
+    Event,
     CallerKind,
     Gate,
     GateLayer,
@@ -506,10 +506,11 @@ async def _one_tick(spawn_seed: int, *, upfront: bool) -> tuple[dict[int, float]
     admitted: dict[int, float] = {}
 
     async def one(index: int) -> None:
-        async with aclosing(stack.invoke(requests[index])) as events:
-            async for event in events:
-                if isinstance(event, Admitted):
-                    admitted[index] = event.admitted_at
+        def listener(event: Event) -> None:
+            if isinstance(event, Admitted):
+                admitted[index] = event.admitted_at
+
+        await stack.call(requests[index], listener)
 
     async with trio.open_nursery() as nursery:
         for index in random.Random(spawn_seed).sample(range(len(requests)), len(requests)):

@@ -45,7 +45,6 @@ from manor import (
     Started,
     TimeoutLayer,
     Usage,
-    collect,
 )
 from manor.layers import AgentCost, LatencyStatistics
 
@@ -120,18 +119,22 @@ def test_a_stack_orders_its_layers_outermost_first_by_priority() -> None:
 
 @pytest.mark.trio
 async def test_a_call_streams_admitted_opened_then_the_backend_s_events(autojump_clock: trio.testing.MockClock) -> None:
-    """Through gate and platform, the stream opens with Admitted and Opened, then the answer."""
+    """Through gate and platform, the listener hears Admitted and Opened, then the
+    backend's events as they stream, and the call returns the answer."""
     gate = Gate(size=1)
     stack = Stack(SimProvider(default=SimProfile(latency_s=2.0), seed=3), [GateLayer(gate), PlatformLayer(SessionLimiter(2))])
     (ticket,) = gate.issue()
     record = []
-    async with aclosing(stack.invoke(request(ticket=ticket))) as events:
-        async for event in events:
-            record.append((type(event).__name__, trio.current_time()))
-            if isinstance(event, Admitted):
-                assert (event.ticket, event.queued_at, event.admitted_at) == (ticket, 0.0, 0.0)
-            if isinstance(event, Opened):
-                assert event.opened_at == 0.0
+
+    def listener(event: Event) -> None:
+        record.append((type(event).__name__, trio.current_time()))
+        if isinstance(event, Admitted):
+            assert (event.ticket, event.queued_at, event.admitted_at) == (ticket, 0.0, 0.0)
+        if isinstance(event, Opened):
+            assert event.opened_at == 0.0
+
+    done = await stack.call(request(ticket=ticket), listener)
+    assert done.text
     assert record == [
         ("Admitted", 0.0),
         ("Opened", 0.0),
@@ -148,57 +151,67 @@ async def test_a_call_streams_admitted_opened_then_the_backend_s_events(autojump
 
 
 @pytest.mark.trio
-async def test_a_stream_never_iterated_holds_no_permit(autojump_clock: trio.testing.MockClock) -> None:
-    """Invoking is free: a cold stream takes no permit and no session, and others pass by it."""
+async def test_a_call_never_awaited_holds_no_permit(autojump_clock: trio.testing.MockClock) -> None:
+    """Making the call is free until it is awaited: it takes no permit and no session,
+    and others pass by it."""
     gate, limiter = Gate(size=1), SessionLimiter(2)
     backend = Scripted(answering(1.0))
     stack = Stack(backend, [GateLayer(gate), PlatformLayer(limiter)])
-    cold = stack.invoke(request("idle"))
+    cold = stack.call(request("idle"))
     assert (gate.statistics().in_flight, gate.statistics().waiting, limiter.statistics().in_use) == (0, 0, 0)
-    done = await collect(stack, request("busy"))
+    done = await stack.call(request("busy"))
     assert done.text == "busy speaks"
-    assert trio.current_time() == 1.0  # no wait: the cold stream held nothing
+    assert trio.current_time() == 1.0  # no wait: the cold call held nothing
     assert backend.started == [("busy", 0.0)]
-    await cold.aclose()
+    cold.close()
     assert gate.statistics().admitted == 1
 
 
 @pytest.mark.trio
-async def test_a_stream_closed_after_its_first_event_releases_at_once(autojump_clock: trio.testing.MockClock) -> None:
-    """aclose after Admitted gives the permit back that instant: the next caller is admitted then."""
+async def test_a_call_given_up_by_its_caller_releases_at_once(autojump_clock: trio.testing.MockClock) -> None:
+    """A caller that stops listening (its listener raises) gives the permit and the
+    session back that instant: the next caller is admitted then."""
     gate, limiter = Gate(size=1), SessionLimiter(2)
     stack = Stack(Scripted(answering(5.0)), [GateLayer(gate), PlatformLayer(limiter)])
     record: list[tuple[str, float]] = []
 
+    class Enough(Exception):
+        pass
+
+    def give_up_when_started(event: Event) -> None:
+        record.append((type(event).__name__, trio.current_time()))
+        if isinstance(event, Started):
+            raise Enough
+
     async def next_caller() -> None:
         await trio.sleep(0.1)
-        await collect(stack, request("next"))
+        await stack.call(request("next"))
         record.append(("next done", trio.current_time()))
 
     async with trio.open_nursery() as nursery:
-        stream = stack.invoke(request("first"))
-        first = await anext(stream)
-        record.append((type(first).__name__, trio.current_time()))
         nursery.start_soon(next_caller)
-        await trio.sleep(1.0)
-        assert gate.statistics().in_flight == 1
-        await stream.aclose()
-        record.append(("closed", trio.current_time()))
+        with pytest.raises(Enough):
+            await stack.call(request("first"), give_up_when_started)
+        record.append(("given up", trio.current_time()))
         assert gate.statistics().in_flight == 1  # the next caller has it now
-    assert record == [("Admitted", 0.0), ("closed", 1.0), ("next done", 6.0)]
+    assert record == [("Admitted", 0.0), ("Opened", 0.0), ("Started", 5.0), ("given up", 5.0), ("next done", 10.0)]
     assert limiter.statistics().in_use == 0
 
 
 @pytest.mark.trio
-async def test_a_stream_closed_mid_call_releases_its_permit_and_session(autojump_clock: trio.testing.MockClock) -> None:
-    """Closed after Opened, with a session open: both the session and the permit go back at once."""
+async def test_a_call_cancelled_mid_call_releases_its_permit_and_session(autojump_clock: trio.testing.MockClock) -> None:
+    """Cancelled with a session open: the session and the permit go back at once."""
     gate, limiter = Gate(size=1), SessionLimiter(1)
     stack = Stack(Scripted(answering(5.0)), [GateLayer(gate), PlatformLayer(limiter)])
-    stream = stack.invoke(request())
-    assert isinstance(await anext(stream), Admitted)
-    assert isinstance(await anext(stream), Opened)
-    assert limiter.statistics().in_use == 1
-    await stream.aclose()
+    with trio.CancelScope() as scope:
+
+        def cancel_when_opened(event: Event) -> None:
+            if isinstance(event, Opened):
+                assert (gate.statistics().in_flight, limiter.statistics().in_use) == (1, 1)
+                scope.cancel()
+
+        await stack.call(request(), cancel_when_opened)
+    assert scope.cancelled_caught
     assert (gate.statistics().in_flight, limiter.statistics().in_use, trio.current_time()) == (0, 0, 0.0)
 
 
@@ -208,7 +221,7 @@ async def test_cancellation_mid_stream_releases_everything(autojump_clock: trio.
     gate, limiter = Gate(size=1), SessionLimiter(1)
     stack = Stack(SimProvider(default=SimProfile(latency_s=2.0)), [GateLayer(gate), PlatformLayer(limiter)])
     with trio.move_on_after(0.5) as scope:
-        await collect(stack, request())
+        await stack.call(request())
     assert scope.cancelled_caught
     assert trio.current_time() == 0.5
     stats = gate.statistics()
@@ -222,10 +235,10 @@ async def test_a_gate_timeout_never_reaches_the_platform(autojump_clock: trio.te
     backend = Scripted(answering(5.0))
     stack = Stack(backend, [GateLayer(gate, timeout=1.0), PlatformLayer(limiter)])
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(collect, stack, request("holder"))
+        nursery.start_soon(stack.call, request("holder"))
         await trio.sleep(0.5)
         with pytest.raises(GateTimeout):
-            await collect(stack, request("late"))
+            await stack.call(request("late"))
         assert trio.current_time() == 1.5
     assert backend.started == [("holder", 0.0)]
     assert limiter.statistics().admitted == 1
@@ -237,10 +250,10 @@ async def test_the_platform_layer_fails_fast_when_full(autojump_clock: trio.test
     limiter = SessionLimiter(1)
     stack = Stack(Scripted(answering(5.0)), [PlatformLayer(limiter)])
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(collect, stack, request("holder"))
+        nursery.start_soon(stack.call, request("holder"))
         await trio.sleep(1.0)
         with pytest.raises(SessionLimitError):
-            await collect(stack, request("turned away"))
+            await stack.call(request("turned away"))
         assert trio.current_time() == 1.0
 
 
@@ -255,7 +268,7 @@ async def test_the_timeout_layer_raises_call_timeout_and_releases_permit_and_ses
     gate, limiter = Gate(size=1), SessionLimiter(1)
     stack = Stack(Scripted(answering(5.0)), [TimeoutLayer(2.0), GateLayer(gate), PlatformLayer(limiter)])
     with pytest.raises(CallTimeout, match="2s"):
-        await collect(stack, request())
+        await stack.call(request())
     assert trio.current_time() == 2.0
     assert (gate.statistics().in_flight, limiter.statistics().in_use) == (0, 0)
     assert CallTimeout.reason == "call_timeout"
@@ -267,7 +280,7 @@ async def test_the_timeout_layer_frees_a_hung_call(autojump_clock: trio.testing.
     limiter = SessionLimiter(1)
     stack = Stack(SimProvider(hang_rate=1.0), [TimeoutLayer(3.0), PlatformLayer(limiter)])
     with pytest.raises(CallTimeout):
-        await collect(stack, request())
+        await stack.call(request())
     assert (trio.current_time(), limiter.statistics().in_use) == (3.0, 0)
 
 
@@ -275,7 +288,7 @@ async def test_the_timeout_layer_frees_a_hung_call(autojump_clock: trio.testing.
 async def test_a_call_within_its_timeout_is_untouched(autojump_clock: trio.testing.MockClock) -> None:
     """The timeout applies to waits on the backend only: a 1 s call under 2 s answers at 1 s."""
     stack = Stack(Scripted(answering(1.0)), [TimeoutLayer(2.0)])
-    done = await collect(stack, request())
+    done = await stack.call(request())
     assert (done.text, trio.current_time()) == ("butler speaks", 1.0)
 
 
@@ -284,7 +297,7 @@ async def test_a_call_within_its_timeout_is_untouched(autojump_clock: trio.testi
 
 async def _outcome(stack: Stack, agent: str) -> str:
     try:
-        await collect(stack, request(agent))
+        await stack.call(request(agent))
     except CallError as exc:
         return exc.reason
     return "ok"
@@ -408,7 +421,7 @@ async def test_call_timeouts_count_as_failures_but_flow_control_does_not(autojum
     gate, limiter = Gate(size=1), SessionLimiter(1)
     slow = Stack(Scripted(answering(5.0)), [breaker, GateLayer(gate, timeout=0.5), PlatformLayer(limiter)])
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(collect, slow, request("holder"))
+        nursery.start_soon(slow.call, request("holder"))
         await trio.sleep(0.1)
         assert [await _outcome(slow, f"g{i}") for i in range(3)] == ["gate_timeout"] * 3
         direct = Stack(Scripted(answering(5.0)), [breaker, PlatformLayer(limiter)])
@@ -428,10 +441,10 @@ async def test_the_cost_layer_counts_tokens_and_money_per_agent(autojump_clock: 
     cost = CostLayer(price_per_1k_tokens=2.0)
     stack = Stack(Scripted(answering(1.0, Usage(input_tokens=100, output_tokens=150))), [cost])
     for agent in ["butler", "ghost", "butler"]:
-        await collect(stack, request(agent))
+        await stack.call(request(agent))
     failing_stack = Stack(Scripted(failing()), [cost])
     with pytest.raises(ProviderError):
-        await collect(failing_stack, request("ghost"))
+        await failing_stack.call(request("ghost"))
     assert cost.statistics() == {
         "butler": AgentCost(calls=2, input_tokens=200, output_tokens=300, cost=1.0),
         "ghost": AgentCost(calls=2, input_tokens=100, output_tokens=150, cost=0.5),
@@ -445,10 +458,10 @@ async def test_the_cost_layer_refuses_calls_once_the_budget_is_spent(autojump_cl
     cost = CostLayer(price_per_1k_tokens=1.0, budget=1.0)
     backend = Scripted(answering(1.0, Usage(input_tokens=200, output_tokens=300)))
     stack = Stack(backend, [cost])
-    await collect(stack, request("a"))
-    await collect(stack, request("b"))
+    await stack.call(request("a"))
+    await stack.call(request("b"))
     with pytest.raises(BudgetExceeded, match="budget 1 spent") as caught:
-        await collect(stack, request("c"))
+        await stack.call(request("c"))
     assert isinstance(caught.value, ProviderError) and caught.value.reason == "provider_error"
     assert [agent for agent, _ in backend.started] == ["a", "b"]
     assert cost.spent == 1.0
@@ -456,15 +469,15 @@ async def test_the_cost_layer_refuses_calls_once_the_budget_is_spent(autojump_cl
 
 @pytest.mark.trio
 async def test_the_metrics_layer_times_calls_by_caller_kind(autojump_clock: trio.testing.MockClock) -> None:
-    """Latency from first iteration to the end, with ok and failed counts, per caller kind."""
+    """Latency from when the call is made to its end, with ok and failed counts, per caller kind."""
     metrics = MetricsLayer()
     ok = Stack(Scripted(answering(1.0)), [metrics])
     slow = Stack(Scripted(answering(3.0)), [metrics])
     bad = Stack(Scripted(failing(0.5)), [metrics])
-    await collect(ok, request("a"))
-    await collect(slow, request("b"))
+    await ok.call(request("a"))
+    await slow.call(request("b"))
     with pytest.raises(ProviderError):
-        await collect(bad, request("narrator", CallerKind.NARRATOR))
+        await bad.call(request("narrator", CallerKind.NARRATOR))
     assert metrics.statistics() == {
         "character": LatencyStatistics(calls=2, ok=2, failed=0, mean=2.0, max=3.0),
         "narrator": LatencyStatistics(calls=1, ok=0, failed=1, mean=0.5, max=0.5),

@@ -267,7 +267,9 @@ class TestEnding:
         drive(app, scenario)
         assert app.return_code == 1
         assert isinstance(app.guest.result, outcome.Error)
-        assert engine_failure(app.guest.result.error) == "manor: error: the engine stopped: RuntimeError: the backend broke"
+        # Every call of the tick was under way when the backend broke: the first error
+        # is named, the others counted.
+        assert engine_failure(app.guest.result.error) == "manor: error: the engine stopped: RuntimeError: the backend broke (and 5 more errors)"
 
 
 class Broken(Provider):

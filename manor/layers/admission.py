@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import final
 
 import attrs
 
-from ..calls import Admitted, Event, Request
+from ..calls import Admitted, Done, Request
 from ..gate import Gate
-from ..providers.base import Provider
-from .base import Layer
+from .base import Inner, Layer, Listener
 
 __all__ = ["GateLayer"]
 
@@ -20,8 +17,8 @@ __all__ = ["GateLayer"]
 @final
 @attrs.define(eq=False)
 class GateLayer(Layer):
-    """Acquire a gate permit on the stream's first iteration, release it exactly once
-    when the stream ends, fails, is cancelled or is closed early.
+    """Acquire a gate permit when the call is made, release it exactly once when the
+    call ends, fails or is cancelled.
 
     Args:
         gate: the one gate every caller shares.
@@ -33,12 +30,10 @@ class GateLayer(Layer):
     gate: Gate
     timeout: float = math.inf
 
-    async def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
+    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         permit = await self.gate.acquire(request.ticket, timeout=self.timeout)
         try:
-            yield Admitted(ticket=permit.ticket, queued_at=permit.queued_at, admitted_at=permit.admitted_at)
-            async with aclosing(inner.invoke(request)) as events:
-                async for event in events:
-                    yield event
+            listener(Admitted(ticket=permit.ticket, queued_at=permit.queued_at, admitted_at=permit.admitted_at))
+            return await inner(request, listener)
         finally:
             permit.release()

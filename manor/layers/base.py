@@ -1,19 +1,43 @@
-"""Layers: cross-cutting behaviour wrapped around any provider, in a declared order."""
+"""Layers: cross-cutting behaviour wrapped around any provider, in a declared order.
+
+A layer is a plain async function around the rest of the stack (``inner``): it does its
+part, awaits ``inner``, and cleans up in ``finally``. The events of the call (``Admitted``
+from the gate, ``Opened`` from the platform, the backend's own) are pushed to the caller's
+listener as they happen, so no layer yields to the caller in the middle of its work: a
+layer's cancel scope (the timeout) and its ``try``/``finally`` (a permit, a session) cover
+the whole call, once, and each layer costs one coroutine per call, not one generator
+step per event.
+
+The backend below keeps the provider interface, a cold stream of events: the stack
+iterates it, innermost. Nothing is acquired until a stack's ``call`` is awaited.
+"""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncGenerator, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import aclosing
 from typing import ClassVar, final
 
-from ..calls import Event, Request
+from ..calls import Done, Event, Request
+from ..errors import ProviderError
 from ..providers.base import Provider
 
-__all__ = ["Layer", "Stack"]
+__all__ = ["Inner", "Layer", "Listener", "Stack", "ignore"]
+
+#: Where a call's events go as they happen. It runs inside the call, so it must not block.
+Listener = Callable[[Event], None]
+#: The rest of the stack below a layer: makes the call, returns its answer.
+Inner = Callable[[Request, Listener], Awaitable[Done]]
+
+
+def ignore(event: Event) -> None:
+    """A listener for callers that want only the answer."""
 
 
 class Layer(abc.ABC):
-    """One cross-cutting concern. It sees each call's request and the provider below it.
+    """One cross-cutting concern. It sees each call's request and the stack below it.
 
     ``priority`` declares where the layer sits in a ``Stack``: lower is further out.
     """
@@ -21,41 +45,66 @@ class Layer(abc.ABC):
     priority: ClassVar[int]
 
     @abc.abstractmethod
-    def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
-        """Stream ``request`` through ``inner``, adding this layer's behaviour.
+    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
+        """Make ``request`` through ``inner``, adding this layer's behaviour.
 
-        Implement as an async generator: it must stay cold until iterated. Never yield
-        from inside a cancel scope; put scopes around the awaits on ``inner`` only.
+        Returns:
+            the answer ``inner`` returned.
+
+        Raises:
+            CallError: this layer's refusal, or whatever ``inner`` raised.
         """
 
+    def arrival_order_matters(self) -> bool:
+        """Whether calls arriving at the same instant could be treated differently
+        depending on which arrives first (a circuit breaker choosing its half-open
+        trial). Callers that fire many calls at once then start them one by one, in
+        ticket order; otherwise they may let them arrive as trio runs them."""
+        return False
+
+
+async def _backend_call(backend: Provider, request: Request, listener: Listener) -> Done:
+    """The innermost step: iterate the backend's stream, pass on every event, return
+    its ``Done``. The stream is closed however the call ends."""
+    done: Done | None = None
+    async with aclosing(backend.invoke(request)) as events:
+        async for event in events:
+            listener(event)
+            if isinstance(event, Done):
+                done = event
+    if done is None:
+        raise ProviderError(f"{request.agent}: the stream ended without an answer")
+    return done
+
 
 @final
-class _Wrapped(Provider):
-    def __init__(self, layer: Layer, inner: Provider) -> None:
-        self.layer = layer
-        self.inner = inner
-
-    def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
-        return self.layer.stream(request, self.inner)
-
-
-@final
-class Stack(Provider):
+class Stack:
     """A backend wrapped in layers, outermost (lowest priority) first.
 
-    The callers and the backend stay unchanged: the stack is itself a provider.
+    The callers and the backend stay unchanged: callers make a call with ``call``, the
+    backend answers through its stream.
     """
 
     def __init__(self, backend: Provider, layers: Sequence[Layer] = ()) -> None:
         self.backend = backend
         self.layers: tuple[Layer, ...] = tuple(sorted(layers, key=lambda layer: layer.priority))
-        provider: Provider = backend
+        inner: Inner = functools.partial(_backend_call, backend)
         for layer in reversed(self.layers):
-            provider = _Wrapped(layer, provider)
-        self._outer = provider
+            inner = functools.partial(layer.call, inner=inner)
+        self._call = inner
 
-    def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
-        return self._outer.invoke(request)
+    async def call(self, request: Request, listener: Listener = ignore) -> Done:
+        """Make one call through every layer to the backend; ``listener`` hears its
+        events as they happen.
+
+        Raises:
+            CallError: a subclass naming why the call failed.
+        """
+        return await self._call(request, listener)
+
+    def arrival_order_matters(self) -> bool:
+        """Whether any layer's decisions now depend on the order calls arrive in."""
+        return any(layer.arrival_order_matters() for layer in self.layers)
 
     def layer(self, kind: type[Layer]) -> Layer | None:
         """The stack's layer of this type, if it has one."""

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import final
 
 import attrs
 import trio
 
-from ..calls import Done, Event, Request
+from ..calls import Done, Request
 from ..errors import CallTimeout, CircuitOpen, ProviderError
-from ..providers.base import Provider
-from .base import Layer
+from .base import Inner, Layer, Listener
 
 __all__ = ["BreakerLayer", "BreakerState"]
 
@@ -62,23 +59,23 @@ class BreakerLayer(Layer):
         self._settle()
         return self._opened_count
 
-    async def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
+    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         trial = self._admit(request)
         outcome: bool | None = None  # True success, False failure, None says nothing
         try:
-            async with aclosing(inner.invoke(request)) as events:
-                async for event in events:
-                    # Done is success, even if the consumer closes the stream right after
-                    # it (as ``collect`` does) instead of iterating to the end.
-                    if isinstance(event, Done):
-                        outcome = True
-                    yield event
+            done = await inner(request, listener)
             outcome = True
+            return done
         except (ProviderError, CallTimeout):
             outcome = False
             raise
         finally:
             self._defer(request, outcome, trial)
+
+    def arrival_order_matters(self) -> bool:
+        """Only a closed circuit treats every arrival alike: an open one lets the first
+        arrival after the cooldown through as its trial and turns the others away."""
+        return self.state is not BreakerState.CLOSED
 
     def _admit(self, request: Request) -> bool:
         """Let a call through or raise ``CircuitOpen``; True when it is the trial call."""

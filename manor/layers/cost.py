@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import final
 
 import attrs
 
-from ..calls import Done, Event, Request
+from ..calls import Done, Request
 from ..errors import BudgetExceeded
-from ..providers.base import Provider
-from .base import Layer
+from .base import Inner, Layer, Listener
 
 __all__ = ["AgentCost", "CostLayer"]
 
@@ -35,7 +32,7 @@ class _Account:
 @final
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)  # no hook on the hot state
 class CostLayer(Layer):
-    """Adds up each agent's tokens from ``Done`` events and prices them.
+    """Adds up each agent's tokens from its answers and prices them.
 
     Args:
         price_per_1k_tokens: money per thousand tokens, input and output alike.
@@ -54,20 +51,19 @@ class CostLayer(Layer):
     def spent(self) -> float:
         return self._spent
 
-    async def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
+    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         if self.budget and self._spent >= self.budget:
             raise BudgetExceeded(f"{request.agent}: cost budget {self.budget:g} spent")
         account = self._accounts.setdefault(request.agent, _Account())
         account.calls += 1
-        async with aclosing(inner.invoke(request)) as events:
-            async for event in events:
-                if isinstance(event, Done):
-                    cost = event.usage.total_tokens / 1000 * self.price_per_1k_tokens
-                    account.input_tokens += event.usage.input_tokens
-                    account.output_tokens += event.usage.output_tokens
-                    account.cost += cost
-                    self._spent += cost
-                yield event
+        done = await inner(request, listener)
+        usage = done.usage
+        cost = usage.total_tokens / 1000 * self.price_per_1k_tokens
+        account.input_tokens += usage.input_tokens
+        account.output_tokens += usage.output_tokens
+        account.cost += cost
+        self._spent += cost
+        return done
 
     def statistics(self) -> dict[str, AgentCost]:
         return {

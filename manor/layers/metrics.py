@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import final
 
 import attrs
 import trio
 
-from ..calls import Done, Event, Request
-from ..providers.base import Provider
-from .base import Layer
+from ..calls import Done, Request
+from .base import Inner, Layer, Listener
 
 __all__ = ["LatencyStatistics", "MetricsLayer"]
 
@@ -39,23 +36,19 @@ class _Tally:
 @final
 @attrs.define(eq=False)
 class MetricsLayer(Layer):
-    """Times every call from its first iteration to its end, by caller kind."""
+    """Times every call from when it is made to its end, by caller kind."""
 
     priority = 10
 
     _tallies: dict[str, _Tally] = attrs.field(factory=dict, init=False)
 
-    async def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
+    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         started = trio.current_time()
         ok = False
         try:
-            async with aclosing(inner.invoke(request)) as events:
-                async for event in events:
-                    # Done is success, even if the consumer closes the stream right after
-                    # it (as ``collect`` does) instead of iterating to the end.
-                    ok = ok or isinstance(event, Done)
-                    yield event
+            done = await inner(request, listener)
             ok = True
+            return done
         finally:
             tally = self._tallies.setdefault(request.caller.value, _Tally())
             elapsed = trio.current_time() - started

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import final
 
 import attrs
 import trio
 
-from ..calls import Event, Opened, Request
+from ..calls import Done, Opened, Request
 from ..limiter import SessionLimiter
-from ..providers.base import Provider
-from .base import Layer
+from .base import Inner, Layer, Listener
 
 __all__ = ["PlatformLayer"]
 
@@ -20,7 +17,7 @@ __all__ = ["PlatformLayer"]
 @final
 @attrs.define(eq=False)
 class PlatformLayer(Layer):
-    """Open a platform session when the stream is first iterated; close it at the end.
+    """Open a platform session when the call is made; close it when the call ends.
 
     Raises ``SessionLimitError`` at once when the platform is full.
     """
@@ -29,12 +26,10 @@ class PlatformLayer(Layer):
 
     limiter: SessionLimiter
 
-    async def stream(self, request: Request, inner: Provider) -> AsyncGenerator[Event, None]:
+    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         session = self.limiter.try_acquire()
         try:
-            yield Opened(opened_at=trio.current_time())
-            async with aclosing(inner.invoke(request)) as events:
-                async for event in events:
-                    yield event
+            listener(Opened(opened_at=trio.current_time()))
+            return await inner(request, listener)
         finally:
             session.release()
