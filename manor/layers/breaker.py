@@ -45,8 +45,8 @@ class BreakerLayer(Layer):
     _opened_at: float = attrs.field(default=0.0, init=False)
     _trial_running: bool = attrs.field(default=False, init=False)
     _opened_count: int = attrs.field(default=0, init=False)
-    # Outcomes of the instant ``_pending_at`` not yet counted: (order, outcome, trial).
-    _pending: list[tuple[tuple[object, ...], bool | None, bool]] = attrs.field(factory=list, init=False)
+    # Outcomes of the instant ``_pending_at`` not yet counted: (request, outcome, trial).
+    _pending: list[tuple[Request, bool | None, bool]] = attrs.field(factory=list, init=False)
     _pending_at: float = attrs.field(default=0.0, init=False)
 
     @property
@@ -97,12 +97,13 @@ class BreakerLayer(Layer):
         if self._pending and now != self._pending_at:
             self._settle()
         self._pending_at = now
-        order = (request.tick, request.ticket is None, request.ticket or 0, request.caller.value, request.agent, request.attempt)
-        self._pending.append((order, outcome, trial))
+        self._pending.append((request, outcome, trial))
 
     def _settle(self) -> None:
         """Count the held outcomes, in ticket order."""
-        pending, self._pending = sorted(self._pending, key=lambda held: held[0]), []
+        if not self._pending:
+            return
+        pending, self._pending = sorted(self._pending, key=_ticket_order), []
         for _, outcome, trial in pending:
             self._record(outcome, trial, self._pending_at)
 
@@ -122,3 +123,8 @@ class BreakerLayer(Layer):
                     self._opened_count += 1
                 self._state = BreakerState.OPEN
                 self._opened_at = at
+
+
+def _ticket_order(held: tuple[Request, bool | None, bool]) -> tuple[object, ...]:
+    request = held[0]
+    return (request.tick, request.ticket is None, request.ticket or 0, request.caller.value, request.agent, request.attempt)
