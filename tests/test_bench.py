@@ -65,7 +65,7 @@ class TestSmoke:
         assert [point["characters"] for point in sched["cast_sweep"]] == [10, 20, 50]
         assert sched["legacy"]["calls"] > 0
         head = result["overhead"]
-        for key in ("calls", "manor_calls_per_s", "trio_calls_per_s", "ratio_vs_trio"):
+        for key in ("calls", "manor_calls_per_s", "trio_calls_per_s", "ratio_vs_trio", "trio_bounded_calls_per_s"):
             assert head[key] > 0, key
         if importlib.util.find_spec("aiometer") is not None:
             assert head["aiometer_calls_per_s"] > 0

@@ -126,7 +126,7 @@ def _overhead(console: Console, figures: Mapping[str, Any]) -> None:
         "contender", "calls/s", "vs trio",
     )
     trio_rate = figures["trio_calls_per_s"]
-    for name in ("manor", "trio", "aiometer"):
+    for name in ("manor", "trio", "trio_bounded", "aiometer"):
         rate = figures[f"{name}_calls_per_s"]
         if rate is None:
             table.add_row(name, figures.get("aiometer", "not measured"), "")
