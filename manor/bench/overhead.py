@@ -16,7 +16,10 @@ size`` in flight:
   timeout and each call under the call timeout, a cancel scope each. Manor's stack
   needs a cancel scope for every call (its timeout) and one for every wait at the gate
   (its timeout); in trio a cancel scope costs about half a bare call with a
-  zero-latency backend, so this is what the bounds alone cost, without Manor.
+  zero-latency backend, so this is what the bounds alone cost, without Manor;
+- **manor_unbounded**, the other side of that: Manor's tick loop and stack with the two
+  bounds left out (no call timeout, no bound on the gate's wait), a configuration only
+  this suite builds: what Manor's own machinery costs.
 
 Each round runs every contender over the same number of calls, interleaved, so a burst
 of load from elsewhere on the machine hits all three alike; a contender's figure is its
@@ -38,7 +41,9 @@ import trio
 
 from ..calls import Request
 from ..engine import build_engine
+from ..layers import GateLayer, Stack, TimeoutLayer
 from ..providers.base import Provider
+from ..tickloop import TickLoop
 from .instant import InstantProvider
 from .suite import BenchContext, Suite
 
@@ -105,12 +110,20 @@ async def aiometer_tick(provider: Provider, requests: Sequence[Request], limit: 
     await aiometer.run_all([functools.partial(drain, provider, request) for request in requests], max_at_once=limit)
 
 
+def _without_bounds(loop: TickLoop) -> TickLoop:
+    """``loop`` with no call timeout and no bound on the wait at the gate: everything
+    of Manor's but the two bounds, whose cancel scopes are trio's cost, not Manor's."""
+    kept = [layer for layer in loop.gated.layers if not isinstance(layer, TimeoutLayer | GateLayer)]
+    loop.gated = Stack(loop.gated.backend, [*kept, GateLayer(loop.gate)])
+    return loop
+
+
 def _rounds(context: BenchContext) -> int:
     return ROUNDS_QUICK if context.quick else ROUNDS
 
 
 def units(context: BenchContext) -> int:
-    return 4 * _rounds(context)
+    return 5 * _rounds(context)
 
 
 def run(context: BenchContext) -> dict[str, Any]:
@@ -123,12 +136,10 @@ def run(context: BenchContext) -> dict[str, Any]:
     ticks = math.ceil((CALLS_QUICK if context.quick else CALLS) / len(requests))
     calls = ticks * len(requests)
 
-    async def manor_tick() -> None:
-        await loop.step()
-
     bounds = (config.settings.gate.timeout_s, config.settings.call.timeout_s)
     contenders: dict[str, Callable[[], Awaitable[None]]] = {
-        "manor": manor_tick,
+        "manor": loop.step,
+        "manor_unbounded": _without_bounds(build_engine(config, scene, backend=provider).loop).step,
         "trio": functools.partial(trio_tick, provider, requests, limit),
         "trio_bounded": functools.partial(trio_bounded_tick, provider, requests, limit, *bounds),
     }
@@ -169,6 +180,8 @@ def run(context: BenchContext) -> dict[str, Any]:
         "ratio_vs_trio": round(rates["manor"] / rates["trio"], 4),
         "ratio_vs_aiometer": None if aiometer_rate is None else round(rates["manor"] / aiometer_rate, 4),
         "trio_bounded_calls_per_s": round(rates["trio_bounded"], 1),
+        "manor_unbounded_calls_per_s": round(rates["manor_unbounded"], 1),
+        "ratio_unbounded_vs_trio": round(rates["manor_unbounded"] / rates["trio"], 4),
         "ratio_vs_trio_bounded": round(rates["manor"] / rates["trio_bounded"], 4),
         "manor_us_per_call": round(best["manor"] / calls * 1e6, 2),
         "trio_us_per_call": round(best["trio"] / calls * 1e6, 2),
