@@ -50,7 +50,9 @@ class MetricsLayer(Layer):
             ok = True
             return done
         finally:
-            tally = self._tallies.setdefault(request.caller.value, _Tally())
+            tally = self._tallies.get(request.caller)
+            if tally is None:  # not setdefault: that would build a tally per call
+                tally = self._tallies[request.caller.value] = _Tally()
             elapsed = trio.current_time() - started
             tally.calls += 1
             tally.ok += ok
