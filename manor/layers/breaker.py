@@ -103,7 +103,9 @@ class BreakerLayer(Layer):
         """Count the held outcomes, in ticket order."""
         if not self._pending:
             return
-        pending, self._pending = sorted(self._pending, key=_ticket_order), []
+        pending, self._pending = self._pending, []
+        if len(pending) > 1:  # the usual case, one outcome an instant, needs no sort
+            pending.sort(key=_ticket_order)
         for _, outcome, trial in pending:
             self._record(outcome, trial, self._pending_at)
 
