@@ -2,9 +2,10 @@
 
 A provider's ``invoke(request)`` returns a cold async stream of ``Event``: one
 ``Started``, any number of ``TextDelta``, then one ``Done`` holding the whole text and
-the token usage. Behind the gate layer the stream opens with ``Admitted``, which says
-when the call was queued and let through; the platform layer then yields ``Opened``
-when it has a platform session. These are msgspec Structs because they also go into save files.
+the token usage. Through a layer stack, the call's listener first hears ``Admitted``
+from the gate layer, which says when the call was queued and let through, then
+``Opened`` from the platform layer when it has a platform session, then the backend's
+events. These are msgspec Structs because they also go into save files.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Admitted(msgspec.Struct, frozen=True, tag="admitted", kw_only=True):
-    """The shared gate let the call through (yielded by the gate layer, first)."""
+    """The shared gate let the call through (from the gate layer, first)."""
 
     ticket: int
     queued_at: float
@@ -80,7 +81,7 @@ class Admitted(msgspec.Struct, frozen=True, tag="admitted", kw_only=True):
 
 
 class Opened(msgspec.Struct, frozen=True, tag="opened", kw_only=True):
-    """The platform opened a session for the call (yielded by the platform layer)."""
+    """The platform opened a session for the call (from the platform layer)."""
 
     opened_at: float
 
