@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from manor import tickloop
 from manor.calls import CALLER_KINDS, Done, Event, Request
 from manor.content import load_scene
 from manor.errors import REASONS, ProviderError
@@ -190,6 +191,28 @@ class TestDeterminism:
             outcomes.add((engine.breaker.times_opened, tuple(r.reason for r in ticks[1].calls)))
         # In ticket order: c0 fails, c1 succeeds, c2 fails: never two in a row.
         assert outcomes == {(0, (None,) * 5)}
+
+    @pytest.mark.parametrize("policy", ["pipeline", "batch"])
+    @pytest.mark.parametrize("order", ["fifo", "longest-first"])
+    @pytest.mark.parametrize("agents", [0, 300])  # 0: the scene's own cast; 300: past the spawn-together limit
+    def test_spawning_calls_together_changes_nothing(self, policy: str, order: str, agents: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        """call_all spawns a tick's calls together when their arrival order cannot
+        matter; started one by one in ticket order instead, every tick must come out
+        the same, record for record, and the instruments hear the same hooks."""
+
+        def run(one_by_one: bool) -> tuple[list[TickRecord], list[str]]:
+            with monkeypatch.context() as patch:
+                if one_by_one:
+                    patch.setattr(tickloop, "_SPAWN_TOGETHER_AT_MOST", -1)
+                hooks = _Everything()
+                engine = make_engine(load_scene("wacky_manor", agents=agents or None), instruments=[hooks],
+                                     run_policy=policy, run_order=order, sim_error_rate=0.1)  # fmt: skip
+                return run_engine(engine, 4), [seen for seen in hooks.seen if seen.startswith("call_started")]
+
+        (together, together_started), (one_by_one, one_by_one_started) = run(False), run(True)
+        assert together == one_by_one
+        assert together_started == one_by_one_started
+        assert any(r.reason == "provider_error" for tick in together for r in tick.calls)
 
     @pytest.mark.parametrize("policy", ["pipeline", "batch", "legacy"])
     def test_the_same_seed_gives_the_same_world_hash(self, policy: str) -> None:
