@@ -232,10 +232,19 @@ class TickLoop:
         once every call has been started.
         """
 
-        async def one(index: int, request: Request) -> None:
-            results[index] = await self._make(request, stack, 1)
-
         in_order = sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket)
+        outstanding = len(in_order)
+        all_done = trio.Event()
+
+        async def one(index: int, request: Request) -> None:
+            nonlocal outstanding
+            try:
+                results[index] = await self._make(request, stack, 1)
+            finally:
+                outstanding -= 1
+                if not outstanding:
+                    all_done.set()
+
         one_by_one = len(in_order) > _SPAWN_TOGETHER_AT_MOST or self._arrival_order_matters(stack)
         async with trio.open_nursery() as nursery:
             for index, request in in_order:
@@ -245,6 +254,9 @@ class TickLoop:
                 else:
                     nursery.start_soon(one, index, request)
             task_status.started()
+            if in_order:
+                # One timer for the calls' waits at the gate, not a cancel scope each.
+                await self.gate.keep_time(until=all_done)
 
     def _arrival_order_matters(self, stack: Stack) -> bool:
         """Whether calls fired together must arrive in ticket order: a layer says so
