@@ -29,12 +29,6 @@ __all__ = ["TickLoop"]
 Order = Literal["fifo", "longest-first"]
 
 _NO_DEADLINE = nullcontext()
-#: The most calls ``call_all`` spawns together. Beyond it they start one by one: a
-#: thousand tasks spawned in one go all queue at the gate at once, and trio's cost per
-#: task grows with that (10,000 calls: a third more CPU per call and twice the memory,
-#: manor bench --suite scale); started one by one, the first ones can finish while the
-#: last ones start. Below it, spawning together saves the hand-over per call.
-_SPAWN_TOGETHER_AT_MOST = 256
 
 
 @final
@@ -225,8 +219,7 @@ class TickLoop:
         in. When arrival order could change an outcome anyway (``_arrival_order_matters``)
         the calls are started one after another, each running until it first blocks
         before the next starts, so the layers see them in ticket order, not in the order
-        trio happens to run new tasks. So are a large tick's (``_SPAWN_TOGETHER_AT_MOST``).
-        Otherwise they are spawned together, which costs less: spawned together, they
+        trio happens to run new tasks. Otherwise they are spawned together, which costs less: spawned together, they
         all arrive before any of them can finish, so they all find the layers in the
         same state. No virtual time passes. Reports started
         once every call has been started.
@@ -245,7 +238,7 @@ class TickLoop:
                 if not outstanding:
                     all_done.set()
 
-        one_by_one = len(in_order) > _SPAWN_TOGETHER_AT_MOST or self._arrival_order_matters(stack)
+        one_by_one = self._arrival_order_matters(stack)
         async with trio.open_nursery() as nursery:
             for index, request in in_order:
                 self.instruments.call("call_started", request)
