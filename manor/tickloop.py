@@ -219,10 +219,11 @@ class TickLoop:
         in. When arrival order could change an outcome anyway (``_arrival_order_matters``)
         the calls are started one after another, each running until it first blocks
         before the next starts, so the layers see them in ticket order, not in the order
-        trio happens to run new tasks. Otherwise they are spawned together, which costs less: spawned together, they
-        all arrive before any of them can finish, so they all find the layers in the
-        same state. No virtual time passes. Reports started
-        once every call has been started.
+        trio happens to run new tasks. Otherwise they are spawned together, which costs
+        less: spawned together, they all arrive before any of them can finish, so they
+        all find the layers in the same state. While they are out, this task keeps time
+        for their waits at the gate (``Gate.keep_time``). No virtual time passes before
+        it reports started, once every call has been started.
         """
 
         in_order = sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket)
