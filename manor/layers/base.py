@@ -17,12 +17,10 @@ from __future__ import annotations
 import abc
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import aclosing
 from typing import ClassVar, final
 
 from ..calls import Done, Event, Request
-from ..errors import ProviderError
-from ..providers.base import Provider
+from ..providers.base import Provider, collect
 
 __all__ = ["Inner", "Layer", "Listener", "Stack", "ignore"]
 
@@ -63,20 +61,6 @@ class Layer(abc.ABC):
         return False
 
 
-async def _backend_call(backend: Provider, request: Request, listener: Listener) -> Done:
-    """The innermost step: iterate the backend's stream, pass on every event, return
-    its ``Done``. The stream is closed however the call ends."""
-    done: Done | None = None
-    async with aclosing(backend.invoke(request)) as events:
-        async for event in events:
-            listener(event)
-            if isinstance(event, Done):
-                done = event
-    if done is None:
-        raise ProviderError(f"{request.agent}: the stream ended without an answer")
-    return done
-
-
 @final
 class Stack:
     """A backend wrapped in layers, outermost (lowest priority) first.
@@ -88,7 +72,8 @@ class Stack:
     def __init__(self, backend: Provider, layers: Sequence[Layer] = ()) -> None:
         self.backend = backend
         self.layers: tuple[Layer, ...] = tuple(sorted(layers, key=lambda layer: layer.priority))
-        inner: Inner = functools.partial(_backend_call, backend)
+        # Innermost, the backend's stream, each event passed on to the listener.
+        inner: Inner = functools.partial(collect, backend)
         for layer in reversed(self.layers):
             inner = functools.partial(layer.call, inner=inner)
         self._call = inner

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
 from ..calls import Done, Event, Request
@@ -29,8 +29,9 @@ class Provider(abc.ABC):
         """
 
 
-async def collect(provider: Provider, request: Request) -> Done:
-    """Run one call to the end and return its ``Done`` event.
+async def collect(provider: Provider, request: Request, listener: Callable[[Event], None] | None = None) -> Done:
+    """Run one call to the end and return its ``Done`` event; ``listener``, if given,
+    hears every event up to it as it streams.
 
     Raises:
         ProviderError: the stream ended without a ``Done`` event.
@@ -38,6 +39,8 @@ async def collect(provider: Provider, request: Request) -> Done:
     """
     async with aclosing(provider.invoke(request)) as events:
         async for event in events:
+            if listener is not None:
+                listener(event)
             if isinstance(event, Done):
                 return event
     raise ProviderError(f"{request.agent}: the stream ended without an answer")
