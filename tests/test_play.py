@@ -340,7 +340,7 @@ class TestReplay:
             await pilot.press("n", "n")
             await until(pilot, lambda: app.state.tick == 2, "tick 2")
             await settled(pilot)
-            assert app.check.differs_at is None
+            assert app.check.mismatch is None
             recorded = app.save.records[1]
             assert app.state.ticks[-1].makespan == recorded.makespan
             assert app.engine.loop.world.hash == recorded.world_hash

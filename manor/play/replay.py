@@ -11,10 +11,8 @@ start at full speed up to the tick asked for (a world cannot run backwards).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
-from typing import final
 
 import trio
 from textual.app import ComposeResult
@@ -22,10 +20,8 @@ from textual.binding import Binding
 
 from ..driver import TickDriver
 from ..engine import Engine, build_engine, scene_seed, scene_sim
-from ..instruments import Instrument
-from ..records import StoryEntry, TickRecord
 from ..saves import ReplayBackend, Save, recorded_config, recorded_responses
-from ..saves.replay import LiveChanges
+from ..saves.replay import LiveChanges, RecordingCheck
 from .app import PlayApp
 from .clock import PacedClock
 from .messages import Seek
@@ -33,22 +29,7 @@ from .speed import SECONDS_PER_TICK, faster, nearest
 from .state import DashboardState
 from .widgets.replay_bar import ReplayBar
 
-__all__ = ["RecordingCheck", "ReplayApp", "replay_engine"]
-
-
-@final
-class RecordingCheck(Instrument):
-    """Compares each replayed tick's world hash with the recorded one."""
-
-    def __init__(self, recorded: Sequence[TickRecord]) -> None:
-        self.recorded = recorded
-        #: The first tick that differs, if any.
-        self.differs_at: int | None = None
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        expected = self.recorded[record.tick - 1]
-        if self.differs_at is None and record.world_hash != expected.world_hash:
-            self.differs_at = record.tick
+__all__ = ["ReplayApp", "replay_engine"]
 
 
 def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck, LiveChanges]:
@@ -134,9 +115,9 @@ class ReplayApp(PlayApp):
             assert self.clock is not None
             clock = self.clock
             self.in_engine(lambda: setattr(clock, "speed", speed))
-        differs = self.check.differs_at
-        if differs is not None:
-            verdict, style = f"differs from the recording at tick {differs}", "bold red"
+        mismatch = self.check.mismatch
+        if mismatch is not None:
+            verdict, style = f"differs from the recording at tick {mismatch.tick}", "bold red"
         elif tick:
             verdict, style = "matches the recording", "green"
         else:

@@ -24,7 +24,7 @@ from .format import SettingChange, TickFrame
 from .reader import Save
 from .recorded import recorded_config, recorded_source
 
-__all__ = ["LiveChanges", "Mismatch", "Replay", "replay"]
+__all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "replay"]
 
 
 @attrs.frozen
@@ -39,7 +39,7 @@ class Mismatch:
 
 
 @final
-class _HashCheck(Instrument):
+class RecordingCheck(Instrument):
     """Compares each replayed tick with the recorded one; keeps the first mismatch."""
 
     def __init__(self, recorded: Sequence[TickRecord]) -> None:
@@ -167,7 +167,7 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     # drawn them: from its own seed and simulation settings, whatever the what-if.
     backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(recorded_config(save), scene))
     statistics = RunStatistics()
-    check = _HashCheck(save.records)
+    check = RecordingCheck(save.records)
     settings = config.settings
     changes = LiveChanges(
         save.ticks,
