@@ -8,6 +8,7 @@ that wrap them in a ``Stack``, and the layered configuration.
 from .calls import CALLER_KINDS, Admitted, CallerKind, Done, Event, Opened, Request, Started, TextDelta, Usage
 from .config import Config, Settings, Source, resolve, standard_sources
 from .errors import (
+    ERROR_CHARS,
     REASONS,
     BudgetExceeded,
     CallError,
@@ -18,8 +19,11 @@ from .errors import (
     GateTimeout,
     ManorError,
     ProviderError,
+    RefusedBy,
     SaveError,
     SessionLimitError,
+    add_secret,
+    error_line,
     one_line,
 )
 from .gate import Gate, GateStatistics, Permit
@@ -39,6 +43,7 @@ from .providers import Provider, SimProfile, SimProvider, collect
 
 __all__ = [
     "CALLER_KINDS",
+    "ERROR_CHARS",
     "REASONS",
     "Admitted",
     "BreakerLayer",
@@ -66,6 +71,7 @@ __all__ = [
     "PlatformLayer",
     "Provider",
     "ProviderError",
+    "RefusedBy",
     "Request",
     "SaveError",
     "Session",
@@ -81,7 +87,9 @@ __all__ = [
     "TextDelta",
     "TimeoutLayer",
     "Usage",
+    "add_secret",
     "collect",
+    "error_line",
     "one_line",
     "resolve",
     "standard_sources",

@@ -9,7 +9,8 @@ boundary (``raise ProviderError(...) from exc``)::
     ├── SaveError               a save file that cannot be read or written
     └── CallError               one model call failed; ``reason`` is its degradation reason
         ├── GateTimeout             gate_timeout       waited too long at the shared gate
-        ├── SessionLimitError       platform_rejected  the platform's fail-fast "I'm full"
+        ├── SessionLimitError       platform_rejected  the platform's fail-fast "I'm full":
+        │                                              Manor's own limiter, or the server's 429
         ├── CallTimeout             call_timeout       the per-call timeout expired
         ├── CircuitOpen             circuit_open       the breaker refused the call
         └── ProviderError           provider_error     the backend failed or answered garbage
@@ -17,11 +18,15 @@ boundary (``raise ProviderError(...) from exc``)::
 
 The reason of a call that was cancelled (a tick deadline) is ``cancelled``; trio's own
 ``Cancelled`` carries it, so there is no class for it.
+
+A degraded call's record keeps its error's message (``error_line``): one line, at most
+``ERROR_CHARS`` characters, with every secret Manor has read (``add_secret``) masked.
+Messages say what failed, not who called: the record names the agent.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 __all__ = [
     "REASONS",
@@ -30,12 +35,16 @@ __all__ = [
     "CallTimeout",
     "CircuitOpen",
     "ConfigError",
+    "ERROR_CHARS",
     "ContentError",
     "GateTimeout",
     "ManorError",
     "ProviderError",
+    "RefusedBy",
     "SaveError",
     "SessionLimitError",
+    "add_secret",
+    "error_line",
     "one_line",
 ]
 
@@ -54,6 +63,30 @@ def one_line(text: object) -> str:
     """``text`` fit for a one-line message: newlines and other control characters
     escaped, so that quoting a broken file's contents cannot break the line."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+#: The longest message a call record keeps.
+ERROR_CHARS = 300
+
+#: Values read from the environment for backends (API keys): never shown in a message.
+_SECRETS: set[str] = set()
+
+
+def add_secret(value: str) -> None:
+    """Mask ``value`` wherever a call's error message would quote it. Values shorter
+    than 4 characters are not masked (they would mask ordinary words)."""
+    if len(value) >= 4:
+        _SECRETS.add(value)
+
+
+def error_line(error: BaseException | str) -> str:
+    """What a call record keeps of ``error``: its message on one line, secrets masked,
+    cut to ``ERROR_CHARS`` characters (an ellipsis says so)."""
+    text = str(error)
+    for secret in _SECRETS:
+        text = text.replace(secret, "***")
+    text = one_line(text) or type(error).__name__
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
 
 
 class ManorError(Exception):
@@ -84,14 +117,31 @@ class GateTimeout(CallError):
     reason = "gate_timeout"
 
 
+#: Who refused a ``platform_rejected`` call: Manor's own platform limiter (the call never
+#: reached the backend) or the server (an HTTP 429: it did).
+RefusedBy = Literal["limiter", "server"]
+
+
 class SessionLimitError(CallError):
-    """The provider platform is at its session limit (fail-fast flow control)."""
+    """The provider platform is at its session limit (fail-fast flow control).
+
+    Args:
+        refused_by: ``limiter`` when Manor's own platform limiter refused the call,
+            ``server`` (the default: what a backend raises) when the server did.
+        retry_after: seconds the server asked us to wait, when it said (``Retry-After``).
+    """
 
     reason = "platform_rejected"
 
-    def __init__(self, message: str = "platform session limit reached", *, retry_after: float | None = None):
+    def __init__(
+        self,
+        message: str = "platform session limit reached",
+        *,
+        refused_by: RefusedBy = "server",
+        retry_after: float | None = None,
+    ):
         super().__init__(message)
-        #: Seconds the platform asked us to wait, when it said (HTTP ``Retry-After``).
+        self.refused_by: RefusedBy = refused_by
         self.retry_after = retry_after
 
 

@@ -229,7 +229,7 @@ class Gate:
                 if deadline != math.inf and trio.current_time() >= deadline:
                     self._leave(waiter)
                     self._timeouts += 1
-                    raise GateTimeout(f"no gate slot within {timeout:g}s (ticket {ticket})")
+                    raise GateTimeout(f"no gate slot within {timeout:g}s")
                 self._dispatch()
             if not waited:
                 # Admitted without waiting; still yield once, as an await should.

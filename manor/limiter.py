@@ -58,7 +58,7 @@ class SessionLimiter:
         """
         if self.limit and self._in_use >= self.limit:
             self._rejected += 1
-            raise SessionLimitError(f"platform full: {self._in_use} of {self.limit} sessions in use")
+            raise SessionLimitError(f"platform full: {self._in_use} of {self.limit} sessions in use", refused_by="limiter")
         self._in_use += 1
         self._admitted += 1
         self._peak = max(self._peak, self._in_use)

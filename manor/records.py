@@ -15,7 +15,11 @@ class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
 
     ``admitted_at`` is when the gate let it through (for the legacy policy, which has no
     gate, when it started); ``None`` if it never was. ``reason`` is the degradation
-    reason of a degraded call, ``None`` for an ok one.
+    reason of a degraded call, ``None`` for an ok one; ``error`` says what failed, in
+    the words of the layer or the server that failed it (``errors.error_line``).
+    ``refused_by`` tells, for a ``platform_rejected`` call, who refused it: Manor's own
+    platform limiter (the call never reached the backend) or the server (it did, and
+    answered 429).
     """
 
     tick: int
@@ -33,6 +37,10 @@ class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
     cost: float = 0.0
     #: Tries made (the legacy policy retries rejected character calls).
     attempts: int = 1
+    #: What failed, one line ("" for an ok call). Added in save format 2.
+    error: str = ""
+    #: Who refused a ``platform_rejected`` call. Added in save format 2.
+    refused_by: Literal["limiter", "server"] | None = None
 
     @property
     def ok(self) -> bool:

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, final
+
+import attrs
 
 from .calls import CALLER_KINDS
 from .errors import REASONS
 from .instruments import Instrument
-from .records import StoryEntry, TickRecord
+from .records import CallRecord, StoryEntry, TickRecord
 
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["RunStatistics", "empty_degradations", "percentile"]
+__all__ = ["ErrorMessages", "PlatformRejections", "RunStatistics", "empty_degradations", "percentile"]
 
 
 def empty_degradations() -> dict[str, dict[str, int]]:
@@ -33,6 +36,81 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 @final
+@attrs.define
+class PlatformRejections:
+    """The one definition of platform rejections, shown alike by ``run``, ``replay``,
+    ``bench``, the dashboard and saves: every call degraded ``platform_rejected``, split
+    by who refused it — Manor's own platform limiter, or the server (a 429). Tries the
+    legacy policy retried after a refusal are not calls that degraded; they are counted
+    apart, as ``retried`` (each superseded try was a refusal: legacy retries nothing else).
+    """
+
+    by_limiter: int = 0
+    by_server: int = 0
+    retried: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.by_limiter + self.by_server
+
+    def count(self, calls: Iterable[CallRecord]) -> None:
+        """Count a tick's calls (the final try of each)."""
+        for call in calls:
+            self.retried += call.attempts - 1
+            if call.reason == "platform_rejected":
+                if call.refused_by == "server":
+                    self.by_server += 1
+                else:
+                    self.by_limiter += 1
+
+    def as_dict(self) -> dict[str, int]:
+        return {"total": self.total, "by_limiter": self.by_limiter, "by_server": self.by_server, "retried": self.retried}
+
+    @staticmethod
+    def describe(figures: dict[str, int]) -> str:
+        """``as_dict()``'s figures in one line, as the reports print them."""
+        text = f"{figures['total']} ({figures['by_limiter']} by limiter, {figures['by_server']} by server)"
+        return text + (f"; {figures['retried']} refused tries retried" if figures["retried"] else "")
+
+
+@final
+class ErrorMessages:
+    """How often each message was a degraded call's error, by reason and caller kind.
+
+    Args:
+        kept: distinct messages kept per (reason, caller kind); the rest are counted
+            together as one "(other messages)" entry, so a server that puts a request id
+            in every message cannot grow this without bound.
+    """
+
+    OTHER = "(other messages)"
+
+    def __init__(self, kept: int = 100) -> None:
+        self._kept = kept
+        self._counts: dict[tuple[str, str], Counter[str]] = {}
+
+    def count(self, call: CallRecord) -> None:
+        counts = self._counts.setdefault((call.reason or "provider_error", call.caller), Counter())
+        message = call.error or "(no message)"
+        if message not in counts and len(counts) >= self._kept:
+            message = self.OTHER
+        counts[message] += 1
+
+    def most_common(self, per_group: int = 5) -> list[dict[str, Any]]:
+        """The ``per_group`` most common messages of each (reason, caller kind), in the
+        order reports show reasons and kinds, most common first: ``{reason, caller,
+        message, count}`` each."""
+        rows: list[dict[str, Any]] = []
+        for reason in REASONS:
+            for caller in CALLER_KINDS:
+                counts = self._counts.get((reason, caller))
+                if counts:
+                    for message, count in counts.most_common(per_group):
+                        rows.append({"reason": reason, "caller": caller, "message": message, "count": count})
+        return rows
+
+
+@final
 class RunStatistics(Instrument):
     """Counts every call's outcome and every tick's makespan, as ticks finish."""
 
@@ -46,6 +124,8 @@ class RunStatistics(Instrument):
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost = 0.0
+        self.rejections = PlatformRejections()
+        self.errors = ErrorMessages()
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         self.ticks += 1
@@ -60,6 +140,8 @@ class RunStatistics(Instrument):
                 self.ok += 1
             else:
                 self.degradations[call.caller][call.reason or "provider_error"] += 1
+                self.errors.count(call)
+        self.rejections.count(record.calls)
 
     @property
     def degraded(self) -> int:
@@ -90,7 +172,8 @@ class RunStatistics(Instrument):
             "ok": self.ok,
             "degraded": self.degraded,
             "degradations": self.degradations,
-            "platform_rejections": platform.rejected,
+            "platform_rejections": self.rejections.as_dict(),
+            "errors": self.errors.most_common(),
             "peak_platform_sessions": platform.peak,
             "tick_seconds": self.tick_seconds(),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},

@@ -13,7 +13,7 @@ import msgspec
 import trio
 
 from .calls import Admitted, Done, Event, Opened, Request
-from .errors import CallError
+from .errors import CallError, RefusedBy, SessionLimitError, error_line
 from .gate import Gate
 from .instruments import Instrument, Instruments
 from .limiter import SessionLimiter
@@ -163,6 +163,8 @@ class TickLoop:
         admitted_at: float | None = None
         done: Done | None = None
         reason: str | None = None
+        error = ""
+        refused_by: RefusedBy | None = None
         instruments = self.instruments
 
         def listener(event: Event) -> None:
@@ -178,9 +180,11 @@ class TickLoop:
                 try:
                     done = await stack.call(request, listener)
                 except CallError as exc:
-                    reason = exc.reason
+                    reason, error = exc.reason, error_line(exc)
+                    if isinstance(exc, SessionLimitError):
+                        refused_by = exc.refused_by
             if scope is not None and scope.cancelled_caught:
-                reason = "cancelled"
+                reason, error, refused_by = "cancelled", f"cancelled at the tick deadline ({self.tick_deadline:g}s)", None
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
@@ -200,6 +204,8 @@ class TickLoop:
             output_tokens=usage.output_tokens if usage else 0,
             cost=usage.total_tokens / 1000 * self.price_per_1k_tokens if usage else 0.0,
             attempts=attempts,
+            error=error,
+            refused_by=refused_by,
         )
         self.instruments.call("call_finished", record)
         return record

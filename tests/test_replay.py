@@ -103,8 +103,8 @@ class TestExampleSaves:
         legacy, pipeline = (recorded_summary(read_save(SAVES / name)) for name in ("wacky_manor_legacy.msav", "wacky_manor_pipeline.msav"))
         assert (legacy["scene"], legacy["seed"], legacy["policy"]) == ("The Wacky Manor", 1789, "legacy")
         assert (pipeline["scene"], pipeline["seed"], pipeline["policy"]) == ("The Wacky Manor", 1789, "pipeline")
-        assert legacy["degraded"] > 0 and legacy["platform_rejections"] > 0
-        assert pipeline["degraded"] == 0 and pipeline["platform_rejections"] == 0
+        assert legacy["degraded"] > 0 and legacy["platform_rejections"]["by_limiter"] > 0
+        assert pipeline["degraded"] == 0 and pipeline["platform_rejections"]["total"] == 0
 
 
 class TestVerifyReportsTheFirstDifference:
@@ -170,7 +170,7 @@ class TestWhatIf:
         assert code == 0
         recorded = what_if["recorded"]
         assert what_if["drawn"] == recorded["degradations"]["scene_beat"]["platform_rejected"] == 20
-        assert (what_if["policy"], what_if["degraded"], what_if["platform_rejections"]) == ("pipeline", 0, 0)
+        assert (what_if["policy"], what_if["degraded"], what_if["platform_rejections"]["total"]) == ("pipeline", 0, 0)
         pipeline = recorded_summary(read_save(SAVES / "wacky_manor_pipeline.msav"))
         assert what_if["tick_seconds"] == pipeline["tick_seconds"]
         run_keys = set(pipeline)
@@ -238,7 +238,7 @@ class TestReplayBackend:
     @pytest.mark.trio
     async def test_a_recorded_error_is_raised_after_its_latency(self, autojump_clock: trio.testing.MockClock) -> None:
         backend = _backend(RecordedResponse(kind="error", attempt=0, opened_at=5.0, finished_at=7.0))
-        with pytest.raises(ProviderError, match="hobbes: the recorded backend failed"):
+        with pytest.raises(ProviderError, match="the recorded backend failed"):
             await collect(backend, _request())
         assert trio.current_time() == 2.0
 

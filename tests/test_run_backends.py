@@ -17,6 +17,7 @@ from manor.calls import Done
 from manor.config import standard_sources
 from manor.engine import build_engine, configure
 from manor.providers.routing import RoutingProvider
+from manor.saves import read_save
 from manor.serve import AgentHost, RunSpec
 from manor.serve.host import HostFull
 
@@ -56,22 +57,40 @@ class TestGateAgainstServeAgent:
             server = await stats(url)
         assert (summary["gate_size"], summary["platform_limit"]) == (3, 4)
         assert summary["calls"] == summary["ok"] == TICKS * CALLS_PER_TICK
-        assert summary["degraded"] == 0 and summary["platform_rejections"] == 0
+        assert summary["degraded"] == 0 and summary["platform_rejections"]["total"] == 0
         assert server["rejected"] == 0 and server["submitted"] == server["completed"] == TICKS * CALLS_PER_TICK
         assert server["peak_running"] == 3  # the capacity used to the full, never beyond
 
     @pytest.mark.trio
     async def test_a_gate_wider_than_the_capacity_is_rejected_as_flow_control(self, tmp_path: Path) -> None:
-        """Gate 5 over capacity 3: every 429 the server sends is one platform_rejected call."""
+        """Gate 5 over capacity 3: every 429 the server sends is one platform_rejected
+        call, counted as the server's, its message kept; the save replays exactly."""
+        save = tmp_path / "wide.msav"
         async with serving(capacity=3, reject_when_full=True, latency=0.05) as (url, _):
             config = _openai("local", url) + '[backend]\ndefault = "local"\n'
             # Platform unlimited, so Manor's own limiter rejects nothing: every rejection is the server's.
-            summary = await _manor_run(tmp_path, config, "--clock", "real", "--platform-limit", "0", "--gate-size", "5")
+            summary = await _manor_run(tmp_path, config, "--clock", "real", "--platform-limit", "0", "--gate-size", "5", "--save", str(save))
             server = await stats(url)
-        assert summary["gate_size"] == 5 and summary["platform_rejections"] == 0
+        assert summary["gate_size"] == 5
         assert server["rejected"] > 0
         assert _rejected(summary) == summary["degraded"] == server["rejected"]
+        assert summary["platform_rejections"] == {"total": server["rejected"], "by_limiter": 0, "by_server": server["rejected"], "retried": 0}
         assert summary["ok"] == server["completed"] and server["peak_running"] == 3
+        messages = {row["message"] for row in summary["errors"]}
+        assert {row["reason"] for row in summary["errors"]} == {"platform_rejected"}
+        assert messages and all("429" in message for message in messages)
+        assert sum(row["count"] for row in summary["errors"]) == server["rejected"]
+        # The server's refusals reached the backend: a replay gives them back as refusals.
+        refusers = {call.refused_by for frame in read_save(save).ticks for call in frame.record.calls if call.reason == "platform_rejected"}
+        assert refusers == {"server"}
+        verified = await trio.run_process([sys.executable, "-m", "manor", "replay", str(save), "--verify", "--json"], capture_stdout=True, check=False)
+        assert verified.returncode == 0 and json.loads(verified.stdout)["verified"] is True
+        what_if = await trio.run_process(
+            [sys.executable, "-m", "manor", "replay", str(save), "--gate-size", "3", "--json"], capture_stdout=True, check=False
+        )
+        replayed = json.loads(what_if.stdout)
+        assert replayed["recorded"]["platform_rejections"] == summary["platform_rejections"]
+        assert replayed["platform_rejections"]["by_server"] > 0  # not turned into answers
 
 
 class TestMixedCast:

@@ -17,7 +17,7 @@ from scenes_fixture import write_scene
 
 KEYS = {
     "scene", "policy", "ticks", "seed", "platform_limit", "gate_size", "calls", "ok", "degraded", "degradations",
-    "platform_rejections", "peak_platform_sessions", "tick_seconds", "world_hash",
+    "platform_rejections", "errors", "peak_platform_sessions", "tick_seconds", "world_hash",
 }  # fmt: skip
 
 SCENE = """\
@@ -67,7 +67,7 @@ class TestJson:
         assert (summary["scene"], summary["policy"], summary["ticks"], summary["seed"]) == ("The Wacky Manor", "pipeline", 5, 1789)
         assert (summary["platform_limit"], summary["gate_size"]) == (6, 5)
         assert summary["calls"] == summary["ok"] == 5 * 14
-        assert summary["degraded"] == summary["platform_rejections"] == 0
+        assert summary["degraded"] == summary["platform_rejections"]["total"] == 0 and summary["errors"] == []
         assert summary["degradations"] == {kind: dict.fromkeys(REASONS, 0) for kind in CALLER_KINDS}
         assert list(summary["degradations"]) == ["character", "narrator", "summariser", "scene_beat"]
         assert list(summary["degradations"]["character"]) == [
@@ -82,10 +82,16 @@ class TestJson:
     def test_legacy_counts_its_rejections_and_degradations(self, capsys: pytest.CaptureFixture[str]) -> None:
         summary = run_json(capsys, "--ticks", "10", "--policy", "legacy")
         assert summary["policy"] == "legacy"
-        assert summary["platform_rejections"] > 0
         assert summary["degraded"] > 0
         total = sum(n for reasons in summary["degradations"].values() for n in reasons.values())
         assert total == summary["degraded"] == summary["calls"] - summary["ok"]
+        # One definition of platform rejections: the calls degraded platform_rejected.
+        rejected = sum(reasons["platform_rejected"] for reasons in summary["degradations"].values())
+        assert summary["platform_rejections"]["total"] == summary["platform_rejections"]["by_limiter"] == rejected > 0
+        # Every degraded call's message is summed up: here the limiter's "platform full".
+        assert summary["errors"] == [
+            {"reason": "platform_rejected", "caller": "scene_beat", "message": "platform full: 6 of 6 sessions in use", "count": rejected}
+        ]
 
     def test_the_same_seed_gives_the_same_hash_and_another_seed_another(self, capsys: pytest.CaptureFixture[str]) -> None:
         first = run_json(capsys, "--ticks", "8")

@@ -13,10 +13,10 @@ import manor.saves as saves
 from manor.cli import main
 from manor.errors import SaveError
 from manor.saves import FORMAT_VERSION, EndFrame, SaveWriter, TickFrame, decode_save, read_save, recorded_summary
-from manor.saves.format import HeaderV1, probe_version
+from manor.saves.format import HeaderV2, probe_version
 from manor.saves.framing import HEAD_SIZE, SIGNATURE, CorruptFrame, FrameReader, encode_frame, write_frame
 from manor.world import World
-from saves_fixture import frames_of, record, reframe, rewrite_payloads
+from saves_fixture import SAVES, frames_of, record, reframe, rewrite_payloads
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ class TestWriting:
         path, summary = legacy_save
         save = read_save(path)
         header = save.header
-        assert isinstance(header, HeaderV1)
+        assert isinstance(header, HeaderV2)
         assert header.scene.spec.name == "The Wacky Manor"
         assert header.seed == 1789
         assert header.world.hash == World.from_scene(header.scene).hash
@@ -113,7 +113,8 @@ class TestWriting:
     def test_the_recorded_figures_are_the_run_figures(self, legacy_save: tuple[Path, dict]) -> None:
         """Figures computed from the save alone equal what the run itself reported."""
         path, summary = legacy_save
-        assert summary["platform_rejections"] > summary["degraded"] > 0  # retries were rejected too
+        rejections = summary["platform_rejections"]
+        assert rejections["total"] == summary["degraded"] > 0 and rejections["retried"] > 0  # retries were rejected too
         assert recorded_summary(read_save(path)) == summary
 
     def test_an_existing_file_is_not_overwritten(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -155,22 +156,33 @@ class TestVersions:
 
     def test_the_header_says_its_version(self, legacy_save: tuple[Path, dict]) -> None:
         header = frames_of(legacy_save[0].read_bytes())[0]
-        assert probe_version(header) == FORMAT_VERSION == 1
-        assert msgspec.msgpack.decode(header)["format"] == 1
+        assert probe_version(header) == FORMAT_VERSION == 2
+        assert msgspec.msgpack.decode(header)["format"] == 2
 
     def test_frames_are_tagged_by_kind(self, legacy_save: tuple[Path, dict]) -> None:
         frames = frames_of(legacy_save[0].read_bytes())
         assert [msgspec.msgpack.decode(f)["kind"] for f in frames[1:]] == ["tick"] * 12 + ["end"]
 
     def test_a_newer_version_is_refused_by_name(self, legacy_save: tuple[Path, dict]) -> None:
-        newer = rewrite_payloads(legacy_save[0].read_bytes(), lambda i, d: {**d, "format": 2} if i == 0 else d)
-        with pytest.raises(SaveError, match=r"^x.msav: save format 2 is newer than this Manor .* reads \(format 1 and older\); upgrade Manor"):
+        newer = rewrite_payloads(legacy_save[0].read_bytes(), lambda i, d: {**d, "format": 3} if i == 0 else d)
+        with pytest.raises(SaveError, match=r"^x.msav: save format 3 is newer than this Manor .* reads \(format 2 and older\); upgrade Manor"):
             decode_save(newer, "x.msav")
 
     def test_an_unknown_older_version_is_refused(self, legacy_save: tuple[Path, dict]) -> None:
         older = rewrite_payloads(legacy_save[0].read_bytes(), lambda i, d: {**d, "format": 0} if i == 0 else d)
         with pytest.raises(SaveError, match=r"^x.msav: corrupt: unknown save format 0$"):
             decode_save(older, "x.msav")
+
+    def test_a_format_1_save_is_upgraded_its_refusals_the_limiters(self) -> None:
+        """The committed examples are format 1: read as format 2, every refusal is the
+        limiter's (format 1 could not tell a server's 429 apart) and no message is known."""
+        example = SAVES / "wacky_manor_legacy.msav"
+        assert probe_version(frames_of(example.read_bytes())[0]) == 1
+        save = read_save(example)
+        assert isinstance(save.header, HeaderV2) and save.header.run_id == ""
+        refused = [call for frame in save.ticks for call in frame.record.calls if call.reason == "platform_rejected"]
+        assert len(refused) == 20 and {call.refused_by for call in refused} == {"limiter"}
+        assert {call.error for frame in save.ticks for call in frame.record.calls} == {""}
 
     def test_the_package_exports_what_it_claims(self) -> None:
         assert all(hasattr(saves, name) for name in saves.__all__)

@@ -120,3 +120,14 @@ class TestTrace:
         _, trace = exported
         order = {e["args"]["name"]: e["pid"] for e in trace["traceEvents"] if e["name"] == "process_name"}
         assert [order[kind.replace("_", " ")] for kind in CALLER_KINDS] == [1, 2, 3, 4]
+
+
+def test_a_degraded_calls_spans_say_what_failed(tmp_path: Path) -> None:
+    """A run saved in format 2 keeps each failure's message: the trace shows it."""
+    save, output = tmp_path / "legacy.msav", tmp_path / "trace.json"
+    assert main(["run", "--policy", "legacy", "--ticks", "3", "--json", "--save", str(save)]) == 0
+    assert main(["trace", str(save), "-o", str(output)]) == 0
+    spans = [e for e in json.loads(output.read_text(encoding="utf-8"))["traceEvents"] if e["ph"] == "X" and e["cat"] in {"gate", "call"}]
+    refused = [e["args"] for e in spans if e["args"]["reason"] == "platform_rejected"]
+    assert refused and all(args["error"] == "platform full: 6 of 6 sessions in use" and args["refused_by"] == "limiter" for args in refused)
+    assert all("error" not in e["args"] for e in spans if e["args"]["outcome"] == "ok")

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..calls import CALLER_KINDS
 from ..errors import REASONS
+from ..statistics import PlatformRejections
 
 __all__ = ["evaluate_targets", "print_report"]
 
@@ -99,7 +100,7 @@ def _scheduling(console: Console, figures: Mapping[str, Any]) -> None:
     table.add_row("makespan mean (s)", f"{legacy['makespan_mean_s']:.3f}")
     table.add_row("calls / degraded", f"{legacy['calls']} / {legacy['degraded']}")
     table.add_row("degraded per tick", f"{legacy['degraded_per_tick']:.2f}")
-    table.add_row("platform rejections", str(legacy["platform_rejections"]))
+    table.add_row("platform rejections", PlatformRejections.describe(legacy["platform_rejections"]))
     for kind in CALLER_KINDS:
         for reason in REASONS:
             count = legacy["degradations"][kind][reason]

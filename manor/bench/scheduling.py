@@ -86,7 +86,6 @@ class _Outcome:
     calls_per_tick: int
     gate_size: int
     statistics: RunStatistics
-    platform_rejections: int
 
 
 class _Runs:
@@ -114,7 +113,6 @@ class _Runs:
                 calls_per_tick=len(ticks[0].calls) if ticks else 0,
                 gate_size=engine.loop.gate.size,
                 statistics=statistics,
-                platform_rejections=engine.loop.limiter.statistics().rejected,
             )
         return self._done[config.settings]
 
@@ -193,7 +191,7 @@ def _legacy(runs: _Runs) -> dict[str, Any]:
         "calls": statistics.calls,
         "degraded": statistics.degraded,
         "degraded_per_tick": round(statistics.degraded / max(1, statistics.ticks), 4),
-        "platform_rejections": outcome.platform_rejections,
+        "platform_rejections": statistics.rejections.as_dict(),
         "degradations": statistics.degradations,
     }
 

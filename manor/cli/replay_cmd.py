@@ -15,7 +15,9 @@ from rich.table import Table
 from ..calls import CALLER_KINDS
 from ..errors import REASONS, ConfigError
 from ..saves import Replay, read_save, recorded_summary, replay
+from ..statistics import PlatformRejections
 from .options import add_setting_flags, flags_from_args
+from .run_cmd import errors_table
 
 __all__ = ["WHAT_IF_KEYS", "register"]
 
@@ -100,7 +102,7 @@ def print_comparison(console: Console, name: str, summary: dict[str, Any], chang
         ("gate size / platform limit", gate),
         ("calls", lambda f: str(f["calls"])),
         ("degraded", lambda f: str(f["degraded"])),
-        ("platform rejections", lambda f: str(f["platform_rejections"])),
+        ("platform rejections", lambda f: PlatformRejections.describe(f["platform_rejections"])),
         ("peak platform sessions", lambda f: str(f["peak_platform_sessions"])),
         ("tick makespan mean (s)", lambda f: seconds(f, "mean")),
         ("tick makespan p95 (s)", lambda f: seconds(f, "p95")),
@@ -116,3 +118,7 @@ def print_comparison(console: Console, name: str, summary: dict[str, Any], chang
                 table.add_row(f"degraded: {kind}, {reason}", str(was), str(now))
     console.print(table)
     console.print(f"responses drawn from the simulated backend (the recording has none for them): {summary['drawn']}")
+    errors = errors_table(summary["errors"])
+    if errors is not None:
+        errors.title = "what failed in the replay (most common messages per reason and caller kind)"
+        console.print(errors)

@@ -10,6 +10,7 @@ from typing import Any
 
 import trio
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -19,7 +20,7 @@ from ..errors import REASONS
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
-from ..statistics import RunStatistics
+from ..statistics import PlatformRejections, RunStatistics
 from .options import add_setting_flags, sources_from_args
 
 __all__ = ["register"]
@@ -88,7 +89,7 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
         ("calls", str(summary["calls"])),
         ("ok", str(summary["ok"])),
         ("degraded", str(summary["degraded"])),
-        ("platform rejections", str(summary["platform_rejections"])),
+        ("platform rejections", PlatformRejections.describe(summary["platform_rejections"])),
         ("peak platform sessions", str(summary["peak_platform_sessions"])),
         ("tick makespan mean / p50 / p95 / max (s)", f"{seconds['mean']:.3f} / {seconds['p50']:.3f} / {seconds['p95']:.3f} / {seconds['max']:.3f}"),
         ("tokens in / out", f"{summary['tokens']['input']} / {summary['tokens']['output']}"),
@@ -106,3 +107,21 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
         counts = [summary["degradations"][kind][reason] for kind in CALLER_KINDS]
         degradations.add_row(reason, *(f"[bold red]{n}[/]" if n else "0" for n in counts))
     console.print(degradations)
+    errors = errors_table(summary["errors"])
+    if errors is not None:
+        console.print(errors)
+
+
+def errors_table(rows: Sequence[dict[str, Any]]) -> Table | None:
+    """What the degraded calls' errors said, most common first per reason and caller
+    kind (``RunStatistics``' ``errors``); ``None`` when nothing degraded."""
+    if not rows:
+        return None
+    table = Table(title="what failed (most common messages per reason and caller kind)", title_justify="left")
+    table.add_column("count", justify="right")
+    table.add_column("reason", no_wrap=True)
+    table.add_column("caller", no_wrap=True)
+    table.add_column("message", overflow="fold")
+    for row in rows:
+        table.add_row(str(row["count"]), row["reason"], row["caller"], escape(row["message"]))
+    return table

@@ -82,11 +82,11 @@ class BreakerLayer(Layer):
         self._settle()
         if self._state is BreakerState.OPEN:
             if trio.current_time() < self._opened_at + self.cooldown:
-                raise CircuitOpen(f"{request.agent}: circuit open after {self._consecutive} failures")
+                raise CircuitOpen(f"circuit open after {self._consecutive} failures")
             self._state = BreakerState.HALF_OPEN
         if self._state is BreakerState.HALF_OPEN:
             if self._trial_running:
-                raise CircuitOpen(f"{request.agent}: circuit half-open, trial call running")
+                raise CircuitOpen("circuit half-open, a trial call is running")
             self._trial_running = True
             return True
         return False

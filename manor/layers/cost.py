@@ -53,7 +53,7 @@ class CostLayer(Layer):
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         if self.budget and self._spent >= self.budget:
-            raise BudgetExceeded(f"{request.agent}: cost budget {self.budget:g} spent")
+            raise BudgetExceeded(f"cost budget {self.budget:g} spent")
         account = self._accounts.get(request.agent)
         if account is None:  # not setdefault: that would build an account per call
             account = self._accounts[request.agent] = _Account()

@@ -35,4 +35,4 @@ class TimeoutLayer(Layer):
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         with trio.CancelScope(deadline=trio.current_time() + self.seconds):
             return await inner(request, listener)
-        raise CallTimeout(f"{request.agent}: no answer within {self.seconds:g}s")
+        raise CallTimeout(f"no answer within {self.seconds:g}s")

@@ -222,6 +222,7 @@ class PlayApp(App[None]):
         self.query_one(GatePanel).show(
             loop.gate.statistics(),
             loop.limiter.statistics(),
+            self.state.rejections,
             gated=loop.policy.name != "legacy",
             burst=loop.gate.burst,
         )

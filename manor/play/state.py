@@ -18,7 +18,7 @@ from ..calls import CallerKind, Request
 from ..content import Scene
 from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
-from ..statistics import empty_degradations, percentile
+from ..statistics import PlatformRejections, empty_degradations, percentile
 
 __all__ = ["CallerRow", "CallerState", "DashboardState", "TickFigures"]
 
@@ -46,6 +46,8 @@ class CallerRow:
     latency: float | None = None
     line: str = ""
     reason: str | None = None
+    #: What failed, when its last call degraded.
+    error: str = ""
 
     @property
     def key(self) -> str:
@@ -90,6 +92,8 @@ class DashboardState(Instrument):
         self.degradations_total = empty_degradations()
         self.calls_total = 0
         self.degraded_total = 0
+        #: Platform rejections of the finished ticks, as ``manor run`` counts them.
+        self.rejections = PlatformRejections()
         #: Calls of the tick under way: planned, and by state (a retry counts again).
         self.planned = 0
         self.queued = 0
@@ -143,11 +147,13 @@ class DashboardState(Instrument):
             row.latency = record.latency
             row.line = record.text
             row.reason = None
+            row.error = ""
             self._set(row, "done")
         else:
             if record.admitted_at is not None:
                 row.latency = record.latency
             row.reason = record.reason
+            row.error = record.error
             self._set(row, "degraded")
             reason = record.reason or "provider_error"
             self.degradations_tick[record.caller][reason] += 1
@@ -167,6 +173,7 @@ class DashboardState(Instrument):
                 degraded=sum(1 for call in record.calls if not call.ok),
             )
         )
+        self.rejections.count(record.calls)
         self.tick = record.tick
         self.current_tick = None
         self.story.extend(story)

@@ -43,4 +43,4 @@ async def collect(provider: Provider, request: Request, listener: Callable[[Even
                 listener(event)
             if isinstance(event, Done):
                 return event
-    raise ProviderError(f"{request.agent}: the stream ended without an answer")
+    raise ProviderError("the stream ended without an answer")

@@ -121,7 +121,7 @@ class RoutingProvider(Provider):
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
         name = self.routes.get(request.agent)
         if name is None:
-            raise ProviderError(f"{request.agent}: no backend is assigned to this agent")
+            raise ProviderError(f"no backend is assigned to agent {request.agent}")
         provider = self._providers()[name]
         self._calls[name] = self._calls.get(name, 0) + 1
         async with aclosing(provider.invoke(request)) as events:

@@ -104,7 +104,7 @@ class SimProvider(Provider):
         if fault == "hang":
             await trio.sleep_forever()
         if fault == "error":
-            raise ProviderError(f"{request.agent}: simulated model error")
+            raise ProviderError("simulated model error")
         yield Started()
         words = text.split(" ")
         pieces = min(4, len(words))

@@ -11,7 +11,7 @@ import attrs
 import trio
 
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
-from ..errors import ProviderError
+from ..errors import ProviderError, SessionLimitError
 from ..providers.base import Provider
 from ..records import CallRecord
 from .format import TickFrame
@@ -27,21 +27,24 @@ class RecordedResponse:
     """What the backend did with one call in the recording.
 
     Attributes:
-        kind: ``answer`` (text and tokens), ``error`` (the backend failed), or
-            ``unanswered`` (the call was cut off — timed out or cancelled — before the
-            backend answered; what it would have said is unknown).
+        kind: ``answer`` (text and tokens), ``error`` (the backend failed), ``refused``
+            (the server refused it: a 429), or ``unanswered`` (the call was cut off —
+            timed out or cancelled — before the backend answered; what it would have
+            said is unknown).
         attempt: which try of the call it was (0 = the first).
         opened_at: when the backend got the call (its platform session opened).
         finished_at: when the call ended.
+        error: what the backend said, for ``error`` and ``refused``.
     """
 
-    kind: Literal["answer", "error", "unanswered"]
+    kind: Literal["answer", "error", "refused", "unanswered"]
     attempt: int
     opened_at: float
     finished_at: float
     text: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
+    error: str = ""
 
     @property
     def latency(self) -> float:
@@ -53,11 +56,12 @@ def reached_backend(call: CallRecord) -> bool:
     """Whether a recorded call got as far as the backend.
 
     ``admitted_at`` is when the gate let it through — and the platform session opens at
-    that same instant, unless the platform rejects it — or, without a gate (legacy),
-    when the session opened. A call never admitted was stopped before: at the gate, by
-    the breaker, by the cost budget.
+    that same instant, unless Manor's platform limiter refuses it — or, without a gate
+    (legacy), when the session opened. A call never admitted was stopped before: at the
+    gate, by the breaker, by the cost budget. A call the *server* refused (a 429) did
+    reach the backend: the refusal is its answer.
     """
-    return call.admitted_at is not None and call.reason != "platform_rejected"
+    return call.admitted_at is not None and call.refused_by != "limiter"
 
 
 def recorded_responses(ticks: Iterable[TickFrame]) -> dict[Key, list[RecordedResponse]]:
@@ -70,9 +74,11 @@ def recorded_responses(ticks: Iterable[TickFrame]) -> dict[Key, list[RecordedRes
                 continue
             assert call.admitted_at is not None
             if call.ok:
-                kind: Literal["answer", "error", "unanswered"] = "answer"
+                kind: Literal["answer", "error", "refused", "unanswered"] = "answer"
             elif call.reason == "provider_error":
                 kind = "error"
+            elif call.reason == "platform_rejected":  # by the server: reached_backend
+                kind = "refused"
             else:  # call_timeout, cancelled: cut off while the backend was still at it
                 kind = "unanswered"
             response = RecordedResponse(
@@ -83,6 +89,7 @@ def recorded_responses(ticks: Iterable[TickFrame]) -> dict[Key, list[RecordedRes
                 text=call.text,
                 input_tokens=call.input_tokens,
                 output_tokens=call.output_tokens,
+                error=call.error,
             )
             responses.setdefault((call.tick, call.caller, call.agent), []).append(response)
     for found in responses.values():
@@ -137,7 +144,9 @@ class ReplayBackend(Provider):
         else:
             await trio.sleep(response.latency)
         if response.kind == "error":
-            raise ProviderError(f"{request.agent}: the recorded backend failed this call")
+            raise ProviderError(response.error or "the recorded backend failed this call")
+        if response.kind == "refused":
+            raise SessionLimitError(response.error or "the recorded server refused this call", refused_by="server")
         yield Started()
         yield TextDelta(response.text)
         yield Done(text=response.text, usage=Usage(input_tokens=response.input_tokens, output_tokens=response.output_tokens))

@@ -2,14 +2,23 @@
 
 Everything here is a msgspec Struct, encoded as MessagePack. The header is a tagged
 union on ``format``: each format version has its own header class, and an older one is
-upgraded, step by step, to the current one when it is read (``upgrade``). Today there is
-one version. To change the format, keep ``HeaderV1`` as it is, add ``HeaderV2`` with
-``tag=2`` to ``HEADERS``, and register the step ``HeaderV1 -> HeaderV2`` in
-``_UPGRADES``; new fields get defaults and an existing field never changes type, so an
-old file still decodes into its own version's class.
+upgraded, step by step, to the current one when it is read (``upgrade``). To change the
+format, keep the old header class as it is, add the next one with the next ``tag`` to
+``HEADERS``, and register the step between them in ``_UPGRADES``; new fields get
+defaults and an existing field never changes type, so an old file still decodes into
+its own version's class.
 
 Calls and ticks are stored as the engine's own ``CallRecord`` and ``TickRecord``
-(response text, tokens and times included): the same rule holds for them.
+(response text, tokens and times included): the same rule holds for them. What an old
+version's frames mean in the current one is said by ``upgrade_frame``.
+
+Versions:
+    1: the first.
+    2: every call keeps its error message (``CallRecord.error``) and, refused by the
+       platform, who refused it (``CallRecord.refused_by``: Manor's limiter or the
+       server); the header keeps the run's id (``run_id``). A format-1 save had no way
+       to tell a server's 429 from the limiter's refusal; its refusals are read as the
+       limiter's, which is what a format-1 replay took them for.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ __all__ = [
     "Frame",
     "Header",
     "HeaderV1",
+    "HeaderV2",
     "LIVE_KEYS",
     "SettingChange",
     "SettingRow",
@@ -39,10 +49,11 @@ __all__ = [
     "header_decoder",
     "probe_version",
     "upgrade",
+    "upgrade_frame",
 ]
 
 #: The format version this Manor writes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class SettingRow(msgspec.Struct, frozen=True, array_like=True):
@@ -84,14 +95,36 @@ class HeaderV1(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
     world: WorldAtStart
 
 
+class HeaderV2(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", tag=2):
+    """The first frame of a format-2 save: format 1's fields, and the run's id.
+
+    Attributes:
+        run_id: the run's own id (``Engine.run_id``), as the run sent it to the servers
+            it called (an Agno session is per run); "" for a run upgraded from format 1.
+    """
+
+    engine_version: str
+    created_at: str
+    scene: Scene
+    settings: tuple[SettingRow, ...]
+    seed: int
+    world: WorldAtStart
+    run_id: str = ""
+
+
 #: Every header version, oldest first; the last is the one written.
-HEADERS: tuple[type, ...] = (HeaderV1,)
+HEADERS: tuple[type, ...] = (HeaderV1, HeaderV2)
 
 #: The current header.
-Header = HeaderV1
+Header = HeaderV2
+
+
+def _v1_to_v2(header: HeaderV1) -> HeaderV2:
+    return HeaderV2(**msgspec.structs.asdict(header))
+
 
 #: Upgrade steps: a header class -> the function that turns it into the next version.
-_UPGRADES: dict[type, Callable[[Any], Any]] = {}
+_UPGRADES: dict[type, Callable[[Any], Any]] = {HeaderV1: _v1_to_v2}
 
 
 #: The settings a running loop can change (the dashboard's keys).
@@ -140,8 +173,9 @@ Frame = TickFrame | EndFrame
 
 # Decoders are built once: building one costs far more than decoding a frame.
 _HEADER_DECODER = msgspec.msgpack.Decoder(Union[HEADERS])  # type: ignore[valid-type]  # noqa: UP007
-#: Format version -> the decoder of its tick and end frames.
-_FRAME_DECODERS = {1: msgspec.msgpack.Decoder(Frame)}
+#: Format version -> the decoder of its tick and end frames (format 2 added fields with
+#: defaults to the call records: one decoder reads both).
+_FRAME_DECODERS = dict.fromkeys((1, 2), msgspec.msgpack.Decoder(Frame))
 
 #: Every format version this Manor reads.
 VERSIONS: tuple[int, ...] = tuple(sorted(_FRAME_DECODERS))
@@ -180,3 +214,25 @@ def upgrade(header: Any) -> Header:
     while not isinstance(header, Header):
         header = _UPGRADES[type(header)](header)
     return header
+
+
+def upgrade_frame(version: int, frame: Frame) -> Frame:
+    """A frame of format ``version`` as the current format means it.
+
+    Format 1 did not say who refused a ``platform_rejected`` call: its refusals are the
+    limiter's (a format-1 replay treated every one as never having reached the backend).
+    """
+    if version >= 2 or not isinstance(frame, TickFrame):
+        return frame
+    record = frame.record
+    return msgspec.structs.replace(
+        frame,
+        record=msgspec.structs.replace(record, calls=_limiter_refusals(record.calls)),
+        superseded=_limiter_refusals(frame.superseded),
+    )
+
+
+def _limiter_refusals(calls: tuple[CallRecord, ...]) -> tuple[CallRecord, ...]:
+    return tuple(
+        msgspec.structs.replace(call, refused_by="limiter") if call.reason == "platform_rejected" else call for call in calls
+    )

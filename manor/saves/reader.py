@@ -13,7 +13,7 @@ from ..calls import CALLER_KINDS
 from ..content import Scene
 from ..errors import REASONS, SaveError, one_line
 from ..records import CallRecord, TickRecord
-from .format import FORMAT_VERSION, VERSIONS, EndFrame, Header, TickFrame, frame_decoder, header_decoder, probe_version, upgrade
+from .format import FORMAT_VERSION, VERSIONS, EndFrame, Header, TickFrame, frame_decoder, header_decoder, probe_version, upgrade, upgrade_frame
 from .framing import SIGNATURE, CorruptFrame, FrameReader
 from .writer import engine_version
 
@@ -107,7 +107,7 @@ def decode_save(data: bytes, name: str) -> Save:
             if finished:
                 raise SaveError(f"{name}: corrupt: frame {index} follows the end frame")
             try:
-                frame = decoder.decode(payload)
+                frame = upgrade_frame(version, decoder.decode(payload))
             except _UNDECODABLE as exc:
                 raise SaveError(f"{name}: corrupt: frame {index} is not a tick or end frame: {one_line(exc)}") from None
             if isinstance(frame, EndFrame):
@@ -187,6 +187,10 @@ def _call_problem(call: CallRecord, tick: int, agents: dict[str, object]) -> str
         return f"agent '{call.agent}' is not in the saved scene"
     if (call.outcome == "ok") != (call.reason is None) or (call.reason is not None and call.reason not in REASONS):
         return f"a call of {call.agent} has outcome '{call.outcome}' with reason {call.reason!r}"
+    if (call.refused_by is not None) != (call.reason == "platform_rejected"):
+        return f"a call of {call.agent} with reason {call.reason!r} says it was refused by {call.refused_by!r}"
+    if call.refused_by == "server" and call.admitted_at is None:
+        return f"a call of {call.agent} was refused by the server without ever reaching it"
     times = (call.queued_at, call.finished_at, 0.0 if call.admitted_at is None else call.admitted_at)
     if not all(math.isfinite(t) for t in times) or call.attempts < 1:
         return f"a call of {call.agent} has a time that is not finite or no attempt"

@@ -16,7 +16,7 @@ from ..statistics import RunStatistics
 from .backend import reached_backend
 from .reader import Save
 
-__all__ = ["RECORDED", "platform_figures", "recorded_config", "recorded_source", "recorded_summary"]
+__all__ = ["RECORDED", "peak_platform_sessions", "recorded_config", "recorded_source", "recorded_summary"]
 
 #: The ordinal of the recorded settings: above the built-in defaults (a setting newer
 #: than the save keeps its default), below command-line flags (a what-if).
@@ -59,26 +59,24 @@ def recorded_config(save: Save, overrides: Source | None = None) -> Config:
     return resolve([built_in_source(), source, overrides])
 
 
-def platform_figures(calls: Iterable[CallRecord]) -> tuple[int, int]:
-    """(platform rejections, peak platform sessions) of a run, from its call records.
+def peak_platform_sessions(calls: Iterable[CallRecord]) -> int:
+    """The most platform sessions a run held at once, from its call records (every try).
 
-    Every rejection left a degraded record. A call that reached the backend held a
-    session from ``admitted_at`` to ``finished_at``; a session that ends at the instant
-    another opens was released first (the gate admits the next call on a release).
+    A call that reached the backend held a session from ``admitted_at`` to
+    ``finished_at`` — a server's refusal too, as it was a session while it lasted; a
+    session that ends at the instant another opens was released first (the gate admits
+    the next call on a release).
     """
-    rejected = 0
     changes: list[tuple[float, int]] = []
     for call in calls:
-        if call.reason == "platform_rejected":
-            rejected += 1
-        elif reached_backend(call):
+        if reached_backend(call):
             assert call.admitted_at is not None
             changes += [(call.admitted_at, 1), (call.finished_at, -1)]
     peak = open_now = 0
     for _, change in sorted(changes):  # at one instant, -1 sorts before +1
         open_now += change
         peak = max(peak, open_now)
-    return rejected, peak
+    return peak
 
 
 def recorded_summary(save: Save) -> dict[str, Any]:
@@ -91,5 +89,5 @@ def recorded_summary(save: Save) -> dict[str, Any]:
     # called: a placeholder, so backends the recording named need not be defined here.
     summary = stats.summary(build_engine(recorded_config(save), save.scene, backend=SimProvider()))
     calls = [call for frame in save.ticks for call in (*frame.record.calls, *frame.superseded)]
-    summary["platform_rejections"], summary["peak_platform_sessions"] = platform_figures(calls)
+    summary["peak_platform_sessions"] = peak_platform_sessions(calls)
     return summary

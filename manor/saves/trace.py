@@ -110,6 +110,10 @@ def _spans(call: CallRecord, pid: int, tid: int, ts: Callable[[float], float]) -
         "tick": call.tick, "ticket": call.ticket, "attempt": call.attempts - 1, "outcome": call.outcome, "reason": call.reason,
         "input_tokens": call.input_tokens, "output_tokens": call.output_tokens, "text": call.text,
     }  # fmt: skip
+    if not call.ok:
+        args["error"] = call.error
+        if call.refused_by is not None:
+            args["refused_by"] = call.refused_by
     end = call.finished_at if call.admitted_at is None else call.admitted_at
     waited = "waiting" if call.admitted_at is not None else f"waiting → {call.reason}"
     yield {"name": waited, "cat": "gate", "ph": "X", "ts": ts(call.queued_at), "dur": max(0.0, ts(end) - ts(call.queued_at)), "pid": pid, "tid": tid, "args": args}

@@ -1,4 +1,5 @@
-"""The agents table: every caller, its state this tick, its last latency and line.
+"""The agents table: every caller, its state this tick, its last latency and line (or,
+degraded, the reason and what failed).
 
 A line-API widget: it draws only the rows on screen, straight from the engine's rows,
 so a world of a thousand agents costs a frame no more than a world of ten.
@@ -73,7 +74,7 @@ class AgentsTable(ScrollView, can_focus=True):
         row = self._rows[index]
         latency = "" if row.latency is None else f"{row.latency:5.2f}"
         if row.state == "degraded":
-            line = Segment(f"[{row.reason}]", _REASON)
+            line = Segment(f"[{row.reason}] {row.error}", _REASON)
         else:
             line = Segment(row.line, None if row.state == "done" else _DIM)
         segments = [

@@ -7,23 +7,28 @@ from textual.widgets import Static
 
 from ...gate import GateStatistics
 from ...limiter import SessionLimiterStatistics
+from ...statistics import PlatformRejections
 
 __all__ = ["GatePanel"]
 
 
 class GatePanel(Static):
     """Calls in flight / gate size, waiting, the token bucket's level, platform sessions
-    in use / limit and their peak, the gate's peak, platform rejections. Under the
-    legacy policy nothing goes through the gate: it says so."""
+    in use / limit and their peak, the gate's peak, platform rejections (calls degraded
+    ``platform_rejected`` in the finished ticks; those the server refused, if any, in
+    brackets). Under the legacy policy nothing goes through the gate: it says so."""
 
     BORDER_TITLE = "gate"
 
     _shown: tuple[object, ...] | None = None
 
-    def show(self, gate: GateStatistics, platform: SessionLimiterStatistics, *, gated: bool, burst: int) -> None:
-        if (gate, platform, gated, burst) == self._shown:
+    def show(
+        self, gate: GateStatistics, platform: SessionLimiterStatistics, rejections: PlatformRejections, *, gated: bool, burst: int
+    ) -> None:
+        shown = (gate, platform, rejections.by_limiter, rejections.by_server, gated, burst)
+        if shown == self._shown:
             return
-        self._shown = (gate, platform, gated, burst)
+        self._shown = shown
         limit = str(platform.limit) if platform.limit else "∞"
         in_flight = (f"{gate.in_flight}/{gate.size}", "bold") if gated else ("unused", "yellow")
         tokens = "off" if gate.tokens_available is None else f"{gate.tokens_available:.1f}/{burst}"
@@ -35,7 +40,7 @@ class GatePanel(Static):
             ("sessions", (f"{platform.in_use}/{limit}", "")),
             ("peak", (str(platform.peak), "")),
             ("gate peak", (str(gate.peak_in_flight), "")),
-            ("rejected", (str(platform.rejected), "bold red" if platform.rejected else "")),
+            ("rejected", (_rejected(rejections), "bold red" if rejections.total else "")),
         ]
         # Plain aligned text: a rich Table costs ten times as much to draw, every frame.
         width = self.content_size.width or 24
@@ -50,3 +55,9 @@ class GatePanel(Static):
 
     def on_resize(self) -> None:
         self._shown = None  # realign at the next refresh
+
+
+def _rejected(rejections: PlatformRejections) -> str:
+    """``12``, or ``12 (3 srv)`` when the server refused some of them."""
+    total = str(rejections.total)
+    return f"{total} ({rejections.by_server} srv)" if rejections.by_server else total
