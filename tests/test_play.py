@@ -32,7 +32,7 @@ from manor.play.app import engine_failure
 from manor.play.clock import PacedClock
 from manor.play.help import HelpScreen
 from manor.play.state import DashboardState
-from manor.play.widgets import DegradationPanel, ReplayBar, StatusLine, StoryLog
+from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, ReplayBar, StatusLine, StoryLog
 from manor.providers import Provider
 from manor.saves import read_save
 
@@ -194,6 +194,15 @@ class TestControls:
             row = next(line for line in table.splitlines() if line.startswith("platform_rejected"))
             assert row.split()[1:] == ["0/0", "0/0", "0/0", f"{rejected}/{rejected}"]
             assert any(entry.fallback == "speechless" for entry in app.state.story if entry.tick == 2)
+            # The gate panel counts them as run does; the agents table says what failed.
+            gate = next(line for line in text_of(app.query_one(GatePanel)).splitlines() if line.startswith("rejected"))
+            assert gate.split()[1:] == [str(rejected)]
+            agents = app.query_one(AgentsTable)
+            lines = [agents.render_line(y).text for y in range(1, agents.size.height)]
+            refused = [line for line in lines if "degraded" in line]
+            assert refused and all("rejected: platform" in line for line in refused)  # as much as fits
+            errors = {row.error for row in app.state.rows.values() if row.state == "degraded"}
+            assert errors == {"platform full: 6 of 6 sessions in use"}
 
         drive(app, scenario)
 

@@ -16,6 +16,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..state import CallerRow
+from .degradations import SHORT_REASONS
 
 __all__ = ["AgentsTable"]
 
@@ -74,7 +75,9 @@ class AgentsTable(ScrollView, can_focus=True):
         row = self._rows[index]
         latency = "" if row.latency is None else f"{row.latency:5.2f}"
         if row.state == "degraded":
-            line = Segment(f"[{row.reason}] {row.error}", _REASON)
+            # The short reason, then what failed: as much of it as the width allows.
+            reason = SHORT_REASONS.get(row.reason or "", row.reason)
+            line = Segment(f"{reason}: {row.error}" if row.error else f"{reason}", _REASON)
         else:
             line = Segment(row.line, None if row.state == "done" else _DIM)
         segments = [

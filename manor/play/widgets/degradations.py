@@ -11,12 +11,12 @@ from textual.widgets import Static
 from ...calls import CALLER_KINDS
 from ...errors import REASONS
 
-__all__ = ["DegradationPanel"]
+__all__ = ["SHORT_REASONS", "DegradationPanel"]
 
 #: Column headings, short enough for an 80-column terminal.
 _KIND_HEADINGS = {"character": "char", "narrator": "narr", "summariser": "summ", "scene_beat": "beat"}
 #: Reasons, shortened for a narrow terminal.
-_SHORT_REASONS = {
+SHORT_REASONS = {
     "gate_timeout": "gate t/o",
     "platform_rejected": "rejected",
     "call_timeout": "call t/o",
@@ -50,7 +50,7 @@ class DegradationPanel(Static):
             return
         self._shown = shown
         table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False, expand=False)
-        labels = _SHORT_REASONS if compact else {reason: reason for reason in REASONS}
+        labels = SHORT_REASONS if compact else {reason: reason for reason in REASONS}
         table.add_column("reason", style="dim", no_wrap=True, width=max(map(len, labels.values())))
         for kind in CALLER_KINDS:
             # A fixed width keeps the panel's size, so a redraw needs no layout pass.
