@@ -32,7 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "bounded-wait",
         help="hung calls to a remote agent: workers, per-call timeout, cancel-on-timeout",
         description=f"Twelve requests, request i arriving at (i-1) s, go through the agno adapter (N workers, FIFO) "
-        f"to a remote agent that runs {CAPACITY} calls at once and queues the rest. Requests 4 and 8 hang. The "
+        f"to a remote agent that runs {CAPACITY} calls at once and queues the rest. Requests 4 and 8 hang (see --hangs). The "
         f"timeout counts from getting a worker; on timeout the worker is freed, a remotely queued call is dropped, "
         f"a started one runs on unless --cancel. Runs {DURATION_S:g} s of virtual time, exactly.",
         epilog="examples:\n  manor experiment bounded-wait\n  manor experiment bounded-wait --timeout 3 --cancel\n"
@@ -44,7 +44,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--timeout", type=non_negative_float, default=0.0, metavar="S", help="per-call timeout in seconds; 0 = none (default)"
     )
     bounded.add_argument("--cancel", action="store_true", help="cancel the remote run when a call times out")
-    bounded.add_argument("--hangs", choices=tuple(HANG_CHOICES), default="4,8", help="requests that hang (default: %(default)s)")
+    # A metavar that lists the spellings: argparse's own "{4,8,4,none}" reads as four choices.
+    bounded.add_argument(
+        "--hangs", choices=tuple(HANG_CHOICES), default="4,8", metavar="|".join(HANG_CHOICES),
+        help="the requests that hang: 4 and 8, only 4, or none (default: %(default)s)",
+    )  # fmt: skip
     bounded.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     bounded.add_argument(
         "--http",

@@ -45,7 +45,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     saving.add_argument("--save", type=Path, default=None, metavar="PATH", help="save the run here (default: saves/SCENE-TIME.msav)")
     saving.add_argument("--no-save", action="store_true", help="do not save the run")
     parser.add_argument("--force", action="store_true", help="let --save overwrite an existing file")
-    add_setting_flags(parser)
+    add_setting_flags(parser, defaults={"run.ticks": "until you quit"})
     parser.set_defaults(handler=play)
 
 

@@ -36,7 +36,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
     parser.add_argument("--verify", action="store_true", help="check the world hash after every tick; exit 1 at a difference")
     parser.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
-    add_setting_flags(parser, WHAT_IF_KEYS, config_file=False, title="what if (replay under other settings)")
+    add_setting_flags(
+        parser, WHAT_IF_KEYS, config_file=False, title="what if (replay under other settings)",
+        defaults={
+            **{key: "as recorded" for key in WHAT_IF_KEYS},
+            "gate.size": "as recorded; derived again from --platform-limit if the recording derived it",
+        },
+    )  # fmt: skip
     parser.set_defaults(handler=run)
 
 
