@@ -8,13 +8,13 @@ import os
 
 import msgspec
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..config import BackendTable
 from ..config.backends import describe_table, unset_variables, variables
 from ..engine import configure
+from . import output
 from .options import add_setting_flags, sources_from_args
 
 __all__ = ["register"]
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("source")
     for key, value, source in config.rows():
         table.add_row(key, "unset" if value is None else str(value), source)
-    console = Console()
+    console = output.console()
     console.print(table)
     if config.backends.tables:
         backends = Table(title="backends", title_justify="left")

@@ -7,8 +7,8 @@ import json
 
 import msgspec
 import trio
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..experiment.bounded_wait import (
     CAPACITY,
@@ -20,6 +20,7 @@ from ..experiment.bounded_wait import (
     run_in_process,
     run_over_http,
 )
+from . import output
 from .numbers import non_negative_float, positive_float, positive_int
 
 __all__ = ["register"]
@@ -75,13 +76,15 @@ def run_bounded_wait(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(msgspec.to_builtins(result)))
         return 0
-    console = Console()
+    console = output.console()
     how = f"over HTTP, time scale {args.time_scale:g}" if args.http else "in process, virtual clock"
     console.print(_table(result, how))
     console.print(
-        f"answered [bold]{result.answered}[/]   timed out [bold]{result.timed_out}[/]   "
-        f"unfinished at {DURATION_S:g} s [bold]{result.unfinished}[/]"
-    )
+        Text.assemble(
+            "answered ", (str(result.answered), "bold"), "   timed out ", (str(result.timed_out), "bold"),
+            f"   unfinished at {DURATION_S:g} s ", (str(result.unfinished), "bold"),
+        )
+    )  # fmt: skip
     if args.http:
         console.print(_agreement(exact, result, args.time_scale))
     return 0
@@ -107,12 +110,12 @@ def _table(result: ExperimentResult, how: str) -> Table:
             _time(request.worker_s),
             _time(request.remote_start_s),
             _time(request.finished_s),
-            f"[{style[request.outcome]}]{request.outcome}[/]",
+            Text(request.outcome, style=style[request.outcome]),
         )
     return table
 
 
-def _agreement(exact: ExperimentResult, http: ExperimentResult, time_scale: float) -> str:
+def _agreement(exact: ExperimentResult, http: ExperimentResult, time_scale: float) -> Text:
     outcomes = [r.id for r, h in zip(exact.requests, http.requests) if r.outcome != h.outcome]
     drift = 0.0
     for r, h in zip(exact.requests, http.requests):
@@ -122,10 +125,10 @@ def _agreement(exact: ExperimentResult, http: ExperimentResult, time_scale: floa
             elif a is not None and b is not None:
                 drift = max(drift, abs(a - b))
     if outcomes:
-        return f"[red]differs from the exact in-process run at request(s) {sorted(set(outcomes))}[/]"
-    return (
-        f"[green]agrees with the exact in-process run[/]: same outcomes; times within {drift:.3f} s "
-        f"({drift * time_scale * 1000:.0f} ms of real time)"
+        return Text(f"differs from the exact in-process run at request(s) {sorted(set(outcomes))}", style="red")
+    return Text.assemble(
+        ("agrees with the exact in-process run", "green"),
+        f": same outcomes; times within {drift:.3f} s ({drift * time_scale * 1000:.0f} ms of real time)",
     )
 
 

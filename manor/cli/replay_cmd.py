@@ -15,6 +15,7 @@ from rich.table import Table
 from ..calls import CALLER_KINDS
 from ..errors import REASONS, ConfigError
 from ..saves import Replay, read_save, recorded_summary, replay
+from . import output
 from .options import add_setting_flags, flags_from_args
 
 __all__ = ["WHAT_IF_KEYS", "register"]
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         changed = ", ".join(f"{overrides.spelling[key]} {value}" for key, value in overrides.values.items())
-        print_comparison(Console(), save.name, summary, changed or "the recorded settings")
+        print_comparison(output.console(), save.name, summary, changed or "the recorded settings")
     return 0
 
 
