@@ -21,6 +21,7 @@ from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..statistics import RunStatistics
 from .options import add_setting_flags, sources_from_args
+from .output import report_saved
 
 __all__ = ["register"]
 
@@ -71,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         print_summary(Console(), summary)
+    if writer is not None:
+        report_saved(writer)
     return 0
 
 
