@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import final
 
@@ -69,13 +70,15 @@ def build_engine(
             simulated one, seeded, unless manor.toml names others).
 
     Raises:
-        ConfigError: (only without ``backend``) an agent on a backend no table defines.
+        ConfigError: (only without ``backend``) an agent on a backend no table defines,
+            or an environment variable a backend in use needs (an API key) is unset.
     """
     s = config.settings
     seed = scene_seed(config, scene)
     if backend is None:
-        sim = scene_sim(config, scene)
-        backend = routing_provider(config.assign_backends(_agent_files(scene), scene.path), config.backends, sim)
+        assignment = config.assign_backends(_agent_files(scene), scene.path)
+        config.backends.check_environment((chosen.backend for chosen in assignment.values()), os.environ)
+        backend = routing_provider(assignment, config.backends, scene_sim(config, scene))
     assert s.gate.size is not None  # resolve() derives it
     gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
     limiter = SessionLimiter(s.platform.limit)

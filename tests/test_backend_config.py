@@ -212,7 +212,11 @@ class TestConfigCommand:
         path = _file(tmp_path, LOCAL + '[backend]\ndefault = "local"\n[agent_backends]\nnarrator = "sim"\n')
         assert main(["config", "--json", "--config", str(path)]) == 0
         rows = json.loads(capsys.readouterr().out)
-        assert rows["backends.local"] == {"value": msgspec.to_builtins(OpenAIBackend(base_url="http://127.0.0.1:9/v1", model="manor")), "source": str(path)}
+        assert rows["backends.local"] == {
+            "value": msgspec.to_builtins(OpenAIBackend(base_url="http://127.0.0.1:9/v1", model="manor")),
+            "source": str(path),
+            "unset_variables": [],
+        }
         assert rows["backend.default"] == {"value": "local", "source": str(path)}
         assert rows["agent_backends.narrator"] == {"value": "sim", "source": f"{path}: agent_backends.narrator"}
         assert rows["agent_backends.hobbes"] == {"value": "local", "source": f"{path}: backend.default"}

@@ -117,7 +117,7 @@ def test_the_run_table_ends_with_what_failed() -> None:
         "tokens": {"input": 0, "output": 0}, "cost": 0, "world_hash": "h", "degradations": empty_degradations(),
         "errors": [{"reason": "provider_error", "caller": "narrator", "message": "[bench] 500: upstream failed", "count": 2}],
     }  # fmt: skip
-    console = Console(width=160, file=io.StringIO(), color_system=None)
+    console = Console(width=160, file=io.StringIO(), color_system=None, markup=False)  # as output.console()
     print_summary(console, summary)
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "what failed" in out

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..calls import CALLER_KINDS
 from ..errors import REASONS
@@ -105,7 +106,7 @@ def _scheduling(console: Console, figures: Mapping[str, Any]) -> None:
         for reason in REASONS:
             count = legacy["degradations"][kind][reason]
             if count:
-                table.add_row(f"  {kind}: {reason}", f"[bold red]{count}[/]")
+                table.add_row(f"  {kind}: {reason}", Text(str(count), style="bold red"))
     console.print(table)
     table = _table("gate size sweep (makespan mean s / efficiency)", "gate", "pipeline", "longest_first")
     for point in figures["gate_sweep"]:
@@ -168,7 +169,7 @@ def _replay(console: Console, figures: Mapping[str, Any]) -> None:
 def _targets(console: Console, targets: list[Mapping[str, Any]]) -> None:
     table = _table("targets", "target", "goal", "value", "met")
     for target in targets:
-        met = {True: "[green]yes[/]", False: "[bold red]no[/]", None: "—"}[target["met"]]
+        met = {True: Text("yes", style="green"), False: Text("no", style="bold red"), None: Text("—")}[target["met"]]
         value = "—" if target["value"] is None else f"{target['value']:.3f}"
         table.add_row(target["target"], target["goal"], value, met + (f" ({target['note']})" if target.get("note") else ""))
     console.print(table)

@@ -7,6 +7,7 @@ import sys
 from typing import NoReturn
 
 from ..errors import ManorError, one_line
+from ..saves.writer import engine_version
 from . import bench_cmd, config_cmd, experiment_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, trace_cmd
 
 __all__ = ["main"]
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="manor",
         description="Tick-loop orchestration for LLM-agent worlds: every call of a tick through one fair gate.",
     )
+    parser.add_argument("--version", action="version", version=f"manor {engine_version()}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         command.register(commands)

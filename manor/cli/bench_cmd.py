@@ -7,13 +7,13 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..bench.plot import check_plot_path, write_plot
 from ..bench.report import print_report
 from ..bench.runner import SUITES, run_bench
 from ..bench.suite import BenchContext, Suite
+from . import output
 from .options import add_setting_flags, sources_from_args
 from .numbers import positive_int
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         quick=args.quick,
         draws=args.draws or (DRAWS_QUICK if args.quick else DRAWS),
     )
-    console = Console(stderr=True)
+    console = output.console(stderr=True)
     if args.json or not console.is_terminal:
         result = run_bench(names, context)
     else:
@@ -71,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print_report(Console(), result)
+        print_report(output.console(), result)
         if args.plot is not None:
-            Console().print(f"plot written to {args.plot}")
+            output.console().print(f"plot written to {args.plot}")
     return 0
 
 

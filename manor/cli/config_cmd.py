@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import msgspec
 
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from ..config.backends import describe_table
+from ..config import BackendTable
+from ..config.backends import describe_table, unset_variables, variables
 from ..engine import configure
+from . import output
 from .options import add_setting_flags, sources_from_args
 
 __all__ = ["register"]
@@ -37,7 +40,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         rows = {key: {"value": value, "source": source} for key, value, source in config.rows()}
         for name, table in config.backends.tables.items():
-            rows[f"backends.{name}"] = {"value": msgspec.to_builtins(table.value), "source": table.origin}
+            rows[f"backends.{name}"] = {
+                "value": msgspec.to_builtins(table.value),
+                "source": table.origin,
+                # What 'manor run' would refuse: the names of variables it needs and lacks.
+                "unset_variables": [variable for _, variable, _ in unset_variables(table.value, os.environ)],
+            }
         # Every agent's effective backend (not only the [agent_backends] lines).
         for agent_id, chosen in agents.items():
             rows[f"agent_backends.{agent_id}"] = {"value": chosen.backend, "source": chosen.origin}
@@ -49,14 +57,14 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("source")
     for key, value, source in config.rows():
         table.add_row(key, "unset" if value is None else str(value), source)
-    console = Console()
+    console = output.console()
     console.print(table)
     if config.backends.tables:
         backends = Table(title="backends", title_justify="left")
-        for column in ("name", "kind and target", "source"):
+        for column in ("name", "kind and target", "source", "environment"):
             backends.add_column(column)
         for name, named in config.backends.tables.items():
-            backends.add_row(name, describe_table(named.value), named.origin)
+            backends.add_row(name, describe_table(named.value), named.origin, _environment(named.value))
         console.print(backends)
     assigned = Table(title="agents' backends", title_justify="left")
     for column in ("agent", "backend", "source"):
@@ -65,3 +73,17 @@ def run(args: argparse.Namespace) -> int:
         assigned.add_row(agent_id, chosen.backend, chosen.origin)
     console.print(assigned)
     return 0
+
+
+def _environment(table: BackendTable) -> Text:
+    """The variables a backend needs, each marked set or not (never its value)."""
+    unset = {variable: wrong for _, variable, wrong in unset_variables(table, os.environ)}
+    text = Text()
+    for key, variable in variables(table):
+        if text:
+            text.append(", ")
+        if variable in unset:
+            text.append(f"{key} {variable} {unset[variable]}", style="bold red")
+        else:
+            text.append(f"{variable} set")
+    return text or Text("—", style="dim")

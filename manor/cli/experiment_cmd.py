@@ -7,8 +7,8 @@ import json
 
 import msgspec
 import trio
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..experiment.bounded_wait import (
     CAPACITY,
@@ -20,6 +20,7 @@ from ..experiment.bounded_wait import (
     run_in_process,
     run_over_http,
 )
+from . import output
 from .numbers import non_negative_float, positive_float, positive_int
 
 __all__ = ["register"]
@@ -32,7 +33,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "bounded-wait",
         help="hung calls to a remote agent: workers, per-call timeout, cancel-on-timeout",
         description=f"Twelve requests, request i arriving at (i-1) s, go through the agno adapter (N workers, FIFO) "
-        f"to a remote agent that runs {CAPACITY} calls at once and queues the rest. Requests 4 and 8 hang. The "
+        f"to a remote agent that runs {CAPACITY} calls at once and queues the rest. Requests 4 and 8 hang (see --hangs). The "
         f"timeout counts from getting a worker; on timeout the worker is freed, a remotely queued call is dropped, "
         f"a started one runs on unless --cancel. Runs {DURATION_S:g} s of virtual time, exactly.",
         epilog="examples:\n  manor experiment bounded-wait\n  manor experiment bounded-wait --timeout 3 --cancel\n"
@@ -44,7 +45,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--timeout", type=non_negative_float, default=0.0, metavar="S", help="per-call timeout in seconds; 0 = none (default)"
     )
     bounded.add_argument("--cancel", action="store_true", help="cancel the remote run when a call times out")
-    bounded.add_argument("--hangs", choices=tuple(HANG_CHOICES), default="4,8", help="requests that hang (default: %(default)s)")
+    # A metavar that lists the spellings: argparse's own "{4,8,4,none}" reads as four choices.
+    bounded.add_argument(
+        "--hangs", choices=tuple(HANG_CHOICES), default="4,8", metavar="|".join(HANG_CHOICES),
+        help="the requests that hang: 4 and 8, only 4, or none (default: %(default)s)",
+    )  # fmt: skip
     bounded.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     bounded.add_argument(
         "--http",
@@ -71,13 +76,15 @@ def run_bounded_wait(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(msgspec.to_builtins(result)))
         return 0
-    console = Console()
+    console = output.console()
     how = f"over HTTP, time scale {args.time_scale:g}" if args.http else "in process, virtual clock"
     console.print(_table(result, how))
     console.print(
-        f"answered [bold]{result.answered}[/]   timed out [bold]{result.timed_out}[/]   "
-        f"unfinished at {DURATION_S:g} s [bold]{result.unfinished}[/]"
-    )
+        Text.assemble(
+            "answered ", (str(result.answered), "bold"), "   timed out ", (str(result.timed_out), "bold"),
+            f"   unfinished at {DURATION_S:g} s ", (str(result.unfinished), "bold"),
+        )
+    )  # fmt: skip
     if args.http:
         console.print(_agreement(exact, result, args.time_scale))
     return 0
@@ -103,12 +110,12 @@ def _table(result: ExperimentResult, how: str) -> Table:
             _time(request.worker_s),
             _time(request.remote_start_s),
             _time(request.finished_s),
-            f"[{style[request.outcome]}]{request.outcome}[/]",
+            Text(request.outcome, style=style[request.outcome]),
         )
     return table
 
 
-def _agreement(exact: ExperimentResult, http: ExperimentResult, time_scale: float) -> str:
+def _agreement(exact: ExperimentResult, http: ExperimentResult, time_scale: float) -> Text:
     outcomes = [r.id for r, h in zip(exact.requests, http.requests) if r.outcome != h.outcome]
     drift = 0.0
     for r, h in zip(exact.requests, http.requests):
@@ -118,10 +125,10 @@ def _agreement(exact: ExperimentResult, http: ExperimentResult, time_scale: floa
             elif a is not None and b is not None:
                 drift = max(drift, abs(a - b))
     if outcomes:
-        return f"[red]differs from the exact in-process run at request(s) {sorted(set(outcomes))}[/]"
-    return (
-        f"[green]agrees with the exact in-process run[/]: same outcomes; times within {drift:.3f} s "
-        f"({drift * time_scale * 1000:.0f} ms of real time)"
+        return Text(f"differs from the exact in-process run at request(s) {sorted(set(outcomes))}", style="red")
+    return Text.assemble(
+        ("agrees with the exact in-process run", "green"),
+        f": same outcomes; times within {drift:.3f} s ({drift * time_scale * 1000:.0f} ms of real time)",
     )
 
 

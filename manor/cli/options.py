@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ..config import Source, flags_source, standard_sources
+from ..config.schema import defaults as built_in_defaults
 
 __all__ = ["SETTING_FLAGS", "add_setting_flags", "flags_from_args", "sources_from_args"]
 
@@ -21,6 +22,13 @@ class SettingFlag:
     type: Callable[[str], Any]
     help: str
     choices: tuple[str, ...] | None = None
+    #: How the default is decided, for a key whose built-in default is not the value
+    #: used (None: the built-in default, shown as it is).
+    derived: str | None = None
+
+    def default_help(self) -> str:
+        """``(default: ...)``: the built-in default, or how it is derived."""
+        return f"(default: {self.derived or built_in_defaults()[self.key]})"
 
 
 def _seconds(text: str) -> float:
@@ -35,19 +43,28 @@ SETTING_FLAGS: dict[str, SettingFlag] = {
         SettingFlag("--policy", "run.policy", str, "how a tick's calls are fired", ("pipeline", "batch", "legacy")),
         SettingFlag("--batch-size", "run.batch_size", int, "characters per barrier (batch, legacy)"),
         SettingFlag("--order", "run.order", str, "order tickets are handed out in", ("fifo", "longest-first")),
-        SettingFlag("--seed", "run.seed", int, "override the scene's seed"),
-        SettingFlag("--clock", "run.clock", str, "virtual (simulated time) or real", ("virtual", "real")),
-        SettingFlag("--agents", "run.agents", int, "replace the cast with N generated characters"),
+        SettingFlag("--seed", "run.seed", int, "override the scene's seed", derived="the scene's seed"),
+        SettingFlag(
+            "--clock", "run.clock", str, "virtual (simulated time) or real", ("virtual", "real"),
+            derived="virtual; real when an agent is on a real backend",
+        ),
+        SettingFlag("--agents", "run.agents", int, "replace the cast with N generated characters", derived="the scene's cast"),
         SettingFlag("--tick-interval", "run.tick_interval_s", _seconds, "seconds between tick starts (0 = free-running)"),
         SettingFlag("--tick-deadline", "run.tick_deadline_s", _seconds, "cancel a tick's calls after S seconds (0 = never)"),
-        SettingFlag("--gate-size", "gate.size", int, "calls in flight at the shared gate (default: platform limit - 1)"),
+        SettingFlag(
+            "--gate-size", "gate.size", int, "calls in flight at the shared gate",
+            derived="platform limit - 1, at least 1; 8 when the platform is unlimited",
+        ),
         SettingFlag("--gate-rate", "gate.rate", float, "token bucket: calls per second (0 = no bucket)"),
         SettingFlag("--gate-timeout", "gate.timeout_s", _seconds, "longest wait at the gate, seconds"),
         SettingFlag("--call-timeout", "call.timeout_s", _seconds, "longest a call may take, seconds"),
-        SettingFlag("--platform-limit", "platform.limit", int, "the provider platform's session limit (0 = unlimited)"),
+        SettingFlag(
+            "--platform-limit", "platform.limit", int, "the provider platform's session limit (0 = unlimited)",
+            derived=f"the scene's platform_limit, else {built_in_defaults()['platform.limit']}",
+        ),
         SettingFlag("--backend", "backend.default", str, "put every agent on this backend: sim, or a [backends.NAME] of manor.toml"),
     )
-}
+}  # fmt: skip
 
 
 def add_setting_flags(
@@ -55,14 +72,21 @@ def add_setting_flags(
     keys: Iterable[str] = SETTING_FLAGS,
     *,
     config_file: bool = True,
-    title: str = "settings (override manor.toml and MANOR_* variables)",
+    title: str = "settings (override manor.toml and MANOR_* variables; defaults are the built-in ones)",
+    defaults: Mapping[str, str] | None = None,
 ) -> None:
     """Add the flags for ``keys``, plus ``--config`` unless ``config_file`` is false (a
     command that ignores manor.toml), in a help group called ``title``. Left out, a
-    flag sets nothing."""
+    flag sets nothing; its help says what is used then.
+
+    Args:
+        defaults: key -> what the command uses when the flag is left out, where that is
+            not the setting's own default (``manor play`` runs until quit).
+    """
     group = parser.add_argument_group(title)
     for key in keys:
         flag = SETTING_FLAGS[key]
+        default = f"(default: {defaults[key]})" if defaults and key in defaults else flag.default_help()
         group.add_argument(
             flag.flag,
             dest=_dest(key),
@@ -70,10 +94,10 @@ def add_setting_flags(
             choices=flag.choices,
             default=None,
             metavar=None if flag.choices else flag.flag.lstrip("-").split("-")[-1].upper(),
-            help=flag.help,
+            help=f"{flag.help} {default}".replace("%", "%%"),  # argparse formats help with %
         )
     if config_file:
-        group.add_argument("--config", type=Path, default=None, metavar="PATH", help="config file (default: ./manor.toml)")
+        group.add_argument("--config", type=Path, default=None, metavar="PATH", help="config file (default: $MANOR_CONFIG, else ./manor.toml if there is one)")
 
 
 def sources_from_args(args: argparse.Namespace) -> list[Source]:

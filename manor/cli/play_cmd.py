@@ -13,6 +13,7 @@ from ..engine import configure
 from ..errors import ConfigError
 from ..saves import read_save
 from .options import add_setting_flags, flags_from_args, sources_from_args
+from .output import report_saved
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -45,7 +46,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     saving.add_argument("--save", type=Path, default=None, metavar="PATH", help="save the run here (default: saves/SCENE-TIME.msav)")
     saving.add_argument("--no-save", action="store_true", help="do not save the run")
     parser.add_argument("--force", action="store_true", help="let --save overwrite an existing file")
-    add_setting_flags(parser)
+    add_setting_flags(parser, defaults={"run.ticks": "until you quit"})
     parser.set_defaults(handler=play)
 
 
@@ -62,7 +63,7 @@ def play(args: argparse.Namespace) -> int:
     _run(app)
     if app.writer is not None:
         app.writer.check()
-        print(f"manor: saved {app.writer.ticks} ticks to {app.writer.path}", file=sys.stderr)
+        report_saved(app.writer)
     return app.return_code or 0
 
 

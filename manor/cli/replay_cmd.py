@@ -16,6 +16,7 @@ from ..calls import CALLER_KINDS
 from ..errors import REASONS, ConfigError
 from ..saves import Replay, read_save, recorded_summary, replay
 from ..statistics import PlatformRejections
+from . import output
 from .options import add_setting_flags, flags_from_args
 from .run_cmd import errors_table
 
@@ -38,7 +39,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
     parser.add_argument("--verify", action="store_true", help="check the world hash after every tick; exit 1 at a difference")
     parser.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
-    add_setting_flags(parser, WHAT_IF_KEYS, config_file=False, title="what if (replay under other settings)")
+    add_setting_flags(
+        parser, WHAT_IF_KEYS, config_file=False, title="what if (replay under other settings)",
+        defaults={
+            **{key: "as recorded" for key in WHAT_IF_KEYS},
+            "gate.size": "as recorded; derived again from --platform-limit if the recording derived it",
+        },
+    )  # fmt: skip
     parser.set_defaults(handler=run)
 
 
@@ -58,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         changed = ", ".join(f"{overrides.spelling[key]} {value}" for key, value in overrides.values.items())
-        print_comparison(Console(), save.name, summary, changed or "the recorded settings")
+        print_comparison(output.console(), save.name, summary, changed or "the recorded settings")
     return 0
 
 

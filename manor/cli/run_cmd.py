@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -22,6 +22,8 @@ from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..statistics import PlatformRejections, RunStatistics
 from .options import add_setting_flags, sources_from_args
+from . import output
+from .output import report_saved
 
 __all__ = ["register"]
 
@@ -71,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        print_summary(Console(), summary)
+        print_summary(output.console(), summary)
+    if writer is not None:
+        report_saved(writer)
     return 0
 
 
@@ -105,7 +109,7 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
         degradations.add_column(kind, justify="right")
     for reason in REASONS:
         counts = [summary["degradations"][kind][reason] for kind in CALLER_KINDS]
-        degradations.add_row(reason, *(f"[bold red]{n}[/]" if n else "0" for n in counts))
+        degradations.add_row(reason, *(Text(str(n), style="bold red" if n else "") for n in counts))
     console.print(degradations)
     errors = errors_table(summary["errors"])
     if errors is not None:
@@ -114,7 +118,8 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
 
 def errors_table(rows: Sequence[dict[str, Any]]) -> Table | None:
     """What the degraded calls' errors said, most common first per reason and caller
-    kind (``RunStatistics``' ``errors``); ``None`` when nothing degraded."""
+    kind (``RunStatistics``' ``errors``); ``None`` when nothing degraded. Print it with
+    markup off (``output.console``): a server's message may hold brackets."""
     if not rows:
         return None
     table = Table(title="what failed (most common messages per reason and caller kind)", title_justify="left")
@@ -123,5 +128,5 @@ def errors_table(rows: Sequence[dict[str, Any]]) -> Table | None:
     table.add_column("caller", no_wrap=True)
     table.add_column("message", overflow="fold")
     for row in rows:
-        table.add_row(str(row["count"]), row["reason"], row["caller"], escape(row["message"]))
+        table.add_row(str(row["count"]), row["reason"], row["caller"], row["message"])
     return table

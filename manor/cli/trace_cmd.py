@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
+from ..errors import SaveError
 from ..saves import read_save, write_trace
 
 __all__ = ["register"]
@@ -20,11 +23,24 @@ def register(commands: argparse._SubParsersAction) -> None:
         "gate, and a marker at every tick. Open the file at https://ui.perfetto.dev or chrome://tracing.",
     )
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
-    parser.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the trace file to write (replaced if it exists)")
+    parser.add_argument(
+        "-o", "--output", type=_file_name, required=True, metavar="FILE",
+        help="the trace file to write (replaced if it exists; a symbolic link is written through)",
+    )  # fmt: skip
     parser.set_defaults(handler=run)
 
 
+def _file_name(text: str) -> Path:
+    # Path("") is ".", the current directory: say what was really given.
+    if not text:
+        raise argparse.ArgumentTypeError("an empty file name")
+    return Path(text)
+
+
 def run(args: argparse.Namespace) -> int:
+    with contextlib.suppress(OSError):  # either missing: reading or writing says so
+        if os.path.samefile(args.save, args.output):
+            raise SaveError(f"{args.output}: is the save being exported; name another file")
     save = read_save(args.save)
     save.require_ticks()
     for warning in save.warnings:

@@ -31,7 +31,7 @@ replaces a lower one's rather than being merged field by field (its kind may dif
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, final
 
 import attrs
@@ -55,6 +55,8 @@ __all__ = [
     "TableValues",
     "describe_table",
     "is_table_key",
+    "unset_variables",
+    "variables",
 ]
 
 #: The embedded simulated backend, set up by the ``[sim]`` settings; always defined.
@@ -160,6 +162,33 @@ def describe_table(table: BackendTable) -> str:
             return f"sim error_rate={table.error_rate:g} hang_rate={table.hang_rate:g}"
 
 
+def variables(table: BackendTable) -> list[tuple[str, str]]:
+    """(key, variable): the environment variables ``table`` names, with the key naming each
+    (``api_key_env``, ``env``)."""
+    match table:
+        case OpenAIBackend() | AgnoBackend():
+            return [("api_key_env", table.api_key_env)] if table.api_key_env else []
+        case CommandBackend():
+            return [("env", variable) for variable in table.env]
+        case SimBackend():
+            return []
+
+
+def unset_variables(table: BackendTable, environ: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """The environment variables ``table`` names that are unset or empty in ``environ``.
+
+    Returns:
+        (key, variable, what is wrong) for each: the key that names it, its name, and
+        "is not set" or "is empty". Never a value.
+    """
+    # An empty variable counts as unset: the backends refuse it too.
+    return [
+        (key, variable, "is not set" if variable not in environ else "is empty")
+        for key, variable in variables(table)
+        if not environ.get(variable)
+    ]
+
+
 @final
 @attrs.frozen
 class Named:
@@ -233,6 +262,29 @@ class Backends:
             self._check_defined(name, origin)
             assigned[agent] = Assignment(name, origin)
         return assigned
+
+    def check_environment(self, names: Iterable[str], environ: Mapping[str, str]) -> None:
+        """Check that every environment variable the backends ``names`` need is set, so
+        that a missing API key stops a run before its first tick instead of failing
+        every call.
+
+        Args:
+            names: the backends in use (``assign``'s choices).
+            environ: the environment the backends will read.
+
+        Raises:
+            ConfigError: one line naming, for each unset variable, the source and key
+                that named it and the variable (never a value).
+        """
+        wanted = set(names)
+        problems = [
+            f"{named.where}.{key}: environment variable {variable} {wrong}"
+            for name, named in self.tables.items()  # in the order they are defined
+            if name in wanted
+            for key, variable, wrong in unset_variables(named.value, environ)
+        ]
+        if problems:
+            raise ConfigError("; ".join(problems))
 
     def _check_defined(self, name: str, where: str) -> None:
         if name != BUILT_IN_BACKEND and name not in self.tables:

@@ -316,10 +316,10 @@ class PlayApp(App[None]):
         try:
             writer.check()
         except ManorError as exc:
-            self.notify(str(exc), title="save failed", severity="error")
+            self.notify(str(exc), title="save failed", severity="error", markup=False)
             return
         # The writer writes and flushes each tick as it ends: the file is up to date.
-        self.notify(f"{writer.path}: {writer.ticks} ticks saved (each tick is written as it ends)", title="saved")
+        self.notify(f"{writer.path}: {writer.ticks} ticks saved (each tick is written as it ends)", title="saved", markup=False)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -11,13 +11,13 @@ of the first tick.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from ..calls import CALLER_KINDS
 from ..errors import SaveError
+from ..output import write_output
 from ..records import CallRecord
 from .reader import Save
 
@@ -67,19 +67,16 @@ def chrome_trace(save: Save) -> dict[str, Any]:
 def write_trace(save: Save, path: str | Path) -> int:
     """Write the trace of ``save`` to ``path`` (replacing it); return how many events.
 
-    Written to a temporary file first: a failed export leaves no partial file behind.
+    See ``manor.output``: a failed export leaves no partial file behind, a symbolic link
+    is written through, a device (``/dev/null``) is written to.
 
     Raises:
         SaveError: the file cannot be written.
     """
-    path = Path(path)
     trace = chrome_trace(save)
-    temporary = path.with_name(f".{path.name}.partial")
     try:
-        temporary.write_text(json.dumps(trace), encoding="utf-8")
-        os.replace(temporary, path)
+        write_output(path, json.dumps(trace))
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
         raise SaveError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
     return len(trace["traceEvents"])
 

@@ -1,0 +1,101 @@
+"""What ``--help`` and ``--version`` say: every setting flag's default, and choices that
+the parser accepts as the help spells them."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from manor.cli import build_parser, main
+from manor.cli.options import SETTING_FLAGS
+from manor.config import standard_sources
+from manor.engine import configure
+from manor.experiment.bounded_wait import HANG_CHOICES
+from manor.saves.writer import engine_version
+
+# No manor.toml from the working directory, no MANOR_* from the environment.
+pytestmark = pytest.mark.usefixtures("isolated")
+
+
+def _help(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *command: str) -> str:
+    """The help of ``command``, on one line per option (no wrapping)."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--help"])
+    assert exit.value.code == 0
+    return capsys.readouterr().out
+
+
+def _option_help(text: str, flag: str) -> str:
+    """The help of ``flag``, joined into one line (its own line and the indented ones after)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(rf"\s+{re.escape(flag)}\b", line))
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("   ") or line.lstrip().startswith("-"):
+            break
+        block.append(line)
+    return " ".join(" ".join(block).split())
+
+
+class TestVersion:
+    def test_version_prints_manor_and_the_version(self, capsys: pytest.CaptureFixture[str]) -> None:
+        with pytest.raises(SystemExit) as exit:
+            main(["--version"])
+        assert exit.value.code == 0
+        assert capsys.readouterr().out == f"manor {engine_version()}\n"
+        assert engine_version() != "unknown"  # installed: the tests run an installed Manor
+
+    def test_as_a_process(self) -> None:
+        done = subprocess.run([sys.executable, "-m", "manor", "--version"], capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout, done.stderr) == (0, f"manor {engine_version()}\n", "")
+
+
+class TestDefaultsInHelp:
+    @pytest.mark.parametrize("command", ["run", "play", "config"])
+    def test_every_setting_flag_shows_its_default(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+        text = _help(capsys, monkeypatch, command)
+        for flag in SETTING_FLAGS.values():
+            assert "(default: " in _option_help(text, flag.flag), flag.flag
+        assert "(default: $MANOR_CONFIG, else ./manor.toml if there is one)" in _option_help(text, "--config")
+
+    def test_run_shows_the_built_in_values(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        text = _help(capsys, monkeypatch, "run")
+        assert _option_help(text, "--ticks") == "--ticks TICKS number of ticks to run (default: 20)"
+        assert _option_help(text, "--gate-timeout") == "--gate-timeout TIMEOUT longest wait at the gate, seconds (default: 30.0)"
+        assert _option_help(text, "--policy").endswith("(default: pipeline)")
+        assert _option_help(text, "--gate-size").endswith("(default: platform limit - 1, at least 1; 8 when the platform is unlimited)")
+
+    def test_the_shown_defaults_are_the_ones_a_run_uses(self) -> None:
+        """A built-in default shown is the value used with nothing set; a key whose value
+        comes from elsewhere (the scene, a derivation) or is unset says how instead."""
+        config, _ = configure(standard_sources(environ={}))
+        for key, flag in SETTING_FLAGS.items():
+            if config.origins[key] == "built-in defaults" and config.value(key) is not None:
+                assert flag.derived is None and flag.default_help() == f"(default: {config.value(key)})", key
+            else:
+                assert flag.derived is not None, f"{key} is {config.value(key)!r} from {config.origins[key]}; its help must say how"
+
+    def test_play_runs_until_quit_and_replay_as_recorded(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        assert _option_help(_help(capsys, monkeypatch, "play"), "--ticks").endswith("(default: until you quit)")
+        text = _help(capsys, monkeypatch, "replay")
+        assert _option_help(text, "--policy").endswith("(default: as recorded)")
+        assert "derived again from --platform-limit" in _option_help(text, "--gate-size")
+
+
+class TestHangs:
+    def test_the_help_lists_each_spelling_once_and_the_parser_takes_each(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        text = _help(capsys, monkeypatch, "experiment", "bounded-wait")
+        assert "--hangs 4,8|4|none" in text and "{4,8,4,none}" not in text
+        parser = build_parser()
+        for spelling, hangs in HANG_CHOICES.items():
+            assert HANG_CHOICES[parser.parse_args(["experiment", "bounded-wait", "--hangs", spelling]).hangs] == hangs
+
+    def test_a_set_the_design_does_not_have_is_refused_naming_the_ones_it_does(self, capsys: pytest.CaptureFixture[str]) -> None:
+        with pytest.raises(SystemExit) as exit:
+            main(["experiment", "bounded-wait", "--hangs", "8"])
+        assert exit.value.code == 2
+        assert "invalid choice: '8' (choose from '4,8', '4', 'none')" in capsys.readouterr().err
