@@ -31,8 +31,8 @@ import trio
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..errors import CallError, CallTimeout, ProviderError
 from .base import Provider
-from .http import auth_headers, check_response, open_client
-from .sse import sse_events
+from .http import auth_headers, check_response, finish, open_client
+from .sse import SseEvent, sse_events
 
 __all__ = ["AdapterStatistics", "AgnoProvider", "HttpAgentTransport", "RemoteAgentTransport", "RunCall"]
 
@@ -225,6 +225,7 @@ class HttpAgentTransport(RemoteAgentTransport):
             async with open_client(self.client, self._timeout()) as client:
                 async with client.stream("POST", url, data=form, headers=auth_headers(self.api_key_env)) as response:
                     if response.status_code == 404:
+                        await response.aread()  # read to the end, so the connection is reused
                         raise ProviderError(f"{what}: no such agent (404)")
                     await check_response(response, what)
                     if call.stream:
@@ -266,16 +267,22 @@ def _run_events(body: bytes, what: str) -> list[Event]:
 
 
 async def _stream_events(response: httpx.Response, what: str) -> AsyncGenerator[Event, None]:
-    """The events of a streaming run: RunStarted, RunContent..., RunCompleted."""
+    """The events of a streaming run: RunStarted, RunContent..., RunCompleted.
+
+    The body is read to its end (``finish``) after the run's last event, or an error the
+    server sent, so that its connection is reused.
+    """
     if not response.headers.get("content-type", "").startswith("text/event-stream"):
         body = await response.aread()
         raise ProviderError(f"{what}: expected an event stream, got {response.headers.get('content-type')!r}: {body[:80]!r}")
     pieces: list[str] = []
-    async for frame in sse_events(response.aiter_lines()):
+    frames = sse_events(response.aiter_lines())
+    async for frame in frames:
         try:
-            output = _decode_output(frame.data)
-        except msgspec.DecodeError:
-            raise ProviderError(f"{what}: answered garbage in event {frame.name!r}: {frame.data[:80]!r}") from None
+            output = _decode_frame(frame, what)
+        except ProviderError:
+            await finish(frames)  # the failure is the server's answer: the connection is sound
+            raise
         if frame.name == "RunStarted":
             yield Started()
         elif frame.name == "RunContent" and output.content is not None:
@@ -283,12 +290,26 @@ async def _stream_events(response: httpx.Response, what: str) -> AsyncGenerator[
             pieces.append(piece)
             yield TextDelta(piece)
         elif frame.name == "RunCompleted":
+            await finish(frames)
             text = _text(output.content) if output.content is not None else "".join(pieces)
             yield Done(text=text, usage=_usage(output.metrics))
             return
-        elif frame.name in ("RunError", "RunCancelled"):
-            _raise_for_status(output, _text(output.content), what, default="ERROR" if frame.name == "RunError" else "CANCELLED")
     raise ProviderError(f"{what}: the event stream ended before RunCompleted")
+
+
+def _decode_frame(frame: SseEvent, what: str) -> _RunOutput:
+    """One stream event's run output.
+
+    Raises:
+        ProviderError: the event is garbage, or it is ``RunError`` / ``RunCancelled``.
+    """
+    try:
+        output = _decode_output(frame.data)
+    except msgspec.DecodeError:
+        raise ProviderError(f"{what}: answered garbage in event {frame.name!r}: {frame.data[:80]!r}") from None
+    if frame.name in ("RunError", "RunCancelled"):
+        _raise_for_status(output, _text(output.content), what, default="ERROR" if frame.name == "RunError" else "CANCELLED")
+    return output
 
 
 def _raise_for_status(output: _RunOutput, text: str, what: str, default: str = "") -> None:
