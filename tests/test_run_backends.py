@@ -120,6 +120,50 @@ def test_http_backends_share_one_client_each_closed_when_the_run_ends(tmp_path: 
     assert router.statistics().open_clients == 0
 
 
+def _sessions(tmp_path: Path, remote: str, *run_ids: str | None) -> list[tuple[str, dict[str, set[str]]]]:
+    """Run two ticks per run id (None: the engine's own), narrator and summariser on the
+    agno table ``remote`` describes: each run's id and agent -> the sessions it sent."""
+    runs = []
+
+    async def run() -> None:
+        async with serving(capacity=3, latency=0.01) as (url, host):
+            path = tmp_path / "manor.toml"
+            path.write_text(
+                _openai("local", url)
+                + f'[backends.remote]\nkind = "agno"\nbase_url = "{url}"\nagent_id = "agent"\n{remote}\n'
+                + '[backend]\ndefault = "local"\n[agent_backends]\nnarrator = "remote"\nsummariser = "remote"\n',
+                encoding="utf-8",
+            )
+            config, scene = configure(standard_sources(config_path=path, environ={}))
+            for run_id in run_ids:
+                seen = {record.run_id for record in host.records()}
+                engine = build_engine(config, scene, run_id=run_id)
+                await engine.loop.run(2)
+                sessions: dict[str, set[str]] = {}
+                for record in host.records():
+                    if record.run_id not in seen and record.session_id:  # the openai calls send none
+                        agent = record.session_id.rpartition("-")[2]
+                        sessions.setdefault(agent, set()).add(record.session_id)
+                runs.append((engine.run_id, sessions))
+
+    trio.run(run)
+    return runs
+
+
+def test_agno_sessions_are_one_per_agent_per_run(tmp_path: Path) -> None:
+    """Two runs of one config: each agent keeps one session in a run, a new one next run."""
+    (first, one), (second, two) = _sessions(tmp_path, "", None, None)
+    assert first != second and len(first) == 32 and int(first, 16) >= 0
+    assert one == {"narrator": {f"manor-{first}-narrator"}, "summariser": {f"manor-{first}-summariser"}}
+    assert two == {"narrator": {f"manor-{second}-narrator"}, "summariser": {f"manor-{second}-summariser"}}
+
+
+def test_agno_session_id_template_and_a_given_run_id(tmp_path: Path) -> None:
+    ((run_id, sessions),) = _sessions(tmp_path, 'session_id = "{{story}}-{run}-{agent}"', "cafe01")
+    assert run_id == "cafe01"
+    assert sessions == {"narrator": {"{story}-cafe01-narrator"}, "summariser": {"{story}-cafe01-summariser"}}
+
+
 class TestServeAgentHost:
     """What serve-agent must do for a gate of its capacity to be enough."""
 

@@ -29,6 +29,7 @@ import msgspec
 import trio
 
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
+from ..config.backends import DEFAULT_SESSION_ID, session_id_problem
 from ..errors import CallError, CallTimeout, ProviderError
 from .base import Provider
 from .http import auth_headers, check_response, finish, open_client
@@ -95,6 +96,14 @@ class AgnoProvider(Provider):
             caller cancelling), cancel the run remotely too.
         stream: ask for a streaming run. A streaming run is cancelled by the server
             when the client hangs up (Agno's rule); a non-streaming one is not.
+        run_id: the id of the run the calls belong to (the engine's ``run_id``); by
+            default a fresh one, so each adapter has sessions of its own.
+        session_id: the remote session of a call: ``{run}`` (``run_id``) and
+            ``{agent}`` (the calling agent) are filled in. The default gives every agent
+            its own session in every run, so runs never pile into one session.
+
+    Raises:
+        ValueError: ``session_id`` names another placeholder.
     """
 
     transport: RemoteAgentTransport
@@ -103,8 +112,15 @@ class AgnoProvider(Provider):
     timeout: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
     cancel_remote: bool = False
     stream: bool = False
+    run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
+    session_id: str = attrs.field(default=DEFAULT_SESSION_ID)
     _slots: trio.Semaphore = attrs.field(init=False)
     _counts: dict[str, int] = attrs.field(factory=dict, init=False)
+
+    @session_id.validator
+    def _check_session_id(self, attribute: object, value: str) -> None:
+        if problem := session_id_problem(value):
+            raise ValueError(f"session_id: {problem}")
 
     def __attrs_post_init__(self) -> None:
         # trio.Semaphore hands a released unit to the longest waiter: FIFO workers.
@@ -115,7 +131,7 @@ class AgnoProvider(Provider):
             agent_id=self.agent_id,
             run_id=uuid.uuid4().hex,
             message=request.prompt,
-            session_id=f"manor-{request.agent}",
+            session_id=self.session_id.format(run=self.run_id, agent=request.agent),
             stream=self.stream,
         )
         async with self._slots:
