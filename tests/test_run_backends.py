@@ -14,7 +14,8 @@ import trio
 import trio.testing
 
 from manor.calls import Done
-from manor.config import standard_sources
+from manor.config import Config, standard_sources
+from manor.content import Scene
 from manor.engine import build_engine, configure
 from manor.providers.routing import RoutingProvider
 from manor.serve import AgentHost, RunSpec
@@ -93,21 +94,27 @@ class TestMixedCast:
         assert small_stats["completed"] == TICKS * (CALLS_PER_TICK - 2)  # characters and beats
 
 
+def _mixed_cast(tmp_path: Path, url: str, remote: str = "", on_remote: tuple[str, ...] = ("narrator",)) -> tuple[Config, Scene]:
+    """Settings for a cast on openai at ``url``, but ``on_remote`` on an agno table there
+    (``remote``: more lines of that table)."""
+    path = tmp_path / "manor.toml"
+    path.write_text(
+        _openai("local", url)
+        + f'[backends.remote]\nkind = "agno"\nbase_url = "{url}"\nagent_id = "agent"\n{remote}\n'
+        + '[backend]\ndefault = "local"\n[agent_backends]\n'
+        + "".join(f'{agent} = "remote"\n' for agent in on_remote),
+        encoding="utf-8",
+    )
+    return configure(standard_sources(config_path=path, environ={}))
+
+
 def test_http_backends_share_one_client_each_closed_when_the_run_ends(tmp_path: Path) -> None:
     """One client per HTTP backend for the whole run (openai and agno), none left open after."""
     seen = {}
 
     async def run() -> RoutingProvider:
         async with serving(capacity=3, latency=0.01) as (url, _):
-            path = tmp_path / "manor.toml"
-            path.write_text(
-                _openai("local", url)
-                + f'[backends.remote]\nkind = "agno"\nbase_url = "{url}"\nagent_id = "agent"\n'
-                + '[backend]\ndefault = "local"\n[agent_backends]\nnarrator = "remote"\n',
-                encoding="utf-8",
-            )
-            config, scene = configure(standard_sources(config_path=path, environ={}))
-            engine = build_engine(config, scene)
+            engine = build_engine(*_mixed_cast(tmp_path, url))
             await engine.loop.run(2)
             router = engine.loop.gated.backend
             assert isinstance(router, RoutingProvider)
@@ -127,14 +134,7 @@ def _sessions(tmp_path: Path, remote: str, *run_ids: str | None) -> list[tuple[s
 
     async def run() -> None:
         async with serving(capacity=3, latency=0.01) as (url, host):
-            path = tmp_path / "manor.toml"
-            path.write_text(
-                _openai("local", url)
-                + f'[backends.remote]\nkind = "agno"\nbase_url = "{url}"\nagent_id = "agent"\n{remote}\n'
-                + '[backend]\ndefault = "local"\n[agent_backends]\nnarrator = "remote"\nsummariser = "remote"\n',
-                encoding="utf-8",
-            )
-            config, scene = configure(standard_sources(config_path=path, environ={}))
+            config, scene = _mixed_cast(tmp_path, url, remote, on_remote=("narrator", "summariser"))
             for run_id in run_ids:
                 seen = {record.run_id for record in host.records()}
                 engine = build_engine(config, scene, run_id=run_id)
