@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterable
 from typing import final
 
@@ -29,7 +30,13 @@ __all__ = ["Engine", "build_engine", "configure", "make_clock", "scene_seed", "s
 @final
 @attrs.frozen
 class Engine:
-    """A tick loop and the parts it was built from, for reports and dashboards."""
+    """A tick loop and the parts it was built from, for reports and dashboards.
+
+    Attributes:
+        run_id: names this run to the outside (an Agno session is per run). Random,
+            so it never enters the world, its hash or a record: a run is still the
+            same every time.
+    """
 
     loop: TickLoop
     scene: Scene
@@ -37,6 +44,7 @@ class Engine:
     metrics: MetricsLayer
     cost: CostLayer
     breaker: BreakerLayer
+    run_id: str
 
 
 def configure(sources: list[Source]) -> tuple[Config, Scene]:
@@ -62,12 +70,14 @@ def build_engine(
     *,
     backend: Provider | None = None,
     instruments: Iterable[Instrument] = (),
+    run_id: str | None = None,
 ) -> Engine:
     """Build the engine the settings describe, for ``scene``.
 
     Args:
         backend: the backend to wrap; by default each agent's configured backend (the
             simulated one, seeded, unless manor.toml names others).
+        run_id: the run's id (``Engine.run_id``); by default a fresh random hex id.
 
     Raises:
         ConfigError: (only without ``backend``) an agent on a backend no table defines,
@@ -75,10 +85,12 @@ def build_engine(
     """
     s = config.settings
     seed = scene_seed(config, scene)
+    if run_id is None:
+        run_id = uuid.uuid4().hex  # from the OS, not the random module: no seeded draw moves
     if backend is None:
         assignment = config.assign_backends(_agent_files(scene), scene.path)
         config.backends.check_environment((chosen.backend for chosen in assignment.values()), os.environ)
-        backend = routing_provider(assignment, config.backends, scene_sim(config, scene))
+        backend = routing_provider(assignment, config.backends, scene_sim(config, scene), run_id)
     assert s.gate.size is not None  # resolve() derives it
     gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
     limiter = SessionLimiter(s.platform.limit)
@@ -99,7 +111,7 @@ def build_engine(
         price_per_1k_tokens=s.cost.price_per_1k_tokens,
         instruments=instruments,
     )
-    return Engine(loop, scene, config, metrics, cost, breaker)
+    return Engine(loop, scene, config, metrics, cost, breaker, run_id)
 
 
 def scene_seed(config: Config, scene: Scene) -> int:

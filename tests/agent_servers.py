@@ -33,3 +33,8 @@ async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
 async def stats(url: str) -> dict[str, int]:
     async with httpx.AsyncClient() as client:
         return (await client.get(f"{url}/stats")).json()
+
+
+async def connections(url: str) -> int:
+    """The TCP connections the server has accepted, not counting this query's own."""
+    return (await stats(url))["connections"] - 1

@@ -9,6 +9,7 @@ import trio
 
 from manor.calls import CallerKind, Done, Request, TextDelta, Usage
 from manor.errors import CallTimeout, ProviderError, SessionLimitError
+from manor.providers import collect
 from manor.providers.agno import AgnoProvider, HttpAgentTransport
 from manor.serve import AgentHost, LocalAgentTransport
 
@@ -156,6 +157,27 @@ class TestInProcess:
             ended = await self._run(adapter, {"a": 0.0, "b": 0.25, "c": 0.5})
             nursery.cancel_scope.cancel()
         assert ended == {"a": (1.0, "answered"), "b": (2.0, "answered"), "c": (3.0, "answered")}
+
+    @pytest.mark.trio
+    async def test_each_adapter_has_its_own_session_per_agent(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Built by hand, an adapter draws its own run id: sessions never leak between adapters."""
+        host = AgentHost(agents=("agent",), latency=1.0)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(host.serve)
+            adapters = [AgnoProvider(LocalAgentTransport(host), "agent") for _ in range(2)]
+            for adapter in adapters:
+                for agent in ("the countess", "the butler", "the countess"):
+                    await collect(adapter, _request("hi", agent=agent))
+            nursery.cancel_scope.cancel()
+        first, second = (adapter.run_id for adapter in adapters)
+        assert first != second
+        assert [record.session_id for record in host.records()] == [
+            f"manor-{run}-{agent}" for run in (first, second) for agent in ("the countess", "the butler", "the countess")
+        ]
+
+    def test_an_unknown_session_placeholder_is_refused(self) -> None:
+        with pytest.raises(ValueError, match=r"session_id: unknown placeholder \{user\}"):
+            AgnoProvider(LocalAgentTransport(AgentHost()), "agent", session_id="{user}-{agent}")
 
     @pytest.mark.trio
     async def test_timeout_counts_from_getting_a_worker(self, autojump_clock: trio.testing.MockClock) -> None:

@@ -103,3 +103,19 @@ async def test_secret_env_must_be_set_and_reaches_the_process(monkeypatch: pytes
 def test_argv_must_name_a_program() -> None:
     with pytest.raises(ConfigError, match="argv"):
         CommandProvider([])
+
+
+@pytest.mark.trio
+async def test_nul_in_a_prompt_argument_is_a_provider_error() -> None:
+    """No argument can hold a NUL: a clear provider_error, not ValueError; stdin can."""
+    with pytest.raises(ProviderError, match="prompt holds a NUL character.*stdin") as info:
+        await _events(CommandProvider([sys.executable, FAKE, "echo", "{prompt}"]), _request("the tea\0pot"))
+    assert info.value.reason == "provider_error"
+    events = await _events(CommandProvider([sys.executable, FAKE, "echo"]), _request("the tea\0pot"))
+    assert events[-1].text == "you said: the tea\0pot"
+
+
+@pytest.mark.trio
+async def test_nul_in_the_model_argument_is_a_provider_error() -> None:
+    with pytest.raises(ProviderError, match="cannot run .*null byte"):
+        await _events(CommandProvider([sys.executable, FAKE, "echo", "{model}"], model="llama\0"), _request())

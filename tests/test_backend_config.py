@@ -79,6 +79,23 @@ class TestTables:
             ('base_url = "http://x/v1"', "backends.local: Object missing required field `kind`"),
             ('kind = "command"\nargv = []', "backends.local.argv: Expected `array` of length >= 1"),
             ('kind = "agno"\nbase_url = "http://x"\nagent_id = "a"\nworkers = 0', "backends.local.workers: Expected `int` >= 1"),
+            (
+                'kind = "agno"\nbase_url = "http://x"\nagent_id = "a"\nsession_id = "manor-{runid}"',
+                "backends.local.session_id: unknown placeholder {runid} (known: {run}, {agent})",
+            ),
+            (
+                'kind = "agno"\nbase_url = "http://x"\nagent_id = "a"\nsession_id = "s-{agent:>99999999}"',
+                "backends.local.session_id: {agent} takes no format spec or conversion (known placeholders: {run}, {agent})",
+            ),
+            (
+                'kind = "agno"\nbase_url = "http://x"\nagent_id = "a"\nsession_id = "{0}"',
+                "backends.local.session_id: unknown placeholder {0} (known: {run}, {agent})",
+            ),
+            (
+                'kind = "agno"\nbase_url = "http://x"\nagent_id = "a"\nsession_id = "a{b"',
+                "backends.local.session_id: not a valid template (expected '}' before end of string): 'a{b'; "
+                "write {{ and }} for a literal brace",
+            ),
         ],
     )
     def test_a_typo_names_the_file_and_the_key(self, tmp_path: Path, table: str, message: str) -> None:
@@ -186,6 +203,14 @@ class TestRouting:
         router = engine.loop.gated.backend
         assert isinstance(router, RoutingProvider)
         assert router.statistics().calls == {"quiet": 5 * 14}
+
+    def test_the_run_id_changes_nothing_in_the_story(self, tmp_path: Path) -> None:
+        """Two engines, two run ids (fresh or given): the same tick records, hash and all."""
+        config, scene = _configure(tmp_path, QUIET + '[backend]\ndefault = "quiet"\n')
+        engines = [build_engine(config, scene), build_engine(config, scene), build_engine(config, scene, run_id="given")]
+        assert len({engine.run_id for engine in engines}) == 3 and engines[2].run_id == "given"
+        first, *others = [_run(config, scene, ticks=3, engine=engine) for engine in engines]
+        assert all(other == first for other in others)
 
     def test_a_mixed_cast_degrades_only_the_narrator_on_a_failing_backend(self, tmp_path: Path) -> None:
         """Narrator on a sim table failing every call; the rest on the built-in simulator."""

@@ -122,3 +122,19 @@ class TestConfigMarksIt:
         assert "api_key_env TESTVAR_KEY is not set" in out
         assert "TESTVAR_HOME set, env TESTVAR_TOKEN is not set" in out
         assert SECRET not in out
+
+
+def test_a_secret_a_backend_quotes_back_is_masked_in_records(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A command that prints its API key in its error: the record, the summary and the
+    save keep the message with the key masked."""
+    monkeypatch.setenv("TESTVAR_TOKEN", SECRET)
+    leak = "import os, sys; sys.stderr.write('bad key ' + os.environ['TESTVAR_TOKEN']); sys.exit(3)"
+    path = _file(f'[backends.leaky]\nkind = "command"\nargv = {json.dumps([sys.executable, "-c", leak])}\nenv = ["TESTVAR_TOKEN"]\n'
+                 '[agent_backends]\nnarrator = "leaky"\n')  # fmt: skip
+    save = tmp_path / "leak.msav"
+    assert main(["run", "--config", str(path), "--ticks", "2", "--json", "--save", str(save)]) == 0
+    out, err = capsys.readouterr()
+    [row] = json.loads(out)["errors"]
+    assert (row["reason"], row["caller"], row["count"]) == ("provider_error", "narrator", 2)
+    assert "bad key ***" in row["message"] and SECRET not in row["message"]
+    assert SECRET not in out + err and SECRET.encode() not in save.read_bytes()

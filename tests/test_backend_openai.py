@@ -9,6 +9,7 @@ import trio
 from manor.calls import CallerKind, Done, Request, Started, TextDelta, Usage
 from manor.errors import CallTimeout, ConfigError, ProviderError, SessionLimitError
 from manor.layers import Stack, TimeoutLayer
+from manor.providers.http import FINISH_S
 from manor.providers.openai import OpenAIProvider
 
 from agent_servers import serving, wait_for
@@ -151,3 +152,21 @@ async def test_stream_cut_off_before_done_is_an_error() -> None:
     )
     with pytest.raises(ProviderError, match="cut off"):
         await _events(OpenAIProvider("http://model.invalid/v1", model="m", client=client), "hi")
+
+
+@pytest.mark.trio
+async def test_a_body_left_open_after_done_still_answers() -> None:
+    """Reading past [DONE] (to reuse the connection) is bounded: a server that never
+    ends the body costs FINISH_S, not the call."""
+
+    class OpenBody(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield b'data: {"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+            await trio.sleep_forever()
+
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=OpenBody()))
+    )
+    with trio.fail_after(FINISH_S + 5):
+        events = await _events(OpenAIProvider("http://model.invalid/v1", model="m", client=client), "hi")
+    assert events[-1].text == "ok"

@@ -14,7 +14,8 @@ import trio
 import trio.testing
 
 from manor.calls import Done
-from manor.config import standard_sources
+from manor.config import Config, standard_sources
+from manor.content import Scene
 from manor.engine import build_engine, configure
 from manor.providers.routing import RoutingProvider
 from manor.saves import read_save
@@ -112,21 +113,27 @@ class TestMixedCast:
         assert small_stats["completed"] == TICKS * (CALLS_PER_TICK - 2)  # characters and beats
 
 
+def _mixed_cast(tmp_path: Path, url: str, remote: str = "", on_remote: tuple[str, ...] = ("narrator",)) -> tuple[Config, Scene]:
+    """Settings for a cast on openai at ``url``, but ``on_remote`` on an agno table there
+    (``remote``: more lines of that table)."""
+    path = tmp_path / "manor.toml"
+    path.write_text(
+        _openai("local", url)
+        + f'[backends.remote]\nkind = "agno"\nbase_url = "{url}"\nagent_id = "agent"\n{remote}\n'
+        + '[backend]\ndefault = "local"\n[agent_backends]\n'
+        + "".join(f'{agent} = "remote"\n' for agent in on_remote),
+        encoding="utf-8",
+    )
+    return configure(standard_sources(config_path=path, environ={}))
+
+
 def test_http_backends_share_one_client_each_closed_when_the_run_ends(tmp_path: Path) -> None:
     """One client per HTTP backend for the whole run (openai and agno), none left open after."""
     seen = {}
 
     async def run() -> RoutingProvider:
         async with serving(capacity=3, latency=0.01) as (url, _):
-            path = tmp_path / "manor.toml"
-            path.write_text(
-                _openai("local", url)
-                + f'[backends.remote]\nkind = "agno"\nbase_url = "{url}"\nagent_id = "agent"\n'
-                + '[backend]\ndefault = "local"\n[agent_backends]\nnarrator = "remote"\n',
-                encoding="utf-8",
-            )
-            config, scene = configure(standard_sources(config_path=path, environ={}))
-            engine = build_engine(config, scene)
+            engine = build_engine(*_mixed_cast(tmp_path, url))
             await engine.loop.run(2)
             router = engine.loop.gated.backend
             assert isinstance(router, RoutingProvider)
@@ -137,6 +144,43 @@ def test_http_backends_share_one_client_each_closed_when_the_run_ends(tmp_path: 
     assert seen["during"].open_clients == 2
     assert seen["during"].calls == {"local": 2 * (CALLS_PER_TICK - 1), "remote": 2}
     assert router.statistics().open_clients == 0
+
+
+def _sessions(tmp_path: Path, remote: str, *run_ids: str | None) -> list[tuple[str, dict[str, set[str]]]]:
+    """Run two ticks per run id (None: the engine's own), narrator and summariser on the
+    agno table ``remote`` describes: each run's id and agent -> the sessions it sent."""
+    runs = []
+
+    async def run() -> None:
+        async with serving(capacity=3, latency=0.01) as (url, host):
+            config, scene = _mixed_cast(tmp_path, url, remote, on_remote=("narrator", "summariser"))
+            for run_id in run_ids:
+                seen = {record.run_id for record in host.records()}
+                engine = build_engine(config, scene, run_id=run_id)
+                await engine.loop.run(2)
+                sessions: dict[str, set[str]] = {}
+                for record in host.records():
+                    if record.run_id not in seen and record.session_id:  # the openai calls send none
+                        agent = record.session_id.rpartition("-")[2]
+                        sessions.setdefault(agent, set()).add(record.session_id)
+                runs.append((engine.run_id, sessions))
+
+    trio.run(run)
+    return runs
+
+
+def test_agno_sessions_are_one_per_agent_per_run(tmp_path: Path) -> None:
+    """Two runs of one config: each agent keeps one session in a run, a new one next run."""
+    (first, one), (second, two) = _sessions(tmp_path, "", None, None)
+    assert first != second and len(first) == 32 and int(first, 16) >= 0
+    assert one == {"narrator": {f"manor-{first}-narrator"}, "summariser": {f"manor-{first}-summariser"}}
+    assert two == {"narrator": {f"manor-{second}-narrator"}, "summariser": {f"manor-{second}-summariser"}}
+
+
+def test_agno_session_id_template_and_a_given_run_id(tmp_path: Path) -> None:
+    ((run_id, sessions),) = _sessions(tmp_path, 'session_id = "{{story}}-{run}-{agent}"', "cafe01")
+    assert run_id == "cafe01"
+    assert sessions == {"narrator": {"{story}-cafe01-narrator"}, "summariser": {"{story}-cafe01-summariser"}}
 
 
 class TestServeAgentHost:

@@ -173,6 +173,14 @@ class TestVersions:
         with pytest.raises(SaveError, match=r"^x.msav: corrupt: unknown save format 0$"):
             decode_save(older, "x.msav")
 
+    def test_the_header_keeps_the_runs_id(self, tmp_path: Path) -> None:
+        """The id the run sent its servers (an Agno session is per run) is in the save;
+        two runs of one scene and seed have two ids, and the same world."""
+        (first, engine), (second, _) = (record(tmp_path / f"{i}.msav", run__ticks=2) for i in range(2))
+        ids = [read_save(tmp_path / f"{i}.msav").header.run_id for i in range(2)]
+        assert ids[0] == engine.run_id and ids[0] != ids[1] and all(len(i) == 32 for i in ids)
+        assert first["world_hash"] == second["world_hash"]
+
     def test_a_format_1_save_is_upgraded_its_refusals_the_limiters(self) -> None:
         """The committed examples are format 1: read as format 2, every refusal is the
         limiter's (format 1 could not tell a server's 429 apart) and no message is known."""

@@ -8,6 +8,12 @@
     base_url = "http://127.0.0.1:8765/v1"
     model = "manor"
 
+    [backends.remote]
+    kind = "agno"
+    base_url = "http://127.0.0.1:7777"
+    agent_id = "storyteller"
+    session_id = "manor-{run}-{agent}"   # the default: one session per agent per run
+
     [backends.big]
     kind = "command"
     argv = ["ollama", "run", "llama3.1:70b"]
@@ -31,6 +37,7 @@ replaces a lower one's rather than being merged field by field (its kind may dif
 
 from __future__ import annotations
 
+import string
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, final
 
@@ -38,12 +45,14 @@ import attrs
 import msgspec
 from msgspec import Meta
 
-from ..errors import ConfigError
+from ..errors import ConfigError, add_secret, one_line
 from .schema import NonNegativeSeconds, Positive, Probability, Seconds
 
 __all__ = [
     "BUILT_IN_BACKEND",
+    "DEFAULT_SESSION_ID",
     "KINDS",
+    "SESSION_PLACEHOLDERS",
     "AgnoBackend",
     "Assignment",
     "BackendTable",
@@ -55,6 +64,7 @@ __all__ = [
     "TableValues",
     "describe_table",
     "is_table_key",
+    "session_id_problem",
     "unset_variables",
     "variables",
 ]
@@ -65,6 +75,11 @@ BUILT_IN_BACKEND = "sim"
 AGENT_FILE_ORDINAL = 150
 
 NonEmpty = Annotated[str, Meta(min_length=1)]
+
+#: What an agno table's ``session_id`` template may name: the run's id, the agent's.
+SESSION_PLACEHOLDERS = ("run", "agent")
+#: One remote session per agent per run.
+DEFAULT_SESSION_ID = "manor-{run}-{agent}"
 
 
 class _Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, tag_field="kind"):
@@ -121,6 +136,8 @@ class AgnoBackend(_Table, tag="agno"):
     base_url: NonEmpty
     #: The remote agent's id.
     agent_id: NonEmpty
+    #: The remote session of each call; ``{run}`` and ``{agent}`` are filled in.
+    session_id: NonEmpty = DEFAULT_SESSION_ID
     api_key_env: str = ""
     #: Calls in progress at once; the rest wait, FIFO.
     workers: Positive = 2
@@ -266,7 +283,8 @@ class Backends:
     def check_environment(self, names: Iterable[str], environ: Mapping[str, str]) -> None:
         """Check that every environment variable the backends ``names`` need is set, so
         that a missing API key stops a run before its first tick instead of failing
-        every call.
+        every call; and mask every value they hold in call records' error messages
+        (``errors.add_secret``), whatever a server quotes back.
 
         Args:
             names: the backends in use (``assign``'s choices).
@@ -277,6 +295,9 @@ class Backends:
                 that named it and the variable (never a value).
         """
         wanted = set(names)
+        for name in wanted & self.tables.keys():
+            for _, variable in variables(self.tables[name].value):
+                add_secret(environ.get(variable, ""))
         problems = [
             f"{named.where}.{key}: environment variable {variable} {wrong}"
             for name, named in self.tables.items()  # in the order they are defined
@@ -323,6 +344,8 @@ class TableValues:
                 table = msgspec.convert(value, BackendTable, strict=not textual)  # type: ignore[arg-type]
             except msgspec.ValidationError as exc:
                 raise ConfigError(f"{where}{_field_message(exc)}") from None
+            if isinstance(table, AgnoBackend) and (problem := session_id_problem(table.session_id)):
+                raise ConfigError(f"{where}.session_id: {problem}")
             self._tables[name] = Named(table, source, ordinal, where)
         else:
             if not isinstance(value, str) or not value:
@@ -331,6 +354,25 @@ class TableValues:
 
     def resolve(self, default: Named) -> Backends:
         return Backends(tables=dict(self._tables), agents=dict(self._agents), default=default)
+
+
+def session_id_problem(template: str) -> str | None:
+    """What is wrong with a ``session_id`` template, or ``None`` if it can be filled in.
+
+    It may name only ``SESSION_PLACEHOLDERS``, plainly: an id has no use for a format
+    spec or a conversion (and ``{agent:>100000000}`` would be a 100 MB id).
+    """
+    try:
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        return f"not a valid template ({exc}): {one_line(template)!r}; write {{{{ and }}}} for a literal brace"
+    known = ", ".join(f"{{{name}}}" for name in SESSION_PLACEHOLDERS)
+    for name, spec, conversion in fields:
+        if name not in SESSION_PLACEHOLDERS:
+            return f"unknown placeholder {{{one_line(name)}}} (known: {known})"
+        if spec or conversion:
+            return f"{{{name}}} takes no format spec or conversion (known placeholders: {known})"
+    return None
 
 
 def _field_message(exc: msgspec.ValidationError) -> str:

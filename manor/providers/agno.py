@@ -29,10 +29,11 @@ import msgspec
 import trio
 
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
+from ..config.backends import DEFAULT_SESSION_ID, session_id_problem
 from ..errors import CallError, CallTimeout, ProviderError
 from .base import Provider
-from .http import auth_headers, check_response, open_client
-from .sse import sse_events
+from .http import auth_headers, check_response, finish, open_client
+from .sse import SseEvent, sse_events
 
 __all__ = ["AdapterStatistics", "AgnoProvider", "HttpAgentTransport", "RemoteAgentTransport", "RunCall"]
 
@@ -95,6 +96,14 @@ class AgnoProvider(Provider):
             caller cancelling), cancel the run remotely too.
         stream: ask for a streaming run. A streaming run is cancelled by the server
             when the client hangs up (Agno's rule); a non-streaming one is not.
+        run_id: the id of the run the calls belong to (the engine's ``run_id``); by
+            default a fresh one, so each adapter has sessions of its own.
+        session_id: the remote session of a call: ``{run}`` (``run_id``) and
+            ``{agent}`` (the calling agent) are filled in. The default gives every agent
+            its own session in every run, so runs never pile into one session.
+
+    Raises:
+        ValueError: ``session_id`` names another placeholder.
     """
 
     transport: RemoteAgentTransport
@@ -103,8 +112,15 @@ class AgnoProvider(Provider):
     timeout: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
     cancel_remote: bool = False
     stream: bool = False
+    run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
+    session_id: str = attrs.field(default=DEFAULT_SESSION_ID)
     _slots: trio.Semaphore = attrs.field(init=False)
     _counts: dict[str, int] = attrs.field(factory=dict, init=False)
+
+    @session_id.validator
+    def _check_session_id(self, attribute: object, value: str) -> None:
+        if problem := session_id_problem(value):
+            raise ValueError(f"session_id: {problem}")
 
     def __attrs_post_init__(self) -> None:
         # trio.Semaphore hands a released unit to the longest waiter: FIFO workers.
@@ -115,7 +131,7 @@ class AgnoProvider(Provider):
             agent_id=self.agent_id,
             run_id=uuid.uuid4().hex,
             message=request.prompt,
-            session_id=f"manor-{request.agent}",
+            session_id=self.session_id.format(run=self.run_id, agent=request.agent),
             stream=self.stream,
         )
         async with self._slots:
@@ -150,7 +166,7 @@ class AgnoProvider(Provider):
             if self.cancel_remote:
                 failure = await self._cancel(call)
                 note = f"; remote cancel failed: {failure}" if failure else "; remote run cancelled"
-            raise CallTimeout(f"{request.agent}: no answer from agent {self.agent_id} within {self.timeout:g}s{note}")
+            raise CallTimeout(f"no answer from agent {self.agent_id} within {self.timeout:g}s{note}")
 
     def statistics(self) -> AdapterStatistics:
         waiting = self._slots.statistics().tasks_waiting
@@ -225,6 +241,7 @@ class HttpAgentTransport(RemoteAgentTransport):
             async with open_client(self.client, self._timeout()) as client:
                 async with client.stream("POST", url, data=form, headers=auth_headers(self.api_key_env)) as response:
                     if response.status_code == 404:
+                        await response.aread()  # read to the end, so the connection is reused
                         raise ProviderError(f"{what}: no such agent (404)")
                     await check_response(response, what)
                     if call.stream:
@@ -266,16 +283,22 @@ def _run_events(body: bytes, what: str) -> list[Event]:
 
 
 async def _stream_events(response: httpx.Response, what: str) -> AsyncGenerator[Event, None]:
-    """The events of a streaming run: RunStarted, RunContent..., RunCompleted."""
+    """The events of a streaming run: RunStarted, RunContent..., RunCompleted.
+
+    The body is read to its end (``finish``) after the run's last event, or an error the
+    server sent, so that its connection is reused.
+    """
     if not response.headers.get("content-type", "").startswith("text/event-stream"):
         body = await response.aread()
         raise ProviderError(f"{what}: expected an event stream, got {response.headers.get('content-type')!r}: {body[:80]!r}")
     pieces: list[str] = []
-    async for frame in sse_events(response.aiter_lines()):
+    frames = sse_events(response.aiter_lines())
+    async for frame in frames:
         try:
-            output = _decode_output(frame.data)
-        except msgspec.DecodeError:
-            raise ProviderError(f"{what}: answered garbage in event {frame.name!r}: {frame.data[:80]!r}") from None
+            output = _decode_frame(frame, what)
+        except ProviderError:
+            await finish(frames)  # the failure is the server's answer: the connection is sound
+            raise
         if frame.name == "RunStarted":
             yield Started()
         elif frame.name == "RunContent" and output.content is not None:
@@ -283,12 +306,26 @@ async def _stream_events(response: httpx.Response, what: str) -> AsyncGenerator[
             pieces.append(piece)
             yield TextDelta(piece)
         elif frame.name == "RunCompleted":
+            await finish(frames)
             text = _text(output.content) if output.content is not None else "".join(pieces)
             yield Done(text=text, usage=_usage(output.metrics))
             return
-        elif frame.name in ("RunError", "RunCancelled"):
-            _raise_for_status(output, _text(output.content), what, default="ERROR" if frame.name == "RunError" else "CANCELLED")
     raise ProviderError(f"{what}: the event stream ended before RunCompleted")
+
+
+def _decode_frame(frame: SseEvent, what: str) -> _RunOutput:
+    """One stream event's run output.
+
+    Raises:
+        ProviderError: the event is garbage, or it is ``RunError`` / ``RunCancelled``.
+    """
+    try:
+        output = _decode_output(frame.data)
+    except msgspec.DecodeError:
+        raise ProviderError(f"{what}: answered garbage in event {frame.name!r}: {frame.data[:80]!r}") from None
+    if frame.name in ("RunError", "RunCancelled"):
+        _raise_for_status(output, _text(output.content), what, default="ERROR" if frame.name == "RunError" else "CANCELLED")
+    return output
 
 
 def _raise_for_status(output: _RunOutput, text: str, what: str, default: str = "") -> None:

@@ -6,7 +6,9 @@ stdin, or into the arguments where one of them holds ``{prompt}``; ``{model}`` i
 replaced by the request's model. stdout streams back as text deltas. When the call is
 cancelled or times out (a ``TimeoutLayer`` above, a tick deadline) the process group is
 sent SIGTERM, then SIGKILL after ``kill_after`` seconds, and always reaped: no zombies.
-A non-zero exit is a ``ProviderError`` carrying the last lines of stderr.
+A non-zero exit is a ``ProviderError`` carrying the last lines of stderr, and so is a
+prompt holding a NUL character where ``{prompt}`` would put it into an argument (stdin
+carries any prompt).
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ class CommandProvider(Provider):
         on_command_line = any("{prompt}" in arg for arg in self.argv)
         argv = [arg.replace("{model}", model).replace("{prompt}", request.prompt) for arg in self.argv]
         name = os.path.basename(argv[0])
+        if on_command_line and "\0" in request.prompt:
+            # The OS takes arguments as C strings, which end at the first NUL.
+            raise ProviderError(
+                f"{name}: the prompt holds a NUL character, which a command-line argument cannot carry "
+                "(leave {prompt} out of argv to pass the prompt on stdin)"
+            )
         with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
             # Files, not pipes, for stdin and stderr: the process can never block on
             # them while we read stdout, so no helper tasks are needed around a yield.
@@ -84,6 +92,8 @@ class CommandProvider(Provider):
                 )
             except OSError as exc:
                 raise ProviderError(f"{name}: cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+            except ValueError as exc:  # a NUL in an argument ({model}), the environment or cwd
+                raise ProviderError(f"{name}: cannot run {argv[0]!r}: {exc}") from None
             try:
                 async for event in self._read(process, name, stderr):
                     yield event

@@ -1,4 +1,5 @@
-"""What the HTTP backends share: status mapping, ``Retry-After``, keys from the environment."""
+"""What the HTTP backends share: status mapping, ``Retry-After``, keys from the environment,
+reading a streamed answer to its end so that its connection is reused."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
+import trio
 
 from ..errors import ConfigError, ProviderError, SessionLimitError
 
-__all__ = ["auth_headers", "check_response", "open_client", "retry_after"]
+__all__ = ["FINISH_S", "auth_headers", "check_response", "finish", "open_client", "retry_after"]
 
 #: Bytes of an error body quoted in a message.
 _QUOTE = 200
+#: Seconds ``finish`` waits for the rest of a body whose answer is already complete.
+FINISH_S = 1.0
 
 
 def auth_headers(api_key_env: str) -> dict[str, str]:
@@ -43,6 +47,25 @@ async def open_client(client: httpx.AsyncClient | None, timeout: httpx.Timeout) 
         return
     async with httpx.AsyncClient(timeout=timeout) as fresh:
         yield fresh
+
+
+async def finish(rest: AsyncIterator[object]) -> None:
+    """Read what is left of a streamed body, so that its connection goes back to the pool.
+
+    httpx keeps a connection for the next request only when the response on it was read
+    to the end; one closed early is discarded, and the next call opens another (a new
+    port, a socket left in TIME_WAIT). Call this once the answer is complete (``[DONE]``,
+    ``RunCompleted``, an error event), with the iterator the body was being read from:
+    what is left is normally just the end of the chunked body, already on its way. The
+    wait is bounded by ``FINISH_S`` and a failure to read is ignored: the answer stands,
+    and the connection is then closed instead of reused.
+    """
+    with trio.move_on_after(FINISH_S):
+        try:
+            async for _ in rest:
+                pass
+        except httpx.HTTPError:
+            pass
 
 
 def retry_after(headers: httpx.Headers) -> float | None:

@@ -9,7 +9,7 @@ them, never a provider error to retry blindly.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, final
 
 import attrs
@@ -18,8 +18,8 @@ import httpx
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..errors import CallTimeout, ProviderError
 from .base import Provider
-from .http import auth_headers, check_response, open_client
-from .sse import sse_events
+from .http import auth_headers, check_response, finish, open_client
+from .sse import SseEvent, sse_events
 
 __all__ = ["OpenAIProvider"]
 
@@ -52,7 +52,7 @@ class OpenAIProvider(Provider):
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
         model = request.model or self.model
         if not model:
-            raise ProviderError(f"{request.agent}: no model configured for the openai backend")
+            raise ProviderError("no model configured for the openai backend")
         url = f"{self.base_url.rstrip('/')}/chat/completions"
         messages = [{"role": "system", "content": self.system}] if self.system else []
         messages.append({"role": "user", "content": request.prompt})
@@ -68,7 +68,7 @@ class OpenAIProvider(Provider):
                     if not kind.startswith("text/event-stream"):
                         sample = (await response.aread())[:80]
                         raise ProviderError(f"{what}: answered garbage: expected an event stream, got {kind or 'no content type'}: {sample!r}")
-                    async for event in _completion_events(response, what):
+                    async for event in _completion_events(sse_events(response.aiter_lines()), what):
                         yield event
         except httpx.TimeoutException as exc:
             raise CallTimeout(f"{what}: {type(exc).__name__} (connect {self.connect_timeout:g}s, read {self.read_timeout:g}s)") from exc
@@ -76,25 +76,28 @@ class OpenAIProvider(Provider):
             raise ProviderError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
-async def _completion_events(response: httpx.Response, what: str) -> AsyncGenerator[Event, None]:
+async def _completion_events(frames: AsyncIterator[SseEvent], what: str) -> AsyncGenerator[Event, None]:
+    """The events of a chat completion stream; the body is read to its end (``finish``)
+    after ``[DONE]`` and after an error the server sent, so its connection is reused."""
     pieces: list[str] = []
     usage = Usage()
     finished = False
     started = False
-    async for frame in sse_events(response.aiter_lines()):
+    async for frame in frames:
         if frame.data.strip() == "[DONE]":
+            await finish(frames)
             break
-        chunk = _decode(frame.data, what)
-        if "error" in chunk:  # an error after the 200, as some servers send mid-stream
-            raise ProviderError(f"{what}: {_message(chunk['error'])}")
+        try:
+            chunk, choices = _decode(frame.data, what)
+        except ProviderError:
+            await finish(frames)  # the failure is the server's answer: the connection is sound
+            raise
         if isinstance(chunk.get("usage"), dict):
             usage = Usage(
                 input_tokens=_int(chunk["usage"].get("prompt_tokens")),
                 output_tokens=_int(chunk["usage"].get("completion_tokens")),
             )
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict):
-                raise ProviderError(f"{what}: answered garbage: a choice is not an object: {frame.data[:80]!r}")
+        for choice in choices:
             delta = choice.get("delta") or {}
             text = delta.get("content") if isinstance(delta, dict) else None
             if not started:
@@ -112,14 +115,24 @@ async def _completion_events(response: httpx.Response, what: str) -> AsyncGenera
     yield Done(text="".join(pieces), usage=usage)
 
 
-def _decode(data: str, what: str) -> dict[str, Any]:
+def _decode(data: str, what: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One chunk and its choices.
+
+    Raises:
+        ProviderError: the chunk is garbage, or an error the server sent after the 200.
+    """
     try:
         chunk = json.loads(data)
     except ValueError:
         raise ProviderError(f"{what}: answered garbage: not JSON: {data[:80]!r}") from None
     if not isinstance(chunk, dict):
         raise ProviderError(f"{what}: answered garbage: not a chunk object: {data[:80]!r}")
-    return chunk
+    if "error" in chunk:  # as some servers send mid-stream
+        raise ProviderError(f"{what}: {_message(chunk['error'])}")
+    choices = chunk.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(choice, dict) for choice in choices):
+        raise ProviderError(f"{what}: answered garbage: choices are not a list of objects: {data[:80]!r}")
+    return chunk, choices
 
 
 def _message(error: Any) -> str:

@@ -143,7 +143,7 @@ class RoutingProvider(Provider):
         return self._run.providers
 
 
-def routing_provider(assignment: Mapping[str, Assignment], backends: Backends, sim: SimProvider) -> Provider:
+def routing_provider(assignment: Mapping[str, Assignment], backends: Backends, sim: SimProvider, run_id: str) -> Provider:
     """The backend a run's calls go to.
 
     Args:
@@ -151,6 +151,7 @@ def routing_provider(assignment: Mapping[str, Assignment], backends: Backends, s
         backends: the named backend tables.
         sim: the built-in simulated backend, seeded for the scene; a ``kind = "sim"``
             table is a copy of it with its own fault rates.
+        run_id: the engine's run id, for the remote sessions of ``agno`` backends.
 
     Returns:
         ``sim`` itself when every agent is on it; otherwise a ``RoutingProvider``.
@@ -158,11 +159,11 @@ def routing_provider(assignment: Mapping[str, Assignment], backends: Backends, s
     names = {chosen.backend for chosen in assignment.values()}
     if names <= {BUILT_IN_BACKEND}:
         return sim
-    makers = {name: functools.partial(_make, backends.table(name), sim) for name in sorted(names)}
+    makers = {name: functools.partial(_make, backends.table(name), sim, run_id) for name in sorted(names)}
     return RoutingProvider({agent: chosen.backend for agent, chosen in assignment.items()}, makers)
 
 
-def _make(table: BackendTable | None, sim: SimProvider, clients: RunClients) -> Provider:
+def _make(table: BackendTable | None, sim: SimProvider, run_id: str, clients: RunClients) -> Provider:
     """One backend from its table (None: the built-in simulator)."""
     match table:
         case None:
@@ -199,5 +200,7 @@ def _make(table: BackendTable | None, sim: SimProvider, clients: RunClients) -> 
                 timeout=table.timeout_s,
                 cancel_remote=table.cancel_remote,
                 stream=table.stream,
+                run_id=run_id,
+                session_id=table.session_id,
             )
     raise AssertionError(f"unhandled backend table {table!r}")

@@ -152,5 +152,6 @@ def header_for(engine: Engine) -> Header:
         scene=engine.scene,
         settings=tuple(SettingRow(key, value, origin) for key, value, origin in engine.config.rows()),
         seed=scene_seed(engine.config, engine.scene),
+        run_id=engine.run_id,
         world=WorldAtStart(tick=world.tick, positions=dict(world.positions), hash=world.hash),
     )

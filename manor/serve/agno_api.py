@@ -48,7 +48,7 @@ async def create_run(host: AgentHost, request: HttpRequest, agent_id: str) -> Ht
         if stream:
             return HttpResponse(200, _SSE, stream=_garbage_frames())
         return HttpResponse(200, (("content-type", "application/json"),), b"<html>502 upstream sent garbage</html>")
-    spec = RunSpec(ids["run_id"], agent_id, text, directives)
+    spec = RunSpec(ids["run_id"], agent_id, text, directives, session_id=ids["session_id"])
     # A non-streaming AgentOS run outlives its client; a streaming one is cancelled.
     events = host.run(spec, outlive_client=not stream)
     started = time.monotonic()

@@ -66,6 +66,8 @@ class RunSpec:
     agent_id: str
     text: str
     directives: Directives = Directives()
+    #: The client's session ("" = none), kept for the record.
+    session_id: str = ""
 
 
 @attrs.frozen
@@ -81,6 +83,7 @@ class RunRecord:
     started_at: float | None
     finished_at: float | None
     status: str
+    session_id: str = ""
 
 
 @attrs.frozen
@@ -116,7 +119,13 @@ class _Run:
 
     def record(self) -> RunRecord:
         return RunRecord(
-            self.spec.run_id, self.spec.agent_id, self.submitted_at, self.started_at, self.finished_at, self.status
+            self.spec.run_id,
+            self.spec.agent_id,
+            self.submitted_at,
+            self.started_at,
+            self.finished_at,
+            self.status,
+            self.spec.session_id,
         )
 
 

@@ -50,14 +50,23 @@ Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
 
 
 async def serve_http(
-    handler: Handler, host: str = "127.0.0.1", port: int = 0, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    handler: Handler,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    on_connection: Callable[[], None] | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``handler`` until cancelled; ``task_status.started`` gets the base URL.
 
-    ``port`` 0 picks a free port.
+    Args:
+        port: 0 picks a free port.
+        on_connection: called for every connection accepted (to count them).
     """
 
     async def connection(stream: trio.SocketStream) -> None:
+        if on_connection is not None:
+            on_connection()
         await _Connection(stream, handler).serve()
 
     listeners = await trio.open_tcp_listeners(port, host=host)

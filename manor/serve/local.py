@@ -37,7 +37,7 @@ class LocalAgentTransport(RemoteAgentTransport):
             raise ProviderError(f"{what}: HTTP {directives.status}: injected failure")
         if directives.garbage:
             raise ProviderError(f"{what}: answered garbage, not a run")
-        spec = RunSpec(call.run_id, call.agent_id, text, directives)
+        spec = RunSpec(call.run_id, call.agent_id, text, directives, session_id=call.session_id)
         try:
             async for event in self.host.run(spec, outlive_client=not call.stream):
                 yield event

@@ -27,16 +27,24 @@ class AgentServer:
 
     - ``POST /agents/{agent_id}/runs``, ``POST /agents/{agent_id}/runs/{run_id}/cancel``
     - ``POST /v1/chat/completions``, ``GET /v1/models``
-    - ``GET /stats``: the host's statistics (capacity, peak running, dropped, ...)
+    - ``GET /stats``: the host's statistics (capacity, peak running, dropped, ...) and
+      ``connections``, the TCP connections accepted so far (this request's included):
+      a client that reuses its connections opens few.
     """
 
     host: AgentHost
+    _connections: int = attrs.field(default=0, init=False)
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted so far."""
+        return self._connections
 
     async def serve(
         self, address: str = "127.0.0.1", port: int = 0, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve until cancelled; ``task_status.started`` gets the base URL."""
-        await serve_http(self.handle, address, port, task_status=task_status)
+        await serve_http(self.handle, address, port, on_connection=self._count_connection, task_status=task_status)
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         path = request.path
@@ -49,8 +57,12 @@ class AgentServer:
         if path == "/v1/models":
             return await self._only("GET", request) or await openai_api.list_models(self.host)
         if path == "/stats":
-            return await self._only("GET", request) or HttpResponse.json(200, attrs.asdict(self.host.statistics()))
+            stats = {**attrs.asdict(self.host.statistics()), "connections": self._connections}
+            return await self._only("GET", request) or HttpResponse.json(200, stats)
         return HttpResponse.json(404, {"detail": "Not Found"})
+
+    def _count_connection(self) -> None:
+        self._connections += 1
 
     async def _only(self, method: str, request: HttpRequest) -> HttpResponse | None:
         if request.method == method:
