@@ -13,7 +13,7 @@ from manor.cli import main
 from manor.errors import SaveError
 from manor.saves import decode_save
 from deadline import wall_deadline
-from saves_fixture import record, rewrite_payloads
+from saves_fixture import change_edit, record, rewrite_payloads, scene_edit, setting_edit
 
 
 @pytest.fixture(scope="module")
@@ -35,24 +35,12 @@ def refused(data: bytes) -> str:
 
 def with_change(data: bytes, tick: int, change: list[Any]) -> bytes:
     """``data`` with a live change recorded in tick ``tick``'s frame."""
-
-    def alter(index: int, frame: Any) -> Any:
-        if index == tick:
-            frame["changes"] = [*frame.get("changes", []), change]
-        return frame
-
-    return rewrite_payloads(data, alter)
+    return rewrite_payloads(data, change_edit(tick, change))
 
 
 def with_setting(data: bytes, key: str, value: Any) -> bytes:
     """``data`` with the recorded setting ``key`` set to ``value``."""
-
-    def alter(index: int, frame: Any) -> Any:
-        if index == 0:
-            frame["settings"] = [[k, value if k == key else v, origin] for k, v, origin in frame["settings"]]
-        return frame
-
-    return rewrite_payloads(data, alter)
+    return rewrite_payloads(data, setting_edit(key, value))
 
 
 class TestTrailingBytes:
@@ -143,15 +131,7 @@ class TestRecordedValues:
         ],
     )
     def test_a_bad_scene_value_is_refused(self, good_save: bytes, path: tuple[str, ...], value: Any, says: str) -> None:
-        def alter(index: int, frame: Any) -> Any:
-            if index == 0:
-                target = frame["scene"]
-                for key in path[:-1]:
-                    target = target[key]
-                target[path[-1]] = value
-            return frame
-
-        message = refused(rewrite_payloads(good_save, alter))
+        message = refused(rewrite_payloads(good_save, scene_edit(path, value)))
         assert says in message
 
     def test_a_recorded_hang_never_reaches_the_replay(self, good_save: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
