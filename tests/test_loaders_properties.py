@@ -9,6 +9,8 @@ also run (or replayed) for two ticks under the virtual clock, bounded in virtual
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import tempfile
 import tomllib
@@ -23,6 +25,7 @@ import trio.testing
 from hypothesis import HealthCheck, event, given, reject, settings
 from hypothesis import strategies as st
 
+from manor.cli import main
 from manor.cli.options import SETTING_FLAGS
 from manor.config import KEYS, flags_source, resolve, standard_sources
 from manor.config.layering import built_in_source, layer_defaults_source
@@ -173,6 +176,29 @@ def test_hostile_config_from_every_source(doc: dict[str, Any], environ: dict[str
         return
     config, scene = loaded
     run_two_ticks(build_engine(config, scene, backend=scene_sim(config, scene)))
+
+
+_FLAG_TEXTS = st.one_of(
+    st.sampled_from(["inf", "-inf", "nan", "1e400", "1e308", "-1", "0", "18446744073709551616", "1e17", "0x10", "", "{"]),
+    st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=12),
+)
+
+
+@_SETTINGS
+@given(flag=st.sampled_from(sorted(flag.flag for flag in SETTING_FLAGS.values())), text=_FLAG_TEXTS)
+def test_hostile_flag_text_through_the_command_line(flag: str, text: str) -> None:
+    """``manor config FLAG=TEXT`` as a shell hands it over: exit 0, or 1 (a refused
+    value) or 2 (argparse) with one line on stderr and no traceback."""
+    out, err = io.StringIO(), io.StringIO()
+    with wall_deadline(20), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["config", "--json", f"{flag}={text}"])
+        except SystemExit as exit_:
+            code = exit_.code
+    event(f"manor config: exit {code}")
+    assert code in (0, 1, 2)
+    if code:
+        assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue(), err.getvalue()
 
 
 # -- crafted saves -------------------------------------------------------------------------
