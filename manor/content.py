@@ -15,10 +15,22 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from .errors import ContentError
-from .providers.sim import SimProfile
+from .errors import ContentError, one_line
+from .limits import MAX_AGENTS, MAX_BEATS_PER_TICK, AgentId, Count, Seed
+from .providers.sim import SimProfile, template_problem
 
-__all__ = ["AgentSpec", "BeatSpec", "Scene", "SceneSpec", "bundled_scenes", "generated_cast", "load_scene"]
+__all__ = [
+    "AgentSpec",
+    "BeatSpec",
+    "Scene",
+    "SceneSpec",
+    "bundled_scenes",
+    "generated_cast",
+    "load_scene",
+    "scene_problem",
+]
+
+NonEmpty = Annotated[str, Meta(min_length=1)]
 
 
 class _Content(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -40,24 +52,32 @@ class AgentSpec(_Content, kw_only=True):
     #: How the simulated backend plays this agent.
     sim: SimProfile = SimProfile()
 
+    def __post_init__(self) -> None:
+        # Checked here, not when a line is drawn mid-run: msgspec turns the ValueError
+        # into the decoding error that names the file (or the save).
+        for i, line in enumerate(self.sim.lines):
+            problem = template_problem(line)
+            if problem:
+                raise ValueError(f"agent {one_line(self.name)!r}: sim.lines[{i}] {one_line(line)!r}: {problem}")
+
 
 class BeatSpec(_Content, kw_only=True):
     """Scene beats: ``per_tick`` calls a tick, speakers and prompts taking turns."""
 
-    per_tick: Annotated[int, Meta(ge=0)] = 0
-    speakers: tuple[str, ...] = ()
-    prompts: tuple[str, ...] = ("Something happens.",)
+    per_tick: Annotated[int, Meta(ge=0, le=MAX_BEATS_PER_TICK)] = 0
+    speakers: tuple[AgentId, ...] = ()
+    prompts: Annotated[tuple[str, ...], Meta(min_length=1)] = ("Something happens.",)
 
 
 class SceneSpec(_Content, kw_only=True):
     name: str
     description: str = ""
-    seed: int = 0
-    platform_limit: Annotated[int, Meta(ge=0)] = 6
-    rooms: Annotated[tuple[str, ...], Meta(min_length=1)]
-    cast: tuple[str, ...]
-    narrator: str = "narrator"
-    summariser: str = "summariser"
+    seed: Seed = 0
+    platform_limit: Count = 6
+    rooms: Annotated[tuple[NonEmpty, ...], Meta(min_length=1)]
+    cast: Annotated[tuple[AgentId, ...], Meta(max_length=MAX_AGENTS)]
+    narrator: AgentId = "narrator"
+    summariser: AgentId = "summariser"
     beats: BeatSpec = BeatSpec()
 
 
@@ -67,9 +87,9 @@ class Scene(msgspec.Struct, frozen=True, kw_only=True):
     spec: SceneSpec
     path: str
     #: Agent id -> agent, characters in cast order.
-    characters: dict[str, AgentSpec]
-    narrator: tuple[str, AgentSpec]
-    summariser: tuple[str, AgentSpec]
+    characters: dict[AgentId, AgentSpec]
+    narrator: tuple[AgentId, AgentSpec]
+    summariser: tuple[AgentId, AgentSpec]
 
     @property
     def agents(self) -> dict[str, AgentSpec]:
@@ -111,12 +131,23 @@ def load_scene(name_or_path: str, *, agents: int | None = None) -> Scene:
         )
     else:
         characters = {agent_id: _load_agent(agent_id, search, path, "cast member") for agent_id in spec.cast}
-    for speaker in spec.beats.speakers:
-        if speaker not in characters:
-            raise ContentError(f"{path}: beat speaker '{speaker}' is not in the cast")
-    if spec.beats.per_tick and not spec.beats.speakers:
-        raise ContentError(f"{path}: beats.per_tick is {spec.beats.per_tick} but beats.speakers is empty")
-    return Scene(spec=spec, path=str(path), characters=characters, narrator=narrator, summariser=summariser)
+    scene = Scene(spec=spec, path=str(path), characters=characters, narrator=narrator, summariser=summariser)
+    problem = scene_problem(scene)
+    if problem:
+        raise ContentError(f"{path}: {problem}")
+    return scene
+
+
+def scene_problem(scene: Scene) -> str | None:
+    """What makes a loaded scene unplayable (a beat speaker not in the cast, beats with
+    no speaker), or ``None``: checked of a scene file and of the scene a save holds."""
+    beats = scene.spec.beats
+    for speaker in beats.speakers:
+        if speaker not in scene.characters:
+            return f"beat speaker '{speaker}' is not in the cast"
+    if beats.per_tick and not beats.speakers:
+        return f"beats.per_tick is {beats.per_tick} but beats.speakers is empty"
+    return None
 
 
 def generated_cast(count: int, spec: SceneSpec) -> dict[str, AgentSpec]:
@@ -137,22 +168,34 @@ def generated_cast(count: int, spec: SceneSpec) -> dict[str, AgentSpec]:
 def _scene_path(name_or_path: str) -> Path:
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         path = Path(name_or_path)
-        if not path.is_file():
-            raise ContentError(f"{path}: no such scene file")
+        if not _is_file(path):
+            raise ContentError(f"{one_line(path)}: no such scene file")
         return path
-    path = content_dir("scenes") / f"{name_or_path}.toml"
-    if not path.is_file():
-        known = ", ".join(bundled_scenes()) or "none"
-        raise ContentError(f"unknown scene '{name_or_path}' (bundled scenes: {known}; or give a path to a .toml file)")
-    return path
+    bundled = bundled_scenes()
+    if name_or_path not in bundled:
+        known = ", ".join(bundled) or "none"
+        raise ContentError(f"unknown scene '{one_line(name_or_path)}' (bundled scenes: {known}; or give a path to a .toml file)")
+    return content_dir("scenes") / f"{name_or_path}.toml"
 
 
 def _load_agent(agent_id: str, search: list[Path], scene_path: Path, what: str) -> AgentSpec:
     for folder in search:
         path = folder / f"{agent_id}.toml"
-        if path.is_file():
+        if _is_file(path):
             return _decode(path, AgentSpec)
     raise ContentError(f"{scene_path}: {what} '{agent_id}' has no agent file (looked for agents/{agent_id}.toml)")
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a name the system refuses (too long) is an error.
+
+    Raises:
+        ContentError: the path cannot even be looked at.
+    """
+    try:
+        return path.is_file()
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise ContentError(f"{one_line(path)}: cannot read: {one_line(getattr(exc, 'strerror', None) or exc)}") from None
 
 
 def _decode(path: Path, kind: type[_Content]) -> Any:
@@ -161,8 +204,8 @@ def _decode(path: Path, kind: type[_Content]) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ContentError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ContentError(f"{path}: malformed TOML: {exc}") from None
+        raise ContentError(f"{path}: malformed TOML: {one_line(exc)}") from None
     try:
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:
-        raise ContentError(f"{path}: {exc}") from None
+        raise ContentError(f"{path}: {one_line(exc)}") from None

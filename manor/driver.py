@@ -8,6 +8,7 @@ well as inside Textual through trio's guest mode. Its controls (``pause``, ``res
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Literal, final
 
@@ -48,14 +49,15 @@ class TickDriver:
     Args:
         loop: the tick loop to drive.
         paused: start paused (nothing runs until ``resume`` or ``step``).
-        interval: seconds between tick starts (0 = each tick starts when the last ends).
+        interval: seconds between tick starts (0 = each tick starts when the last ends);
+            finite. The last tick of a budget is not followed by a wait.
         pause_when: pause after the first tick whose record it holds true of, then
             forget it ("run to the next tick where something degraded").
     """
 
     loop: TickLoop
     paused: bool = False
-    interval: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
+    interval: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.lt(math.inf)])
     pause_when: Callable[[TickRecord], bool] | None = None
     _steps: int = attrs.field(default=0, init=False)
     _ticks: int = attrs.field(default=0, init=False)
@@ -118,7 +120,7 @@ class TickDriver:
                 if self.pause_when is not None and self.pause_when(record):
                     self.pause_when = None
                     self.pause()
-                if self.interval and not self.paused:
+                if self.interval and not self.paused and (ticks is None or self._ticks < ticks):
                     # A pause during the wait starts it at once; resuming restarts it.
                     with trio.move_on_at(started + self.interval):
                         while not self.paused:

@@ -90,7 +90,17 @@ def error_line(error: BaseException | str) -> str:
 
 
 class ManorError(Exception):
-    """Base of every error Manor raises on purpose."""
+    """Base of every error Manor raises on purpose.
+
+    Its message is one line by construction: control characters in it (a newline in a
+    TOML key or a file name it quotes) are escaped with ``one_line``, so no quoted input
+    can break the ``manor: error: ...`` line, whichever raise forgot to.
+    """
+
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (one_line(args[0]),)
+        super().__init__(*args)
 
 
 class ConfigError(ManorError):

@@ -100,12 +100,12 @@ class Gate:
 
     Args:
         size: calls in flight at once (>= 1). Can be changed while running.
-        rate: tokens per second; ``0`` means no token bucket.
+        rate: tokens per second, finite; ``0`` means no token bucket.
         burst: the bucket's capacity (and its initial level).
     """
 
     _size: int = attrs.field(alias="size", validator=attrs.validators.ge(1))
-    _rate: float = attrs.field(alias="rate", default=0.0, validator=attrs.validators.ge(0))
+    _rate: float = attrs.field(alias="rate", default=0.0, validator=[attrs.validators.ge(0), attrs.validators.lt(math.inf)])
     _burst: int = attrs.field(alias="burst", default=1, validator=attrs.validators.ge(1))
 
     _waiters: dict[int, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
@@ -343,9 +343,17 @@ class Gate:
         self._refilled_at = now
 
     def _token_eta(self) -> float:
-        """When the bucket will next hold a whole token."""
+        """When the bucket will next hold a whole token: strictly after the last refill.
+
+        At a rate so high that the wait is below the clock's float resolution (1e12/s
+        a million seconds into a run), ``refilled_at + wait`` rounds back to
+        ``refilled_at``: the head would wake at once, refill nothing, and sleep again
+        without time ever moving — a livelock. The next representable instant always
+        refills at least ``rate`` times its step, so waiting for it makes progress.
+        """
         assert self._refilled_at is not None
-        return self._refilled_at + max(0.0, 1.0 - self._tokens) / self._rate
+        eta = self._refilled_at + max(0.0, 1.0 - self._tokens) / self._rate
+        return max(eta, math.nextafter(self._refilled_at, math.inf))
 
     def _front(self, line: deque[int], stage: int) -> _Waiter | None:
         """The first waiter in ``line`` that has not yet passed ``stage``."""

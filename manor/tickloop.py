@@ -129,12 +129,19 @@ class TickLoop:
         return record
 
     async def run(self, ticks: int, interval: float = 0.0) -> None:
-        """Run ``ticks`` ticks: free-running, or one every ``interval`` seconds."""
+        """Run ``ticks`` ticks: free-running, or one every ``interval`` seconds. The run
+        ends when its last tick does: the interval spaces ticks, it does not trail them.
+
+        Raises:
+            ValueError: ``interval`` is negative or not finite (it would never end).
+        """
+        if not 0 <= interval < math.inf:
+            raise ValueError(f"tick interval must be a finite number of seconds >= 0, not {interval}")
         try:
-            for _ in range(ticks):
+            for tick in range(ticks):
                 started = trio.current_time()
                 await self.step()
-                if interval:
+                if interval and tick < ticks - 1:
                     await trio.sleep_until(started + interval)
         finally:
             self.instruments.call("run_finished", self)

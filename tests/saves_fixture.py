@@ -18,7 +18,21 @@ from manor.saves.framing import SIGNATURE, FrameReader, encode_frame
 from manor.saves.writer import SaveWriter
 from manor.statistics import RunStatistics
 
-__all__ = ["EXAMPLES", "SAVES", "frames_of", "record", "reframe", "rewrite_payloads"]
+__all__ = [
+    "EXAMPLES",
+    "SAVES",
+    "Edit",
+    "change_edit",
+    "frames_of",
+    "record",
+    "reframe",
+    "rewrite_payloads",
+    "scene_edit",
+    "setting_edit",
+]
+
+#: A change to a save's decoded frames, for ``rewrite_payloads``: (index, frame) -> frame.
+Edit = Callable[[int, Any], Any]
 
 #: The example saves shipped in saves/.
 SAVES = Path(__file__).resolve().parent.parent / "saves"
@@ -58,3 +72,39 @@ def rewrite_payloads(data: bytes, change: Callable[[int, Any], Any]) -> bytes:
     frame it again with good checksums (index 0 is the header)."""
     payloads = [msgspec.msgpack.encode(change(i, msgspec.msgpack.decode(p))) for i, p in enumerate(frames_of(data))]
     return reframe(payloads)
+
+
+def setting_edit(key: str, value: Any) -> Edit:
+    """Set the recorded setting ``key`` to ``value`` (in the header, frame 0)."""
+
+    def edit(index: int, frame: Any) -> Any:
+        if index == 0:
+            frame["settings"] = [[k, value if k == key else v, origin] for k, v, origin in frame["settings"]]
+        return frame
+
+    return edit
+
+
+def change_edit(tick: int, change: list[Any]) -> Edit:
+    """Record the live change ``[key, value, at]`` in tick ``tick``'s frame."""
+
+    def edit(index: int, frame: Any) -> Any:
+        if index == tick:
+            frame["changes"] = [*frame.get("changes", []), change]
+        return frame
+
+    return edit
+
+
+def scene_edit(path: tuple[Any, ...], value: Any) -> Edit:
+    """Set the value at ``path`` inside the saved scene (``("spec", "seed")``)."""
+
+    def edit(index: int, frame: Any) -> Any:
+        if index == 0:
+            target = frame["scene"]
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+        return frame
+
+    return edit

@@ -46,7 +46,8 @@ import msgspec
 from msgspec import Meta
 
 from ..errors import ConfigError, add_secret, one_line
-from .schema import NonNegativeSeconds, Positive, Probability, Seconds
+from ..limits import PositiveSeconds, Seconds, Size
+from .schema import Probability
 
 __all__ = [
     "BUILT_IN_BACKEND",
@@ -110,9 +111,9 @@ class OpenAIBackend(_Table, tag="openai"):
     api_key_env: str = ""
     #: A system message sent before every prompt ("" = none).
     system: str = ""
-    connect_timeout_s: Seconds = 10.0
+    connect_timeout_s: PositiveSeconds = 10.0
     #: Longest wait for the next bytes of the stream.
-    read_timeout_s: Seconds = 60.0
+    read_timeout_s: PositiveSeconds = 60.0
 
 
 class CommandBackend(_Table, tag="command"):
@@ -126,7 +127,7 @@ class CommandBackend(_Table, tag="command"):
     #: Working directory (unset: Manor's own).
     cwd: str | None = None
     #: Seconds between SIGTERM and SIGKILL when a call is abandoned.
-    kill_after_s: NonNegativeSeconds = 2.0
+    kill_after_s: Seconds = 2.0
 
 
 class AgnoBackend(_Table, tag="agno"):
@@ -140,16 +141,16 @@ class AgnoBackend(_Table, tag="agno"):
     session_id: NonEmpty = DEFAULT_SESSION_ID
     api_key_env: str = ""
     #: Calls in progress at once; the rest wait, FIFO.
-    workers: Positive = 2
+    workers: Size = 2
     #: Seconds a call may take from getting a worker (0 = none; call.timeout_s still bounds it).
-    timeout_s: NonNegativeSeconds = 0.0
+    timeout_s: Seconds = 0.0
     #: On timeout, also cancel the run remotely.
     cancel_remote: bool = False
     #: Ask for streaming runs.
     stream: bool = False
-    connect_timeout_s: Seconds = 5.0
+    connect_timeout_s: PositiveSeconds = 5.0
     #: Longest wait for the next bytes of an answer (unset: the adapter's timeout bounds it).
-    read_timeout_s: Seconds | None = None
+    read_timeout_s: PositiveSeconds | None = None
 
 
 BackendTable = SimBackend | OpenAIBackend | CommandBackend | AgnoBackend

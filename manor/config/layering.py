@@ -23,13 +23,14 @@ from typing import Any, final
 import attrs
 import msgspec
 
-from ..errors import ConfigError
+from ..errors import ConfigError, one_line
 from .backends import Assignment, Backends, BackendTable, Named, TableValues, is_table_key
 from .schema import KEYS, RETIRED_KEYS, Settings, defaults, section_type
 
 __all__ = [
     "Config",
     "Source",
+    "check_value",
     "environment_source",
     "file_source",
     "flags_source",
@@ -205,7 +206,7 @@ def resolve(sources: Iterable[Source]) -> Config:
                 where = source.describe(key)
                 tables.put(key, value, source=source.name, ordinal=source.ordinal, where=where, textual=source.textual)
                 continue
-            merged.setdefault(key.split(".")[0], {})[key.split(".", 1)[-1]] = _check(source, key, value)
+            merged.setdefault(key.split(".")[0], {})[key.split(".", 1)[-1]] = check_value(source, key, value)
             origins[key] = source.name
             if key == "backend.default":  # its ordinal is weighed against [agent_backends] lines
                 default_at = (source.ordinal, source.describe(key))
@@ -254,8 +255,12 @@ def with_backends(config: Config, agent_files: Mapping[str, str], scene: str) ->
     return config
 
 
-def _check(source: Source, key: str, value: Any) -> Any:
-    """Validate one value against its key's type; return it converted."""
+def check_value(source: Source, key: str, value: Any) -> Any:
+    """Validate one value against its key's type (and bounds); return it converted.
+
+    Raises:
+        ConfigError: an unknown or retired key, or a bad value; names the source and key.
+    """
     if key in RETIRED_KEYS:
         raise ConfigError(f"{source.describe(key)}: no longer a setting: {RETIRED_KEYS[key]}")
     if key not in KEYS:
@@ -265,5 +270,5 @@ def _check(source: Source, key: str, value: Any) -> Any:
         checked = msgspec.convert({field: value}, section_type(section), strict=not source.textual)
     except msgspec.ValidationError as exc:
         message = str(exc).split(" - at `", 1)[0]
-        raise ConfigError(f"{source.describe(key)}: bad value {value!r}: {message}") from None
+        raise ConfigError(f"{source.describe(key)}: bad value {one_line(repr(value))}: {message}") from None
     return getattr(checked, field)

@@ -12,13 +12,14 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from ..limits import MAX_AGENTS, MAX_FAILURES, Burst, Count, Money, PositiveSeconds, Rate, Seconds, Seed, Size, Ticks
+
 __all__ = ["KEYS", "POLICIES", "RETIRED_KEYS", "Settings", "section_type"]
 
-Positive = Annotated[int, Meta(ge=1)]
-NonNegative = Annotated[int, Meta(ge=0)]
-Seconds = Annotated[float, Meta(gt=0)]
-NonNegativeSeconds = Annotated[float, Meta(ge=0)]
+# Every bound is declared here, in the types (see manor.limits): one declaration checks
+# manor.toml, MANOR_* variables, flags and the settings a save recorded.
 Probability = Annotated[float, Meta(ge=0, le=1)]
+Agents = Annotated[int, Meta(ge=1, le=MAX_AGENTS)]
 
 POLICIES = ("pipeline", "batch", "legacy")
 
@@ -29,36 +30,36 @@ class Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
 
 class PlatformSettings(Section):
     #: The provider platform's session limit (0 = unlimited).
-    limit: NonNegative = 6
+    limit: Count = 6
 
 
 class GateSettings(Section):
     #: Calls in flight at once; unset means platform.limit - 1.
-    size: Positive | None = None
+    size: Size | None = None
     #: Token bucket refill, calls per second (0 = no bucket).
-    rate: Annotated[float, Meta(ge=0)] = 0.0
+    rate: Rate = 0.0
     #: Token bucket capacity.
-    burst: Positive = 1
+    burst: Burst = 1
     #: Longest wait at the gate before the call degrades as gate_timeout.
-    timeout_s: Seconds = 30.0
+    timeout_s: PositiveSeconds = 30.0
 
 
 class CallSettings(Section):
     #: Longest a call may take before it degrades as call_timeout.
-    timeout_s: Seconds = 60.0
+    timeout_s: PositiveSeconds = 60.0
 
 
 class BreakerSettings(Section):
     #: Consecutive backend failures that open the circuit.
-    failures: Positive = 5
+    failures: Annotated[int, Meta(ge=1, le=MAX_FAILURES)] = 5
     #: Seconds the circuit stays open before a trial call.
-    cooldown_s: NonNegativeSeconds = 30.0
+    cooldown_s: Seconds = 30.0
 
 
 class CostSettings(Section):
-    price_per_1k_tokens: Annotated[float, Meta(ge=0)] = 0.0
+    price_per_1k_tokens: Money = 0.0
     #: Total spend allowed (0 = no budget).
-    budget: Annotated[float, Meta(ge=0)] = 0.0
+    budget: Money = 0.0
 
 
 class BackendSettings(Section):
@@ -66,7 +67,7 @@ class BackendSettings(Section):
     #: [agent_backends]: "sim" (the embedded simulator) or a [backends.NAME] table.
     default: Annotated[str, Meta(min_length=1)] = "sim"
     #: The backend's own concurrency cap (0 = unlimited: the shared gate subsumes it).
-    sessions: NonNegative = 4
+    sessions: Count = 4
 
 
 class SimSettings(Section):
@@ -79,22 +80,22 @@ class SimSettings(Section):
 class RunSettings(Section):
     #: Scene name (from scenes/) or a path to a scene file.
     scene: str = "wacky_manor"
-    ticks: NonNegative = 20
+    ticks: Ticks = 20
     policy: Literal["pipeline", "batch", "legacy"] = "pipeline"
     #: Characters per barrier for the batch and legacy policies.
-    batch_size: Positive = 3
+    batch_size: Size = 3
     #: Overrides the scene's seed.
-    seed: int | None = None
+    seed: Seed | None = None
     #: virtual (simulated time, exact) or real; unset: virtual for the simulated backend.
     clock: Literal["virtual", "real"] | None = None
     #: Order the tick loop hands out tickets in.
     order: Literal["fifo", "longest-first"] = "fifo"
     #: Seconds between tick starts (0 = free-running).
-    tick_interval_s: NonNegativeSeconds = 0.0
+    tick_interval_s: Seconds = 0.0
     #: Seconds after which a tick's outstanding calls are cancelled (0 = none).
-    tick_deadline_s: NonNegativeSeconds = 0.0
+    tick_deadline_s: Seconds = 0.0
     #: Replace the scene's cast with this many generated characters.
-    agents: Positive | None = None
+    agents: Agents | None = None
 
 
 class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import math
 import random
+import re
+import string
 from collections.abc import AsyncGenerator, Mapping
-from typing import final
+from typing import Annotated, final
 
 import attrs
 import msgspec
 import trio
+from msgspec import Meta
 
 from ..calls import CallerKind, Done, Event, Request, Started, TextDelta, Usage
 from ..errors import ProviderError
+from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
 from .base import Provider
 
-__all__ = ["SimProfile", "SimProvider"]
+__all__ = ["PLACEHOLDERS", "SimProfile", "SimProvider", "template_problem"]
+
+#: What a line template may name; each is filled in with a word or a name.
+PLACEHOLDERS = ("object", "room", "someone", "mood")
 
 _OBJECTS = ("candlestick", "portrait", "teapot", "pocket watch", "letter", "key", "harpsichord", "dagger", "hat")
 _ROOMS = ("library", "ballroom", "kitchen", "conservatory", "cellar", "attic", "hall", "garden")
@@ -45,9 +52,40 @@ class SimProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
             ``{someone}`` and ``{mood}`` are filled in.
     """
 
-    latency_s: float = 1.0
-    jitter: float = 0.0
+    latency_s: Seconds = 1.0
+    jitter: Annotated[float, Meta(ge=0, le=MAX_JITTER)] = 0.0
     lines: tuple[str, ...] = ()
+
+
+# The standard format spec (``[[fill]align][sign][z][#][0][width][grouping][.precision][type]``),
+# with its width and precision captured so they can be bounded.
+_FORMAT_SPEC = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<precision>\d+))?[a-zA-Z%]?", re.DOTALL)
+
+
+def template_problem(template: str) -> str | None:
+    """What is wrong with a line template, or ``None`` if it can be filled in.
+
+    It may name only ``PLACEHOLDERS``, and a field's width at most ``MAX_LINE_WIDTH``
+    (``{someone:>100000000}`` would make a line of 100 MB).
+    """
+    try:
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        return f"not a valid template: {exc}"
+    for name, spec, conversion in fields:
+        if name not in PLACEHOLDERS:
+            return f"unknown placeholder {{{name}}}; a line may use " + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+        match = _FORMAT_SPEC.fullmatch(spec or "")
+        if match is None or conversion not in (None, "r", "s", "a"):
+            return f"{{{name}}} has a format a name or a word cannot take"
+        if max(int(match["width"] or 0), int(match["precision"] or 0)) > MAX_LINE_WIDTH:
+            return f"{{{name}}} is wider than {MAX_LINE_WIDTH} characters"
+        field = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+        try:  # its width is bounded now: the trial is small
+            field.format(**{name: name})
+        except ValueError as exc:
+            return f"{field} cannot be filled in: {exc}"
+    return None
 
 
 @final

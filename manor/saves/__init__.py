@@ -5,6 +5,7 @@ trace.
     framing     length + checksum per frame: a killed run keeps its whole ticks
     writer      SaveWriter, the instrument that writes a run as it goes
     reader      read_save: every broken file ends in one SaveError line
+    validation  every value a save holds, checked like the files it came from
     backend     ReplayBackend, the provider that answers with the recorded responses
     recorded    the recorded run's settings and figures
     replay      replay(): the recorded ticks again, verified or under other settings

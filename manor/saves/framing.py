@@ -80,7 +80,8 @@ class FrameReader:
     """The frames of a file's bytes, after its signature.
 
     Iterate for each whole frame's payload; ``torn`` is set when the file ended inside
-    the last one.
+    the last one. ``end`` is where the last frame yielded ends (it is set before the
+    payload is handed out, so a reader that stops at a frame knows what follows it).
 
     Raises:
         CorruptFrame: (from iteration) a frame's head or payload fails its checksum.
@@ -88,6 +89,7 @@ class FrameReader:
 
     data: bytes
     torn: TornFrame | None = attrs.field(default=None, init=False)
+    end: int = attrs.field(default=len(SIGNATURE), init=False)
 
     def __iter__(self) -> Iterator[bytes]:
         data, size = self.data, len(self.data)
@@ -106,5 +108,6 @@ class FrameReader:
             payload = data[start : start + length]
             if zlib.crc32(payload) != crc:
                 raise CorruptFrame(index, offset, "payload")
+            self.end = start + length
             yield payload
             offset, index = start + length, index + 1

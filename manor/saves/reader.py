@@ -15,6 +15,7 @@ from ..errors import REASONS, SaveError, one_line
 from ..records import CallRecord, TickRecord
 from .format import FORMAT_VERSION, VERSIONS, EndFrame, Header, TickFrame, frame_decoder, header_decoder, probe_version, upgrade, upgrade_frame
 from .framing import SIGNATURE, CorruptFrame, FrameReader
+from .validation import check_changes, check_header
 from .writer import engine_version
 
 __all__ = ["Save", "decode_save", "read_save"]
@@ -104,8 +105,6 @@ def decode_save(data: bytes, name: str) -> Save:
         finished = False
         decoder = frame_decoder(version)
         for index, payload in enumerate(frames, start=1):
-            if finished:
-                raise SaveError(f"{name}: corrupt: frame {index} follows the end frame")
             try:
                 frame = upgrade_frame(version, decoder.decode(payload))
             except _UNDECODABLE as exc:
@@ -114,11 +113,18 @@ def decode_save(data: bytes, name: str) -> Save:
                 if frame.ticks != len(ticks):
                     raise SaveError(f"{name}: corrupt: the end frame counts {frame.ticks} ticks, the file holds {len(ticks)}")
                 finished = True
-            else:
-                _check_tick(frame, len(ticks) + 1, header.scene, name)
-                ticks.append(frame)
+                break  # whatever follows is checked below, as bytes, not as frames
+            _check_tick(frame, len(ticks) + 1, header.scene, name)
+            check_changes(frame, name)
+            ticks.append(frame)
     except CorruptFrame as exc:
         raise SaveError(f"{name}: corrupt: {one_line(exc)}") from None
+    if finished and reader.end < len(data):
+        # Not a torn frame: a writer killed mid-write never got to write the end frame.
+        raise SaveError(
+            f"{name}: corrupt: {len(data) - reader.end} bytes follow the end frame (from byte {reader.end}); "
+            f"a finished save ends with it"
+        )
     warnings = []
     if reader.torn is not None:
         torn = reader.torn
@@ -150,17 +156,8 @@ def _header(payload: bytes | None, name: str, reader: FrameReader) -> tuple[int,
         header = upgrade(header_decoder().decode(payload))
     except _UNDECODABLE as exc:
         raise SaveError(f"{name}: corrupt: bad save header (format {version}): {one_line(exc)}") from None
-    _check_scene(header.scene, name)
+    check_header(header, name)
     return version, header
-
-
-def _check_scene(scene: Scene, name: str) -> None:
-    """What ``load_scene`` checks of a scene file, checked again of the saved scene."""
-    for speaker in scene.spec.beats.speakers:
-        if speaker not in scene.characters:
-            raise SaveError(f"{name}: corrupt: beat speaker '{speaker}' is not in the saved cast")
-    if scene.spec.beats.per_tick and not scene.spec.beats.speakers:
-        raise SaveError(f"{name}: corrupt: the saved scene has beats but no beat speakers")
 
 
 def _check_tick(frame: TickFrame, expected: int, scene: Scene, name: str) -> None:

@@ -1,0 +1,88 @@
+"""The largest sizes and values Manor accepts, declared once as constrained types.
+
+The settings schema, the content schema (scenes, agents, simulated profiles) and so
+the save reader all build on these, so a value is refused at load — from manor.toml,
+``MANOR_*``, a flag, a scene or a save alike — with one line naming its source and key,
+instead of crashing or hanging a run later:
+
+- every number is finite (``nan`` and ``inf`` are refused by the bounds below);
+- every integer fits the save format (MessagePack holds 64-bit integers);
+- every size has a maximum, so that a typo cannot run for hours or eat the memory.
+
+README.md ("Limits") lists them for users; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from msgspec import Meta
+
+__all__ = [
+    "AgentId",
+    "Burst",
+    "Count",
+    "MAX_AGENTS",
+    "MAX_BEATS_PER_TICK",
+    "MAX_BURST",
+    "MAX_FAILURES",
+    "MAX_ID_LENGTH",
+    "MAX_JITTER",
+    "MAX_LINE_WIDTH",
+    "MAX_MONEY",
+    "MAX_RATE",
+    "MAX_SECONDS",
+    "MAX_SIZE",
+    "MAX_TICKS",
+    "Money",
+    "PositiveSeconds",
+    "Rate",
+    "Seconds",
+    "Seed",
+    "Size",
+    "Ticks",
+]
+
+#: Characters in a cast (``run.agents``, a scene's ``cast``). A tick of 100,000 simulated
+#: characters takes about 10 s and 700 MB.
+MAX_AGENTS = 100_000
+#: Calls in flight, sessions, barrier sizes: more than a tick could ever make at once.
+MAX_SIZE = 100_000
+#: Token bucket capacity.
+MAX_BURST = 1_000_000
+#: Scene-beat calls per tick.
+MAX_BEATS_PER_TICK = 1_000
+#: Ticks in a run.
+MAX_TICKS = 10**9
+#: Consecutive failures before the breaker opens.
+MAX_FAILURES = 1_000_000
+#: Any duration: a week. Longer is indistinguishable from "never" for a run, and a
+#: clock that must reach ``inf`` never gets there.
+MAX_SECONDS = 7 * 24 * 3600.0
+#: Token bucket refill, calls per second.
+MAX_RATE = 1e6
+#: Prices and budgets.
+MAX_MONEY = 1e12
+#: The spread (log-normal sigma) of a simulated latency.
+MAX_JITTER = 3.0
+#: An agent's id: it names its file, ``agents/<id>.toml``.
+MAX_ID_LENGTH = 64
+#: The widest field in a simulated line template (``{someone:>20}``).
+MAX_LINE_WIDTH = 200
+
+
+Seconds = Annotated[float, Meta(ge=0, le=MAX_SECONDS)]
+PositiveSeconds = Annotated[float, Meta(gt=0, le=MAX_SECONDS)]
+Rate = Annotated[float, Meta(ge=0, le=MAX_RATE)]
+Money = Annotated[float, Meta(ge=0, le=MAX_MONEY)]
+#: A size: 1 .. MAX_SIZE.
+Size = Annotated[int, Meta(ge=1, le=MAX_SIZE)]
+#: A count that may be zero (0 often means "unlimited"): 0 .. MAX_SIZE.
+Count = Annotated[int, Meta(ge=0, le=MAX_SIZE)]
+Burst = Annotated[int, Meta(ge=1, le=MAX_BURST)]
+Ticks = Annotated[int, Meta(ge=0, le=MAX_TICKS)]
+#: A seed: any 64-bit signed integer (a save holds 64-bit integers; msgspec bounds
+#: only signed ones).
+Seed = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+#: Letters, digits, ``_`` and ``-``: a file name on every system, never a path.
+AgentId = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")]

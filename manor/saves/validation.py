@@ -1,0 +1,66 @@
+"""A save's values, checked as strictly as the files and flags they came from.
+
+Checksums prove a save was not damaged, not that its values make sense: a crafted (or
+hand-edited and re-framed) save is input like any other. Its recorded settings go
+through the settings schema, its scene through the content schema (msgspec applies it
+when the header is decoded) and ``scene_problem``, each live change through the schema
+of its key; every time is finite. A value a run could not have had is one
+``SaveError`` line naming the file, the tick and the key — never a traceback or a hang
+in the replay it would feed.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..config.layering import Source, check_value
+from ..config.schema import KEYS
+from ..content import scene_problem
+from ..errors import ConfigError, SaveError
+from .format import LIVE_KEYS, Header, TickFrame
+
+__all__ = ["check_changes", "check_header"]
+
+
+def check_header(header: Header, name: str) -> None:
+    """The recorded settings and the saved scene.
+
+    Settings this Manor no longer knows are left alone: the replay drops them with a
+    warning (``recorded_source``).
+
+    Raises:
+        SaveError: a recorded setting or the scene has a value a run cannot have.
+    """
+    problem = scene_problem(header.scene)
+    if problem:
+        raise SaveError(f"{name}: corrupt: the saved scene: {problem}")
+    source = Source(name, 0, {}, spelling={key: f"recorded setting {key}" for key in KEYS})
+    for row in header.settings:
+        if row.key in KEYS:
+            _check(source, row.key, row.value)
+
+
+def check_changes(frame: TickFrame, name: str) -> None:
+    """The settings changed live during tick ``frame.record.tick``.
+
+    Raises:
+        SaveError: a key that cannot change live, a value its key refuses, or a time
+            that is not finite.
+    """
+    tick = frame.record.tick
+    source = Source(f"{name}: tick {tick}", 0, {}, spelling={key: f"live change {key}" for key in LIVE_KEYS})
+    for change in frame.changes:
+        if change.key not in LIVE_KEYS:
+            raise SaveError(f"{source.name}: live change of {change.key!r}, which is no setting that changes live")
+        if change.at is not None and not math.isfinite(change.at):
+            raise SaveError(f"{source.describe(change.key)}: its time {change.at} is not finite")
+        if change.value is None:  # the schema's "unset" is no value a running loop takes
+            raise SaveError(f"{source.describe(change.key)}: bad value None")
+        _check(source, change.key, change.value)
+
+
+def _check(source: Source, key: str, value: object) -> None:
+    try:
+        check_value(source, key, value)
+    except ConfigError as exc:
+        raise SaveError(str(exc)) from None
