@@ -17,7 +17,7 @@ from msgspec import Meta
 
 from .errors import ContentError, one_line
 from .limits import MAX_AGENTS, MAX_BEATS_PER_TICK, AgentId, Count, Seed
-from .providers.sim import SimProfile, template_problem
+from .providers.sim import SimProfile, line_problem
 
 __all__ = [
     "AgentSpec",
@@ -56,7 +56,7 @@ class AgentSpec(_Content, kw_only=True):
         # Checked here, not when a line is drawn mid-run: msgspec turns the ValueError
         # into the decoding error that names the file (or the save).
         for i, line in enumerate(self.sim.lines):
-            problem = template_problem(line)
+            problem = line_problem(line)
             if problem:
                 raise ValueError(f"agent {one_line(self.name)!r}: sim.lines[{i}] {one_line(line)!r}: {problem}")
 

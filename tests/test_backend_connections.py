@@ -15,7 +15,7 @@ from manor.calls import CallerKind, Request
 from manor.errors import CallError
 from manor.providers import AgnoProvider, HttpAgentTransport, OpenAIProvider, Provider, collect
 
-from agent_servers import connections, serving, wait_for
+from agent_servers import connections, serving
 
 MakeProvider = Callable[[str, httpx.AsyncClient], Provider]
 

@@ -37,7 +37,6 @@ replaces a lower one's rather than being merged field by field (its kind may dif
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, final
 
@@ -45,8 +44,9 @@ import attrs
 import msgspec
 from msgspec import Meta
 
-from ..errors import ConfigError, add_secret, one_line
+from ..errors import ConfigError, add_secret
 from ..limits import PositiveSeconds, Seconds, Size
+from ..templates import template_problem
 from .schema import Probability
 
 __all__ = [
@@ -358,22 +358,9 @@ class TableValues:
 
 
 def session_id_problem(template: str) -> str | None:
-    """What is wrong with a ``session_id`` template, or ``None`` if it can be filled in.
-
-    It may name only ``SESSION_PLACEHOLDERS``, plainly: an id has no use for a format
-    spec or a conversion (and ``{agent:>100000000}`` would be a 100 MB id).
-    """
-    try:
-        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template) if name is not None]
-    except ValueError as exc:
-        return f"not a valid template ({exc}): {one_line(template)!r}; write {{{{ and }}}} for a literal brace"
-    known = ", ".join(f"{{{name}}}" for name in SESSION_PLACEHOLDERS)
-    for name, spec, conversion in fields:
-        if name not in SESSION_PLACEHOLDERS:
-            return f"unknown placeholder {{{one_line(name)}}} (known: {known})"
-        if spec or conversion:
-            return f"{{{name}}} takes no format spec or conversion (known placeholders: {known})"
-    return None
+    """What is wrong with a ``session_id`` template, or ``None`` if it can be filled in:
+    it may name only ``SESSION_PLACEHOLDERS``, plainly (an id has no use for a format)."""
+    return template_problem(template, SESSION_PLACEHOLDERS)
 
 
 def _field_message(exc: msgspec.ValidationError) -> str:

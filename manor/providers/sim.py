@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
-import string
 from collections.abc import AsyncGenerator, Mapping
 from typing import Annotated, final
 
@@ -18,9 +16,10 @@ from msgspec import Meta
 from ..calls import CallerKind, Done, Event, Request, Started, TextDelta, Usage
 from ..errors import ProviderError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
+from ..templates import template_problem
 from .base import Provider
 
-__all__ = ["PLACEHOLDERS", "SimProfile", "SimProvider", "template_problem"]
+__all__ = ["PLACEHOLDERS", "SimProfile", "SimProvider", "line_problem"]
 
 #: What a line template may name; each is filled in with a word or a name.
 PLACEHOLDERS = ("object", "room", "someone", "mood")
@@ -57,35 +56,10 @@ class SimProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     lines: tuple[str, ...] = ()
 
 
-# The standard format spec (``[[fill]align][sign][z][#][0][width][grouping][.precision][type]``),
-# with its width and precision captured so they can be bounded.
-_FORMAT_SPEC = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<precision>\d+))?[a-zA-Z%]?", re.DOTALL)
-
-
-def template_problem(template: str) -> str | None:
-    """What is wrong with a line template, or ``None`` if it can be filled in.
-
-    It may name only ``PLACEHOLDERS``, and a field's width at most ``MAX_LINE_WIDTH``
-    (``{someone:>100000000}`` would make a line of 100 MB).
-    """
-    try:
-        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template) if name is not None]
-    except ValueError as exc:
-        return f"not a valid template: {exc}"
-    for name, spec, conversion in fields:
-        if name not in PLACEHOLDERS:
-            return f"unknown placeholder {{{name}}}; a line may use " + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
-        match = _FORMAT_SPEC.fullmatch(spec or "")
-        if match is None or conversion not in (None, "r", "s", "a"):
-            return f"{{{name}}} has a format a name or a word cannot take"
-        if max(int(match["width"] or 0), int(match["precision"] or 0)) > MAX_LINE_WIDTH:
-            return f"{{{name}}} is wider than {MAX_LINE_WIDTH} characters"
-        field = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
-        try:  # its width is bounded now: the trial is small
-            field.format(**{name: name})
-        except ValueError as exc:
-            return f"{field} cannot be filled in: {exc}"
-    return None
+def line_problem(template: str) -> str | None:
+    """What is wrong with a line template, or ``None`` if it can be filled in: it may
+    name only ``PLACEHOLDERS``, and pad a field to at most ``MAX_LINE_WIDTH``."""
+    return template_problem(template, PLACEHOLDERS, max_width=MAX_LINE_WIDTH)
 
 
 @final
