@@ -20,6 +20,7 @@ from .errors import (
     ProviderError,
     SaveError,
     SessionLimitError,
+    leaves,
     one_line,
 )
 from .gate import Gate, GateStatistics, Permit
@@ -82,6 +83,7 @@ __all__ = [
     "TimeoutLayer",
     "Usage",
     "collect",
+    "leaves",
     "one_line",
     "resolve",
     "standard_sources",

@@ -36,6 +36,7 @@ __all__ = [
     "ProviderError",
     "SaveError",
     "SessionLimitError",
+    "leaves",
     "one_line",
 ]
 
@@ -54,6 +55,14 @@ def one_line(text: object) -> str:
     """``text`` fit for a one-line message: newlines and other control characters
     escaped, so that quoting a broken file's contents cannot break the line."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside ``error``, however deep in exception groups (trio's
+    nurseries raise groups); ``[error]`` itself when it is no group."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
 
 
 class ManorError(Exception):

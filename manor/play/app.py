@@ -28,7 +28,7 @@ from ..config.schema import POLICIES
 from ..content import Scene
 from ..driver import TickDriver
 from ..engine import Engine, build_engine, scene_seed
-from ..errors import ManorError
+from ..errors import ManorError, leaves
 from ..policies import make_policy
 from ..saves import SaveWriter
 from .clock import PacedClock
@@ -331,17 +331,11 @@ class PlayApp(App[None]):
 
 def engine_failure(error: BaseException) -> str:
     """One line saying why the engine stopped: the first error inside any group."""
-    errors = _leaves(error)
+    errors = leaves(error)
     first = errors[0]
     what = str(first) if isinstance(first, ManorError) else f"{type(first).__name__}: {first}"
     more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
     return f"manor: error: the engine stopped: {what}{more}"
-
-
-def _leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [error]
 
 
 def build_app(
