@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import trio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -20,6 +19,7 @@ from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..statistics import RunStatistics
+from . import interrupts
 from .options import add_setting_flags, sources_from_args
 
 __all__ = ["register"]
@@ -57,13 +57,17 @@ def run(args: argparse.Namespace) -> int:
     ticks = config.settings.run.ticks
     interval = config.settings.run.tick_interval_s
     console = Console(stderr=True)
+
+    def after() -> str:
+        return interrupts.ran(stats.ticks, writer)
+
     if args.json or not console.is_terminal:
-        trio.run(engine.loop.run, ticks, interval, clock=make_clock(config))
+        interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
     else:
         columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True) as progress:
             engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
-            trio.run(engine.loop.run, ticks, interval, clock=make_clock(config))
+            interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
     if writer is not None:
         writer.check()
     summary = stats.summary(engine)
