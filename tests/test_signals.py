@@ -9,6 +9,7 @@ signal from inside a tick, to hit an exact moment.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pty
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ import httpx
 import pytest
 
 from manor.cli import main
+from manor.cli.interrupts import unawaited_coroutines_held
 from manor.errors import SaveError
 from manor.saves import SaveWriter, read_save
 from manor.statistics import RunStatistics
@@ -294,3 +297,30 @@ def _drain(fd: int) -> None:
             pass
     except OSError:
         pass  # closed
+
+
+class TestUnawaitedCoroutines:
+    """The warning an interrupt can leave behind (a coroutine made, never awaited) is
+    held back and forgotten when a signal stopped the command, shown otherwise."""
+
+    @staticmethod
+    def _leave_a_coroutine() -> None:
+        async def never() -> None:
+            pass
+
+        never()  # the warning comes when it is collected
+
+    def test_forgotten_after_an_interrupt_shown_otherwise(self) -> None:
+        shown: list[str] = []
+        with warnings.catch_warnings():  # restores showwarning
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda message, *rest, **options: shown.append(str(message))
+            with unawaited_coroutines_held() as forget:
+                self._leave_a_coroutine()
+                forget()
+            assert shown == []
+            with unawaited_coroutines_held():
+                self._leave_a_coroutine()
+                gc.collect()
+                assert shown == []
+            assert len(shown) == 1 and "was never awaited" in shown[0]

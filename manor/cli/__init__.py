@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     its number; anything else as an internal error, exit 1. A stdout closed by its
     reader (``manor ... | head``) ends the command quietly, exit 0, as ruff does.
     """
-    with interrupts.sigterm_as_interrupt():
+    with interrupts.sigterm_as_interrupt(), interrupts.unawaited_coroutines_held() as forget_unawaited:
         parser = build_parser()
         args = parser.parse_args(argv)
         if not hasattr(args, "handler"):
@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             raise
         except BaseException as exc:  # noqa: BLE001 - the one place every failure is reported
+            if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves(exc)):
+                forget_unawaited()
             return _report(exc, debug)
 
 

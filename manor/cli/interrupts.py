@@ -14,10 +14,12 @@ ends the process at once: the save keeps every tick written so far, as after ``k
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -30,7 +32,7 @@ from ..errors import SaveError
 if TYPE_CHECKING:
     from ..saves import SaveWriter
 
-__all__ = ["SIGNALS", "Interrupted", "exit_status", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt"]
+__all__ = ["SIGNALS", "Interrupted", "exit_status", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "unawaited_coroutines_held"]
 
 T = TypeVar("T")
 
@@ -190,3 +192,34 @@ def signal_received() -> int:
     """The signal behind a ``KeyboardInterrupt`` that reached the top: SIGTERM if
     ``sigterm_as_interrupt``'s handler ran, else SIGINT."""
     return _last_signal or signal.SIGINT
+
+
+@contextmanager
+def unawaited_coroutines_held() -> Iterator[Callable[[], None]]:
+    """Within: "coroutine ... was never awaited" warnings are held back, and shown on
+    leaving unless the function yielded was called to forget them.
+
+    A ``KeyboardInterrupt`` that trio raises straight into running code (in a trio run
+    this module does not start) can land between making a coroutine and awaiting it:
+    that warning is the interrupt's doing, not a bug, and would break its one line.
+    """
+    held: list[warnings.WarningMessage] = []
+    show = warnings.showwarning
+
+    def hold(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, RuntimeWarning) and "was never awaited" in str(message):
+            held.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    def forget() -> None:
+        gc.collect()  # finalise the coroutines the interrupt left behind, while held
+        held.clear()
+
+    warnings.showwarning = hold
+    try:
+        yield forget
+    finally:
+        warnings.showwarning = show
+        for warning in held:
+            show(warning.message, warning.category, warning.filename, warning.lineno, warning.file, warning.line)
