@@ -24,6 +24,7 @@ from .errors import (
     SessionLimitError,
     add_secret,
     error_line,
+    leaves,
     one_line,
 )
 from .gate import Gate, GateStatistics, Permit
@@ -90,6 +91,7 @@ __all__ = [
     "add_secret",
     "collect",
     "error_line",
+    "leaves",
     "one_line",
     "resolve",
     "standard_sources",

@@ -45,6 +45,7 @@ __all__ = [
     "SessionLimitError",
     "add_secret",
     "error_line",
+    "leaves",
     "one_line",
 ]
 
@@ -87,6 +88,12 @@ def error_line(error: BaseException | str) -> str:
         text = text.replace(secret, "***")
     text = one_line(text) or type(error).__name__
     return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
+def leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside ``error``, however deep in exception groups (trio's
+    nurseries raise groups); ``[error]`` itself when it is no group."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
 
 
 class ManorError(Exception):

@@ -107,7 +107,8 @@ class TestHttp:
 class TestProcess:
     @pytest.mark.trio
     async def test_real_process_serves_until_interrupted(self) -> None:
-        """`manor serve-agent` prints its URL first, answers, and stops cleanly on Ctrl-C."""
+        """`manor serve-agent` prints its URL first, answers, and stops cleanly on Ctrl-C
+        (exit 130, as every command a signal stops)."""
         process = await trio.lowlevel.open_process(
             [sys.executable, "-m", "manor", "serve-agent", "--capacity", "2", "--latency", "0.1"],
             stdout=subprocess.PIPE,
@@ -128,7 +129,7 @@ class TestProcess:
                 assert run.json()["status"] == "COMPLETED"
                 assert stats.json()["capacity"] == 2
                 process.send_signal(signal.SIGINT)
-                assert await process.wait() == 0
+                assert await process.wait() == 130
         finally:
             if process.returncode is None:
                 process.kill()

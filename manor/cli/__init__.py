@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
+import traceback
 from typing import NoReturn
 
-from ..errors import ManorError, one_line
+from ..errors import ManorError, leaves, one_line
 from ..saves.writer import engine_version
+from . import interrupts
 from . import bench_cmd, config_cmd, experiment_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, trace_cmd
 
 __all__ = ["main"]
@@ -29,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tick-loop orchestration for LLM-agent worlds: every call of a tick through one fair gate.",
     )
     parser.add_argument("--version", action="version", version=f"manor {engine_version()}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, also show its traceback (so does MANOR_DEBUG=1)",
+    )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         command.register(commands)
@@ -36,16 +45,90 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "handler"):
-        parser.print_help()
-        return 2
-    try:
-        return args.handler(args) or 0
-    except ManorError as exc:
-        print(f"manor: error: {one_line(exc)}", file=sys.stderr)
+    """Run the command ``argv`` names; its exit status.
+
+    Whatever goes wrong ends in one line on stderr, never a traceback (unless
+    ``--debug`` or ``MANOR_DEBUG=1``): a ``ManorError`` (also inside an exception group)
+    as ``manor: error: ...``, exit 1; a signal as ``manor: interrupted ...``, exit 128 +
+    its number; anything else as an internal error, exit 1. A stdout closed by its
+    reader (``manor ... | head``) ends the command quietly, exit 0, as ruff does.
+    """
+    with interrupts.sigterm_as_interrupt(), interrupts.unawaited_coroutines_held() as forget_unawaited:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not hasattr(args, "handler"):
+            parser.print_help()
+            return 2
+        debug = args.debug or os.environ.get("MANOR_DEBUG", "") not in ("", "0")
+        stdout = _file_identity(sys.stdout)
+        try:
+            status = args.handler(args) or 0
+            sys.stdout.flush()  # here, so a closed stdout is seen while it can be handled
+            return status
+        except SystemExit as exc:
+            # Rich meets a closed stdout by pointing it at devnull and exiting 1.
+            if exc.code == 1 and stdout is not None and _file_identity(sys.stdout) != stdout:
+                return 0
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the one place every failure is reported
+            if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves(exc)):
+                forget_unawaited()
+            return _report(exc, debug)
+
+
+def _report(exc: BaseException, debug: bool) -> int:
+    """Say in one line why the command stopped; its exit status."""
+    inside = leaves(exc)
+    interrupted = next((leaf for leaf in inside if isinstance(leaf, KeyboardInterrupt)), None)
+    errors = [leaf for leaf in inside if isinstance(leaf, ManorError)]
+    if interrupted is None and any(isinstance(leaf, BrokenPipeError) for leaf in inside) and _stdout_closed():
+        # Whatever else was to be printed has no reader: point stdout at devnull so
+        # that the interpreter's last flush at exit does not fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
+    if debug:
+        traceback.print_exception(exc)
+    if interrupted is not None:
+        if not isinstance(interrupted, interrupts.Interrupted):
+            interrupted = interrupts.Interrupted(interrupts.signal_received())
+        _say(interrupted.line())
+        return interrupted.exit_status
+    if errors:
+        more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+        _say(f"manor: error: {one_line(errors[0])}{more}")
         return 1
-    except KeyboardInterrupt:
-        print("manor: interrupted", file=sys.stderr)
-        return 130
+    first = inside[0]
+    hint = "" if debug else " (run with --debug for the traceback)"
+    _say(f"manor: internal error: {type(first).__name__}: {one_line(first)}{hint}")
+    return 1
+
+
+def _stdout_closed() -> bool:
+    """True if nobody reads stdout any more (its pipe's reader has gone)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False  # not a file: the broken pipe was another one
+    if not hasattr(select, "poll"):
+        return True  # no way to ask (Windows): the likeliest pipe is stdout
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poll.poll(0))
+
+
+def _file_identity(file: object) -> tuple[int, int] | None:
+    """What the file descriptor of ``file`` is open on, if it has one."""
+    try:
+        status = os.fstat(file.fileno())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return None
+    return status.st_dev, status.st_ino
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass  # stderr is gone too: the exit status is all that is left

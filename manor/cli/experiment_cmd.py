@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 
 import msgspec
-import trio
 from rich.table import Table
 from rich.text import Text
 
@@ -20,7 +20,7 @@ from ..experiment.bounded_wait import (
     run_in_process,
     run_over_http,
 )
-from . import output
+from . import interrupts, output
 from .numbers import non_negative_float, positive_float, positive_int
 
 __all__ = ["register"]
@@ -72,7 +72,7 @@ def run_bounded_wait(args: argparse.Namespace) -> int:
         workers=args.workers, timeout_s=args.timeout, cancel=args.cancel, hangs=HANG_CHOICES[args.hangs]
     )
     exact = run_in_process(settings)
-    result = trio.run(lambda: run_over_http(settings, time_scale=args.time_scale)) if args.http else exact
+    result = interrupts.run(functools.partial(run_over_http, settings, time_scale=args.time_scale)) if args.http else exact
     if args.json:
         print(json.dumps(msgspec.to_builtins(result)))
         return 0

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ..engine import configure
 from ..errors import ConfigError
 from ..saves import read_save
+from . import interrupts
 from .options import add_setting_flags, flags_from_args, sources_from_args
 from .output import report_saved
 
@@ -61,6 +62,8 @@ def play(args: argparse.Namespace) -> int:
     save = None if args.no_save else args.save or default_save_path(Path(scene.path).stem)
     app = build_app(config, scene, paused=args.paused, save=save, force=args.force)
     _run(app)
+    if app.stopped_by is not None:
+        raise interrupts.Interrupted(app.stopped_by, interrupts.ran(app.driver.statistics().ticks, app.writer))
     if app.writer is not None:
         app.writer.check()
         report_saved(app.writer)
@@ -93,6 +96,8 @@ def replay(args: argparse.Namespace) -> int:
     if args.paused:
         app.driver.paused = True
     _run(app)
+    if app.stopped_by is not None:
+        raise interrupts.Interrupted(app.stopped_by, f"at tick {app.state.tick} of {len(save.ticks)}")
     return app.return_code or 0
 
 

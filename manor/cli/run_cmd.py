@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import trio
 from rich.console import Console
 from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -21,8 +20,8 @@ from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..statistics import PlatformRejections, RunStatistics
+from . import interrupts, output
 from .options import add_setting_flags, sources_from_args
-from . import output
 from .output import report_saved
 
 __all__ = ["register"]
@@ -60,13 +59,17 @@ def run(args: argparse.Namespace) -> int:
     ticks = config.settings.run.ticks
     interval = config.settings.run.tick_interval_s
     console = Console(stderr=True)
+
+    def after() -> str:
+        return interrupts.ran(stats.ticks, writer)
+
     if args.json or not console.is_terminal:
-        trio.run(engine.loop.run, ticks, interval, clock=make_clock(config))
+        interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
     else:
         columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True) as progress:
             engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
-            trio.run(engine.loop.run, ticks, interval, clock=make_clock(config))
+            interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
     if writer is not None:
         writer.check()
     summary = stats.summary(engine)

@@ -8,6 +8,7 @@ import sys
 import trio
 
 from ..serve import AgentHost, AgentServer
+from . import interrupts
 from .numbers import positive_float, positive_int, non_negative_float
 
 __all__ = ["register"]
@@ -73,18 +74,21 @@ def run(args: argparse.Namespace) -> int:
     )
     status = 0
     try:
-        trio.run(_serve, host, args.host, args.port)
-    except* OSError as group:
-        exc = _first(group)
-        print(f"manor serve-agent: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
-        status = 1
-    except* KeyboardInterrupt:
+        try:
+            interrupts.run(_serve, host, args.host, args.port)
+        except* OSError as group:
+            exc = _first(group)
+            print(f"manor serve-agent: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+            status = 1
+    except interrupts.Interrupted as stopped:
+        # Ctrl-C or SIGTERM is how a server stops: its summary is its one line.
         stats = host.statistics()
         print(
             f"manor serve-agent: stopped; {stats.submitted} runs, peak {stats.peak_running} of {stats.capacity} running, "
             f"{stats.dropped} dropped, {stats.cancelled} cancelled, {stats.rejected} rejected",
             file=sys.stderr,
         )
+        return stopped.exit_status
     return status
 
 

@@ -54,7 +54,7 @@ GATE_LAYER_DEFAULTS: Mapping[str, Any] = {"backend.sessions": 0}
 
 ENV_PREFIX = "MANOR_"
 #: Environment variables that are not settings.
-ENV_RESERVED = frozenset({"MANOR_CONFIG"})
+ENV_RESERVED = frozenset({"MANOR_CONFIG", "MANOR_DEBUG"})  # MANOR_DEBUG: manor.cli.main
 _ENV_NAMES = {ENV_PREFIX + key.replace(".", "_").upper(): key for key in KEYS}
 
 

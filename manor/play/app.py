@@ -10,6 +10,8 @@ drawn at once.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import time
 from collections.abc import Callable
 from functools import partial
@@ -28,7 +30,7 @@ from ..config.schema import POLICIES
 from ..content import Scene
 from ..driver import TickDriver
 from ..engine import Engine, build_engine, scene_seed
-from ..errors import ManorError
+from ..errors import ManorError, leaves
 from ..policies import make_policy
 from ..saves import SaveWriter
 from .clock import PacedClock
@@ -111,6 +113,10 @@ class PlayApp(App[None]):
         self._recomposing = False
         self._drawn_ticks = -1
         self._started_at = time.monotonic()
+        #: The signal (SIGINT, SIGTERM) that made the app quit, if one did.
+        self.stopped_by: int | None = None
+        # signal number -> the handler it had before the app took it.
+        self._signal_handlers: dict[int, Any] = {}
 
     def _new_guest(self) -> GuestRun:
         guest = GuestRun(on_done=lambda result: self.post_message(EngineStopped(result, guest)))
@@ -135,6 +141,7 @@ class PlayApp(App[None]):
         yield from ()
 
     def on_mount(self) -> None:
+        self.quit_on_signals()
         self.start_engine()
         self.set_interval(1 / REFRESH_HZ, self.refresh_panels, name="refresh panels")
         self.refresh_panels()
@@ -207,9 +214,40 @@ class PlayApp(App[None]):
         self.refresh_panels()
 
     async def on_unmount(self) -> None:
-        # Every way out (q, ctrl+q, an error) passes here: the trio run must end
-        # before Textual closes its loop.
+        # Every way out (q, ctrl+q, an error, a signal) passes here: the trio run must
+        # end before Textual closes its loop.
         await self.stop_engine()
+        self._restore_signal_handlers()
+
+    # -- signals ------------------------------------------------------------------------
+
+    def quit_on_signals(self) -> None:
+        """Quit as ``q`` does on SIGTERM, or on SIGINT (which comes only from ``kill``:
+        in the dashboard Ctrl-C is a key), and remember which in ``stopped_by``. The
+        engine is cancelled on the way out, so the save is closed with every finished
+        tick. Signals ignored when the app started stay ignored."""
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(signum)
+            if previous is signal.SIG_IGN:
+                continue
+            try:
+                loop.add_signal_handler(signum, self._quit_on_signal, signum)
+            except (RuntimeError, ValueError):
+                return  # not the main thread: signals are not the app's to handle
+            self._signal_handlers[signum] = previous
+
+    def _quit_on_signal(self, signum: int) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = signum
+            self.exit(return_code=128 + signum)
+
+    def _restore_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum, previous in self._signal_handlers.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, previous)
+        self._signal_handlers.clear()
 
     # -- drawing ----------------------------------------------------------------------
 
@@ -332,17 +370,11 @@ class PlayApp(App[None]):
 
 def engine_failure(error: BaseException) -> str:
     """One line saying why the engine stopped: the first error inside any group."""
-    errors = _leaves(error)
+    errors = leaves(error)
     first = errors[0]
     what = str(first) if isinstance(first, ManorError) else f"{type(first).__name__}: {first}"
     more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
     return f"manor: error: the engine stopped: {what}{more}"
-
-
-def _leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [error]
 
 
 def build_app(

@@ -71,6 +71,9 @@ class GuestRun:
             run_sync_soon_not_threadsafe=loop.call_soon,
             done_callback=self._finish,
             clock=clock,
+            # asyncio wakes its loop for a signal through signal.set_wakeup_fd (the
+            # app's SIGTERM handler): trio must not take the wakeup fd over.
+            host_uses_signal_set_wakeup_fd=True,
         )
 
     def run_sync_soon(self, fn: Callable[[], object]) -> bool:

@@ -1,0 +1,225 @@
+"""Ctrl-C and SIGTERM: a command stops cleanly, says so in one line, exits 128 + the signal.
+
+While a command's trio run is under way (``run``), SIGINT and SIGTERM cancel it: every
+``finally`` runs, so a save writer closes its file with an end frame and a remote agent's
+run is cancelled by its shielded request, and then ``Interrupted`` is raised with what the
+command had done by then. Outside such a run — before it starts, after it ends, or inside a
+trio run this module does not start (a replay, a benchmark) — SIGTERM is made to act as
+Ctrl-C does there (``sigterm_as_interrupt``): trio's own handler, or Python's
+``KeyboardInterrupt``. Either way ``manor.cli.main`` reports one line.
+
+A second signal while the first is being handled (a cleanup stuck on a remote server)
+ends the process at once: the save keeps every tick written so far, as after ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+import threading
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
+
+from ..errors import SaveError
+
+if TYPE_CHECKING:
+    from ..saves import SaveWriter
+
+__all__ = ["SIGNALS", "Interrupted", "exit_status", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "unawaited_coroutines_held"]
+
+T = TypeVar("T")
+
+#: The signals that stop a command.
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: The last SIGTERM that reached ``sigterm_as_interrupt``'s handler, so a
+#: ``KeyboardInterrupt`` it caused is reported as SIGTERM.
+_last_signal: int | None = None
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the command.
+
+    Args:
+        signum: the signal.
+        after: what the command had done by then, to end the line with (e.g.
+            ``after 12 ticks; saved to s.msav``); "" when there is nothing to say.
+    """
+
+    def __init__(self, signum: int, after: str = "") -> None:
+        super().__init__(signum, after)
+        self.signum = signum
+        self.after = after
+
+    @property
+    def exit_status(self) -> int:
+        return exit_status(self.signum)
+
+    def line(self) -> str:
+        """The one line the command ends with."""
+        what = "terminated" if self.signum == signal.SIGTERM else "interrupted"
+        return f"manor: {what} {self.after}".rstrip()
+
+
+def exit_status(signum: int) -> int:
+    """The exit status of a command ``signum`` stopped: 128 + its number, as a shell
+    reports a process the signal ended."""
+    return 128 + signum
+
+
+def ran(ticks: int, writer: SaveWriter | None) -> str:
+    """What a stopped run had done, for ``Interrupted``: ``after 12 ticks; saved to s.msav``."""
+    done = f"after {ticks} tick{'' if ticks == 1 else 's'}"
+    if writer is None:
+        return done
+    try:
+        writer.check()
+    except SaveError as exc:
+        return f"{done}; {exc}"
+    if not writer.ticks:
+        return f"{done}; {writer.path} holds no whole tick"
+    return f"{done}; saved to {writer.path}"
+
+
+def listened() -> list[int]:
+    """The stopping signals not ignored: one ignored when Manor started (SIGINT, in a
+    script's background job) stays ignored."""
+    return [signum for signum in SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+
+
+def run(
+    async_fn: Callable[..., Awaitable[T]],
+    *args: Any,
+    clock: trio.abc.Clock | None = None,
+    after: Callable[[], str] = lambda: "",
+) -> T:
+    """``trio.run(async_fn, *args)``, stopped by SIGINT or SIGTERM.
+
+    The first signal cancels ``async_fn`` (its ``finally`` blocks and shielded cleanup
+    run); once the run has ended, ``Interrupted`` is raised. A second signal ends the
+    process at once.
+
+    Args:
+        clock: the trio clock (``None``: real time).
+        after: called once the run has ended after a signal; what the command had done
+            by then (see ``Interrupted``).
+
+    Raises:
+        Interrupted: a signal stopped the run.
+    """
+    received: list[int] = []
+    signums = listened()
+
+    async def main() -> T | None:
+        if not signums:
+            return await async_fn(*args)
+        work, watch = trio.CancelScope(), trio.CancelScope()
+        with trio.open_signal_receiver(*signums) as signals:
+            # A system task, not a nursery: an error of async_fn comes out as itself,
+            # not in an exception group.
+            trio.lowlevel.spawn_system_task(_stop_on_signal, signals, work, watch, received, name="manor: stop on a signal")
+            try:
+                with work:
+                    return await async_fn(*args)
+            finally:
+                watch.cancel()  # before the receiver closes
+        return None
+
+    result = trio.run(main, clock=clock)
+    if received:
+        raise Interrupted(received[0], after())
+    return result  # type: ignore[return-value]  # not cancelled: async_fn returned it
+
+
+async def _stop_on_signal(
+    signals: AsyncIterator[int], work: trio.CancelScope, watch: trio.CancelScope, received: list[int]
+) -> None:
+    """Cancel ``work`` at the first signal; exit the process at the second (the user
+    does not want to wait for the cleanup). Stops when ``watch`` is cancelled."""
+    with watch:
+        if watch.cancel_called:
+            return  # the run ended before this task first ran: its receiver is closed
+        async for signum in signals:
+            if received:
+                _exit_now(signum)
+            received.append(signum)
+            work.cancel()
+
+
+def _exit_now(signum: int) -> None:
+    try:
+        print(f"{Interrupted(signum).line()} again; stopped without cleaning up", file=sys.stderr, flush=True)
+    finally:
+        os._exit(exit_status(signum))
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM does what SIGINT does at that moment (Python's
+    ``KeyboardInterrupt``, or trio's handler inside a trio run), and ``signal_received``
+    remembers it. A no-op outside the main thread, where signals cannot be handled, and
+    when SIGTERM was ignored when Manor started."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield
+        return
+    global _last_signal
+    _last_signal = None
+    previous = signal.signal(signal.SIGTERM, _as_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _as_sigint(signum: int, frame: FrameType | None) -> None:
+    global _last_signal
+    _last_signal = signum
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
+def signal_received() -> int:
+    """The signal behind a ``KeyboardInterrupt`` that reached the top: SIGTERM if
+    ``sigterm_as_interrupt``'s handler ran, else SIGINT."""
+    return _last_signal or signal.SIGINT
+
+
+@contextmanager
+def unawaited_coroutines_held() -> Iterator[Callable[[], None]]:
+    """Within: "coroutine ... was never awaited" warnings are held back, and shown on
+    leaving unless the function yielded was called to forget them.
+
+    A ``KeyboardInterrupt`` that trio raises straight into running code (in a trio run
+    this module does not start) can land between making a coroutine and awaiting it:
+    that warning is the interrupt's doing, not a bug, and would break its one line.
+    """
+    held: list[warnings.WarningMessage] = []
+    show = warnings.showwarning
+
+    def hold(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, RuntimeWarning) and "was never awaited" in str(message):
+            held.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    def forget() -> None:
+        gc.collect()  # finalise the coroutines the interrupt left behind, while held
+        held.clear()
+
+    warnings.showwarning = hold
+    try:
+        yield forget
+    finally:
+        warnings.showwarning = show
+        for warning in held:
+            show(warning.message, warning.category, warning.filename, warning.lineno, warning.file, warning.line)

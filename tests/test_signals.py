@@ -1,0 +1,326 @@
+"""Ctrl-C (SIGINT) and SIGTERM stop every command in one line, with exit 128 + the
+signal, the save closed with every finished tick, and remote runs cancelled.
+
+Most tests are real ``python -m manor`` processes on the real clock, signalled once
+their work is under way (a save holding ticks, a server with runs in flight, the
+process's own sockets or CPU time); a few run ``main`` in this process and send the
+signal from inside a tick, to hit an exact moment.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import pty
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from manor.cli import main
+from manor.cli.interrupts import unawaited_coroutines_held
+from manor.errors import SaveError
+from manor.saves import SaveWriter, read_save
+from manor.statistics import RunStatistics
+
+from scenes_fixture import write_scene
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, /proc")
+
+#: (signal, exit status, the word the line starts with)
+STOPS = [
+    pytest.param(signal.SIGINT, 130, "interrupted", id="SIGINT"),
+    pytest.param(signal.SIGTERM, 143, "terminated", id="SIGTERM"),
+]
+#: Longest any one wait of these tests may take, on a loaded machine.
+PATIENCE_S = 60.0
+
+_AGENT = 'name = "{name}"\nrole = "{role}"\n[sim]\nlatency_s = {latency}\njitter = 0.0\n'
+_SCENE = """
+name = "Slow"
+seed = 11
+platform_limit = 3
+rooms = ["hall", "garden"]
+cast = ["ann", "bob", "cy"]
+[beats]
+per_tick = 1
+speakers = ["ann", "bob"]
+"""
+
+
+def _slow_scene(root: Path, latency: float) -> Path:
+    """Five calls a tick, each ``latency`` s, through a gate of 2: calls wait at the gate."""
+    agents = {agent: _AGENT.format(name=agent.title(), role="character", latency=latency) for agent in ("ann", "bob", "cy")}
+    agents["narrator"] = _AGENT.format(name="Narrator", role="narrator", latency=latency)
+    agents["summariser"] = _AGENT.format(name="Summariser", role="summariser", latency=latency)
+    return write_scene(root, _SCENE, "slow", agents)
+
+
+def _environment() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
+
+
+def _start(argv: list[str], cwd: Path, **options: Any) -> subprocess.Popen[str]:
+    options = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, **options}
+    return subprocess.Popen([sys.executable, "-m", "manor", *argv], cwd=cwd, env=_environment(), text=True, **options)
+
+
+def _wait_until(process: subprocess.Popen[str], ready: Callable[[], bool]) -> None:
+    """Poll ``ready()`` while the process runs; fail if it ends first or takes too long."""
+    deadline = time.monotonic() + PATIENCE_S
+    while not ready():
+        if process.poll() is not None:
+            pytest.fail(f"the process ended before it was signalled: {process.communicate()[1]}")
+        assert time.monotonic() < deadline, "the process never got under way"
+        time.sleep(0.02)
+
+
+def _stop(process: subprocess.Popen[str], signum: int) -> str:
+    """Send ``signum``; the process's stderr once it has ended."""
+    try:
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=PATIENCE_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return err
+
+
+def _ticks(save: Path) -> int:
+    try:
+        return len(read_save(save).ticks)
+    except SaveError:
+        return 0  # not created yet, or caught inside its header
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _sockets(pid: int) -> int:
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass  # closed meanwhile
+    return count
+
+
+def _verifies(save: Path, capsys: pytest.CaptureFixture[str]) -> bool:
+    capsys.readouterr()
+    code = main(["replay", str(save), "--verify", "--json"])
+    return code == 0 and json.loads(capsys.readouterr().out)["verified"]
+
+
+class TestRun:
+    @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    def test_a_signal_mid_tick_stops_the_run_and_closes_the_save(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int, status: int, word: str
+    ) -> None:
+        """Ticks of 0.45 s back to back, calls waiting at the gate: signalled once two are
+        saved, the run ends in one line naming the ticks and the save, which verifies."""
+        scene = _slow_scene(tmp_path, latency=0.15)
+        save = tmp_path / "s.msav"
+        process = _start(["run", "--scene", str(scene), "--clock", "real", "--ticks", "100000", "--save", str(save)], tmp_path)
+        _wait_until(process, lambda: _ticks(save) >= 2)
+        err = _stop(process, signum)
+        recorded = read_save(save)
+        ticks = len(recorded.ticks)
+        assert process.returncode == status
+        assert err == f"manor: {word} after {ticks} ticks; saved to {save}\n"
+        assert recorded.finished and not recorded.warnings  # the end frame is there
+        assert _verifies(save, capsys)
+
+    def test_a_signal_in_the_first_tick_says_the_save_holds_no_tick(self, tmp_path: Path) -> None:
+        scene = _slow_scene(tmp_path, latency=5.0)
+        save = tmp_path / "s.msav"
+        process = _start(["run", "--scene", str(scene), "--clock", "real", "--save", str(save)], tmp_path)
+        _wait_until(process, save.exists)
+        err = _stop(process, signal.SIGINT)
+        assert process.returncode == 130
+        assert err == f"manor: interrupted after 0 ticks; {save} holds no whole tick\n"
+
+    def test_a_signal_while_calls_wait_at_the_gate_under_the_virtual_clock(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """In this process: SIGINT sent as the first call of tick 3 finishes, the others
+        still at the gate or running; ticks 1 and 2 are saved, tick 3 is not."""
+        scene = _slow_scene(tmp_path, latency=1.0)
+        save = tmp_path / "s.msav"
+        call_finished = SaveWriter.call_finished
+
+        def signal_in_tick_3(writer: SaveWriter, record: Any) -> None:
+            if record.tick == 3 and writer.ticks == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+            call_finished(writer, record)
+
+        monkeypatch.setattr(SaveWriter, "call_finished", signal_in_tick_3)
+        code = main(["run", "--scene", str(scene), "--ticks", "10", "--save", str(save), "--json"])
+        out, err = capsys.readouterr()
+        assert (code, out, err) == (130, "", f"manor: interrupted after 2 ticks; saved to {save}\n")
+        monkeypatch.undo()
+        assert _verifies(save, capsys)
+
+
+class TestRealServer:
+    @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    def test_streams_open_and_remote_runs_are_cancelled(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int, status: int, word: str
+    ) -> None:
+        """The cast on a real ``manor serve-agent``: characters on agno runs that would take
+        30 s (cancel_remote), narrator and summariser streaming chat completions; a tick
+        deadline of 0.5 s lets ticks finish. Signalled mid-tick, every run in flight is
+        cancelled on the server (an agno run only by the cancel request), and the server
+        itself stops on SIGTERM with its summary."""
+        server = _start(["serve-agent", "--capacity", "20", "--latency", "30"], tmp_path, stdout=subprocess.PIPE)
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:"), server.communicate()[1]
+            config = tmp_path / "manor.toml"
+            config.write_text(
+                f'[backends.remote]\nkind = "agno"\nbase_url = "{url}"\nagent_id = "agent"\nworkers = 20\ncancel_remote = true\n'
+                f'[backends.chat]\nkind = "openai"\nbase_url = "{url}/v1"\nmodel = "manor"\n'
+                '[backend]\ndefault = "remote"\n[agent_backends]\nnarrator = "chat"\nsummariser = "chat"\n'
+                "[breaker]\nfailures = 1000000\n",
+                encoding="utf-8",
+            )
+            save = tmp_path / "s.msav"
+            argv = ["run", "--config", str(config), "--clock", "real", "--ticks", "100000", "--tick-deadline", "0.5",
+                    "--platform-limit", "20", "--save", str(save)]  # fmt: skip
+            run = _start(argv, tmp_path)
+            _wait_until(run, lambda: _ticks(save) >= 2 and httpx.get(f"{url}/stats").json()["running"] >= 14)
+            err = _stop(run, signum)
+            ticks = len(read_save(save).ticks)
+            assert run.returncode == status
+            assert err == f"manor: {word} after {ticks} ticks; saved to {save}\n"
+            assert _verifies(save, capsys)
+            # Runs of 30 s: one still running now was never cancelled.
+            deadline = time.monotonic() + 10
+            while (stats := httpx.get(f"{url}/stats").json())["running"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert (stats["running"], stats["queued"], stats["completed"]) == (0, 0, 0)
+            assert stats["cancelled"] == stats["submitted"] > 0
+            server_err = _stop(server, signal.SIGTERM)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.communicate()
+        assert server.returncode == 143
+        assert server_err.splitlines()[-1].startswith(f"manor serve-agent: stopped; {stats['submitted']} runs,")
+
+
+class TestOtherCommands:
+    @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    def test_experiment_over_http(self, tmp_path: Path, signum: int, status: int, word: str) -> None:
+        """Signalled once its own server and clients are up (their sockets open)."""
+        process = _start(["experiment", "bounded-wait", "--http", "--time-scale", "1"], tmp_path)
+        _wait_until(process, lambda: _sockets(process.pid) >= 5)
+        assert _stop(process, signum) == f"manor: {word}\n"
+        assert process.returncode == status
+
+    @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    def test_bench(self, tmp_path: Path, signum: int, status: int, word: str) -> None:
+        """A trio run Manor's CLI does not start itself: signalled after 2 s of CPU
+        (imports take well under 1 s; the scheduling suite takes some 20 s)."""
+        process = _start(["bench", "--suite", "scheduling", "--json"], tmp_path)
+        _wait_until(process, lambda: _cpu_seconds(process.pid) >= 2.0)
+        assert _stop(process, signum) == f"manor: {word}\n"
+        assert process.returncode == status
+
+    @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    def test_replay_mid_tick(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, signum: int, status: int, word: str
+    ) -> None:
+        """In this process: the signal arrives as the replay finishes its third tick."""
+        save = tmp_path / "s.msav"
+        assert main(["run", "--scene", str(_slow_scene(tmp_path, 0.5)), "--ticks", "8", "--save", str(save), "--json"]) == 0
+        tick_finished = RunStatistics.tick_finished
+
+        def signal_at_tick_3(stats: RunStatistics, record: Any, story: Any) -> None:
+            tick_finished(stats, record, story)
+            if stats.ticks == 3:
+                os.kill(os.getpid(), signum)
+
+        monkeypatch.setattr(RunStatistics, "tick_finished", signal_at_tick_3)
+        capsys.readouterr()
+        code = main(["replay", str(save), "--verify"])
+        assert (code, capsys.readouterr()) == (status, ("", f"manor: {word}\n"))
+
+    @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    def test_play_quits_and_closes_its_save(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int, status: int, word: str
+    ) -> None:
+        """The dashboard on a pseudo-terminal (Ctrl-C is a key there: SIGINT comes only
+        from kill). It quits as ``q`` does; its last line says so."""
+        save = tmp_path / "p.msav"
+        controller, terminal = pty.openpty()
+        try:
+            env = {**_environment(), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+            process = subprocess.Popen(
+                [sys.executable, "-m", "manor", "play", "--scene", str(_slow_scene(tmp_path, 0.3)), "--save", str(save)],
+                stdin=terminal, stdout=terminal, stderr=subprocess.PIPE, cwd=tmp_path, env=env, text=True,
+                start_new_session=True,
+            )  # fmt: skip
+            os.close(terminal)
+            threading.Thread(target=_drain, args=(controller,), daemon=True).start()
+            _wait_until(process, lambda: _ticks(save) >= 2)
+            err = _stop(process, signum)
+        finally:
+            os.close(controller)
+        ticks = len(read_save(save).ticks)
+        assert process.returncode == status
+        # The dashboard draws on stderr; the line comes after it has left the screen.
+        after_the_screen = re.split(r"\x1b\[[0-9;?<>=]*[a-zA-Z]", err)[-1]
+        assert after_the_screen == f"manor: {word} after {ticks} ticks; saved to {save}\n"
+        assert "Traceback" not in err
+        assert _verifies(save, capsys)
+
+
+def _drain(fd: int) -> None:
+    """Read what the dashboard draws, so that it never blocks on a full terminal."""
+    try:
+        while os.read(fd, 65536):
+            pass
+    except OSError:
+        pass  # closed
+
+
+class TestUnawaitedCoroutines:
+    """The warning an interrupt can leave behind (a coroutine made, never awaited) is
+    held back and forgotten when a signal stopped the command, shown otherwise."""
+
+    @staticmethod
+    def _leave_a_coroutine() -> None:
+        async def never() -> None:
+            pass
+
+        never()  # the warning comes when it is collected
+
+    def test_forgotten_after_an_interrupt_shown_otherwise(self) -> None:
+        shown: list[str] = []
+        with warnings.catch_warnings():  # restores showwarning
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda message, *rest, **options: shown.append(str(message))
+            with unawaited_coroutines_held() as forget:
+                self._leave_a_coroutine()
+                forget()
+            assert shown == []
+            with unawaited_coroutines_held():
+                self._leave_a_coroutine()
+                gc.collect()
+                assert shown == []
+            assert len(shown) == 1 and "was never awaited" in shown[0]
