@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from manor.cli import main
-from manor.cli.interrupts import unawaited_coroutines_held
+from manor.interrupts import unawaited_coroutines_held
 from manor.errors import SaveError
 from manor.saves import SaveWriter, read_save
 from manor.statistics import RunStatistics
@@ -258,7 +258,7 @@ class TestOtherCommands:
         monkeypatch.setattr(RunStatistics, "tick_finished", signal_at_tick_3)
         capsys.readouterr()
         code = main(["replay", str(save), "--verify"])
-        assert (code, capsys.readouterr()) == (status, ("", f"manor: {word}\n"))
+        assert (code, capsys.readouterr()) == (status, ("", f"manor: {word} after 3 of 8 ticks replayed\n"))
 
     @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
     def test_play_quits_and_closes_its_save(

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from ..errors import ManorError, leaves, one_line
 from ..saves.writer import engine_version
-from . import interrupts
+from .. import interrupts
 from . import bench_cmd, config_cmd, experiment_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, trace_cmd
 
 __all__ = ["main"]

@@ -20,7 +20,8 @@ from ..experiment.bounded_wait import (
     run_in_process,
     run_over_http,
 )
-from . import interrupts, output
+from .. import interrupts
+from . import output
 from .numbers import non_negative_float, positive_float, positive_int
 
 __all__ = ["register"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..engine import configure
 from ..errors import ConfigError
 from ..saves import read_save
-from . import interrupts
+from .. import interrupts
 from .options import add_setting_flags, flags_from_args, sources_from_args
 from .output import report_saved
 

@@ -20,7 +20,8 @@ from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..statistics import PlatformRejections, RunStatistics
-from . import interrupts, output
+from .. import interrupts
+from . import output
 from .options import add_setting_flags, sources_from_args
 from .output import report_saved
 

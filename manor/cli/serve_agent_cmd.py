@@ -8,7 +8,7 @@ import sys
 import trio
 
 from ..serve import AgentHost, AgentServer
-from . import interrupts
+from .. import interrupts
 from .numbers import positive_float, positive_int, non_negative_float
 
 __all__ = ["register"]

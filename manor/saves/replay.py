@@ -10,6 +10,7 @@ import attrs
 import trio
 import trio.testing
 
+from .. import interrupts
 from ..config import Source
 from ..calls import Request
 from ..engine import Engine, build_engine, scene_seed, scene_sim
@@ -158,6 +159,7 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     Raises:
         SaveError: the save holds no whole tick, or a recorded setting is refused.
         ConfigError: an override has a bad value.
+        Interrupted: SIGINT or SIGTERM stopped the replay.
     """
     save.require_ticks()
     _, dropped = recorded_source(save)
@@ -188,5 +190,6 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
             await engine.loop.run(len(save.ticks), settings.run.tick_interval_s)
             nursery.cancel_scope.cancel()
 
-    trio.run(main, clock=clock)
+    # Ctrl-C or SIGTERM stops it cleanly and says how far it got.
+    interrupts.run(main, clock=clock, after=lambda: f"after {statistics.ticks} of {len(save.ticks)} ticks replayed")
     return Replay(engine, statistics, backend.drawn, mismatch or check.mismatch, (*save.warnings, *dropped))

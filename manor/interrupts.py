@@ -4,7 +4,7 @@ While a command's trio run is under way (``run``), SIGINT and SIGTERM cancel it:
 ``finally`` runs, so a save writer closes its file with an end frame and a remote agent's
 run is cancelled by its shielded request, and then ``Interrupted`` is raised with what the
 command had done by then. Outside such a run — before it starts, after it ends, or inside a
-trio run this module does not start (a replay, a benchmark) — SIGTERM is made to act as
+trio run this module does not start (a benchmark) — SIGTERM is made to act as
 Ctrl-C does there (``sigterm_as_interrupt``): trio's own handler, or Python's
 ``KeyboardInterrupt``. Either way ``manor.cli.main`` reports one line.
 
@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ..errors import SaveError
+from .errors import SaveError
 
 if TYPE_CHECKING:
-    from ..saves import SaveWriter
+    from .saves import SaveWriter
 
 __all__ = ["SIGNALS", "Interrupted", "exit_status", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "unawaited_coroutines_held"]
 
