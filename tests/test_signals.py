@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
+import manor.interrupts
 from manor.cli import main
 from manor.interrupts import unawaited_coroutines_held
 from manor.errors import SaveError
@@ -324,3 +325,19 @@ class TestUnawaitedCoroutines:
                 gc.collect()
                 assert shown == []
             assert len(shown) == 1 and "was never awaited" in shown[0]
+
+
+def test_a_signal_before_the_run_takes_over_still_closes_the_save(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the save was created but before the trio run handles signals
+    (Python's own KeyboardInterrupt): the same one line, the save closed."""
+    def interrupted_at_once(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(manor.interrupts, "run", interrupted_at_once)
+    save = tmp_path / "s.msav"
+    code = main(["run", "--ticks", "3", "--save", str(save), "--json"])
+    assert (code, capsys.readouterr()) == (130, ("", f"manor: interrupted after 0 ticks; {save} holds no whole tick\n"))
+    recorded = read_save(save)
+    assert recorded.finished and not recorded.ticks and not recorded.warnings

@@ -64,13 +64,22 @@ def run(args: argparse.Namespace) -> int:
     def after() -> str:
         return interrupts.ran(stats.ticks, writer)
 
-    if args.json or not console.is_terminal:
-        interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
-    else:
-        columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=console, transient=True) as progress:
-            engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
+    try:
+        if args.json or not console.is_terminal:
             interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
+        else:
+            columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            with Progress(*columns, console=console, transient=True) as progress:
+                engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
+                interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, interrupts.Interrupted):
+            raise
+        # A signal just before the trio run took over the signals (or just after it):
+        # the save is closed all the same, and the line says what there is.
+        if writer is not None:
+            writer.run_finished(engine.loop)
+        raise interrupts.Interrupted(interrupts.signal_received(), after()) from None
     if writer is not None:
         writer.check()
     summary = stats.summary(engine)
