@@ -155,3 +155,24 @@ def write_scene(root: Path, text: str, name: str = "scene", agents: Mapping[str,
     path = folder / f"{name}.toml"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+_FIXED_AGENT = 'name = "{name}"\nrole = "{role}"\n[sim]\nlatency_s = {latency}\njitter = 0.0\n'
+_THREE_CHARACTERS = """
+name = "{title}"
+seed = 11
+platform_limit = 3
+rooms = ["hall", "garden"]
+cast = ["ann", "bob", "cy"]
+[beats]
+per_tick = 1
+speakers = ["ann", "bob"]
+"""
+
+
+def fixed_latency_scene(root: Path, latency: float, name: str) -> Path:
+    """A scene of five calls a tick — three characters, the narrator, the summariser — and
+    one beat, every call taking exactly ``latency`` s, through a gate of 2 (platform 3)."""
+    roles = {"ann": "character", "bob": "character", "cy": "character", "narrator": "narrator", "summariser": "summariser"}
+    agents = {agent: _FIXED_AGENT.format(name=agent.title(), role=role, latency=latency) for agent, role in roles.items()}
+    return write_scene(root, _THREE_CHARACTERS.format(title=name.title()), name, agents)

@@ -21,32 +21,13 @@ from manor.cli import main
 from manor.errors import SaveError
 from manor.saves import read_save
 
+from scenes_fixture import fixed_latency_scene
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
-
-_AGENT = 'name = "{name}"\nrole = "{role}"\n[sim]\nlatency_s = 0.004\njitter = 0.0\n'
-_SCENE = """
-name = "Quick"
-seed = 11
-platform_limit = 3
-rooms = ["hall", "garden"]
-cast = ["ann", "bob", "cy"]
-[beats]
-per_tick = 1
-speakers = ["ann", "bob"]
-"""
-
 
 def _run_until_killed(tmp_path: Path, ticks_wanted: int) -> tuple[Path, int]:
     """Start a run writing a save, SIGKILL it once the save has ``ticks_wanted`` ticks."""
-    agents = {agent: _AGENT.format(name=agent.title(), role="character") for agent in ("ann", "bob", "cy")}
-    agents |= {"narrator": _AGENT.format(name="Narrator", role="narrator"), "summariser": _AGENT.format(name="Summariser", role="summariser")}
-    for agent, text in agents.items():
-        (tmp_path / "agents").mkdir(exist_ok=True)
-        (tmp_path / "agents" / f"{agent}.toml").write_text(text, encoding="utf-8")
-    # A scene finds its agents in ../agents, next to its own folder.
-    scene = tmp_path / "scenes" / "quick.toml"
-    scene.parent.mkdir()
-    scene.write_text(_SCENE, encoding="utf-8")
+    scene = fixed_latency_scene(tmp_path, 0.004, "quick")
     save = tmp_path / "killed.msav"
     env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
     argv = [sys.executable, "-m", "manor", "run", "--scene", str(scene), "--clock", "real", "--ticks", "100000",

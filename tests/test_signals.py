@@ -34,7 +34,7 @@ from manor.errors import SaveError
 from manor.saves import SaveWriter, read_save
 from manor.statistics import RunStatistics
 
-from scenes_fixture import write_scene
+from scenes_fixture import fixed_latency_scene
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, /proc")
 
@@ -46,25 +46,9 @@ STOPS = [
 #: Longest any one wait of these tests may take, on a loaded machine.
 PATIENCE_S = 60.0
 
-_AGENT = 'name = "{name}"\nrole = "{role}"\n[sim]\nlatency_s = {latency}\njitter = 0.0\n'
-_SCENE = """
-name = "Slow"
-seed = 11
-platform_limit = 3
-rooms = ["hall", "garden"]
-cast = ["ann", "bob", "cy"]
-[beats]
-per_tick = 1
-speakers = ["ann", "bob"]
-"""
-
-
 def _slow_scene(root: Path, latency: float) -> Path:
     """Five calls a tick, each ``latency`` s, through a gate of 2: calls wait at the gate."""
-    agents = {agent: _AGENT.format(name=agent.title(), role="character", latency=latency) for agent in ("ann", "bob", "cy")}
-    agents["narrator"] = _AGENT.format(name="Narrator", role="narrator", latency=latency)
-    agents["summariser"] = _AGENT.format(name="Summariser", role="summariser", latency=latency)
-    return write_scene(root, _SCENE, "slow", agents)
+    return fixed_latency_scene(root, latency, "slow")
 
 
 def _environment() -> dict[str, str]:
