@@ -10,6 +10,7 @@ trace.
     recorded    the recorded run's settings and figures
     replay      replay(): the recorded ticks again, verified or under other settings
     trace       the run as a Chrome trace (Perfetto, chrome://tracing)
+    story       the run's story, rebuilt from the calls: Markdown, text, JSON Lines
     benchmark   replay speed and save size, for ``manor bench``
 """
 
@@ -19,6 +20,7 @@ from .format import FORMAT_VERSION, EndFrame, Header, TickFrame
 from .reader import Save, decode_save, read_save
 from .recorded import recorded_config, recorded_summary
 from .replay import Mismatch, Replay, replay
+from .story import story_lines, story_text, write_story
 from .trace import chrome_trace, write_trace
 from .writer import SaveWriter
 
@@ -41,5 +43,8 @@ __all__ = [
     "recorded_summary",
     "replay",
     "replay_benchmark",
+    "story_lines",
+    "story_text",
+    "write_story",
     "write_trace",
 ]

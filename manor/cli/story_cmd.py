@@ -1,0 +1,50 @@
+"""``manor story``: a save's story, to read or share outside the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..saves import read_save, story_lines, story_text, write_story
+from ..saves.story import FORMATS
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "story",
+        help="write a save file's story: Markdown, plain text or JSON Lines",
+        description="Tell the story of a saved run again — narration, dialogue and beats, each degraded "
+        "turn with its fallback, reason and what failed — rebuilt from the recorded calls (no call is "
+        "made). To stdout, or to a file with -o.",
+    )
+    parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save' or 'manor play')")
+    parser.add_argument(
+        "--format", choices=FORMATS, default=None,
+        help="md (a heading per tick), txt (a line per entry) or jsonl (one JSON object per entry: tick, caller, "
+        "agent, speaker, text, fallback, reason, error) (default: from -o's suffix, else md)",
+    )  # fmt: skip
+    parser.add_argument("-o", "--output", type=_file_name, default=None, metavar="FILE", help="write here instead of stdout (replaced if it exists)")
+    parser.set_defaults(handler=run)
+
+
+def _file_name(text: str) -> Path:
+    if not text:
+        raise argparse.ArgumentTypeError("an empty file name")
+    return Path(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    save = read_save(args.save)
+    for warning in save.warnings:
+        print(f"manor: warning: {warning}", file=sys.stderr)
+    suffix = args.output.suffix.lstrip(".") if args.output is not None else ""
+    format = args.format or (suffix if suffix in FORMATS else "md")
+    if args.output is None:
+        sys.stdout.write(story_text(save.scene.spec.name, list(story_lines(save)), format))
+        return 0
+    lines = write_story(save, format, str(args.output))
+    print(f"manor: wrote {lines} story lines of {len(save.ticks)} ticks to {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,115 @@
+"""A save's story, told again: the world rebuilt from the recorded calls, tick by tick, and
+written out as Markdown, plain text or JSON Lines (``manor story``).
+
+A save holds the calls, not the story: the story is what the world makes of them, so it is
+rebuilt by applying each recorded tick to a fresh world — no call is made, no time passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+import attrs
+import msgspec
+
+from ..errors import SaveError
+from ..output import write_output
+from ..records import StoryEntry
+from ..world import World
+from .reader import Save
+
+__all__ = ["FORMATS", "StoryLine", "story_lines", "story_text", "write_story"]
+
+#: The formats ``manor story`` writes.
+FORMATS = ("md", "txt", "jsonl")
+Format = Literal["md", "txt", "jsonl"]
+
+
+@attrs.frozen
+class StoryLine:
+    """A story entry, and what failed when its call degraded."""
+
+    entry: StoryEntry
+    error: str = ""
+
+
+class _JsonLine(msgspec.Struct, kw_only=True):
+    tick: int
+    caller: str
+    agent: str
+    speaker: str
+    text: str
+    fallback: str
+    reason: str | None
+    error: str
+
+
+def story_lines(save: Save) -> Iterator[StoryLine]:
+    """Every line of ``save``'s story, in order.
+
+    Raises:
+        SaveError: a tick does not rebuild the world the recording had after it (the
+            save was altered, or this Manor's world has other rules): its story would
+            not be the recorded run's.
+    """
+    world = World.from_scene(save.scene)
+    for frame in save.ticks:
+        record = frame.record
+        entries = world.apply(record.calls)
+        if world.hash != record.world_hash:
+            raise SaveError(f"{save.name}: tick {record.tick} does not rebuild the recorded world; its story cannot be told")
+        # The world makes one entry per call, in planning order.
+        for entry, call in zip(entries, record.calls, strict=True):
+            yield StoryLine(entry, call.error)
+
+
+def story_text(title: str, lines: Sequence[StoryLine], format: Format) -> str:
+    """``lines`` (from ``story_lines``) in ``format``; ``title`` heads the Markdown."""
+    if format == "jsonl":
+        encoder = msgspec.json.Encoder()
+        return "".join(encoder.encode(_json(line)).decode() + "\n" for line in lines)
+    if format == "txt":
+        return "".join(f"{line.entry.tick:>4} {_said(line)}\n" for line in lines)
+    out = [f"# {title}\n"]
+    tick = 0
+    for line in lines:
+        if line.entry.tick != tick:
+            tick = line.entry.tick
+            out.append(f"\n## Tick {tick}\n\n")
+        out.append(f"- {_said(line, markdown=True)}\n")
+    return "".join(out)
+
+
+def _said(line: StoryLine, *, markdown: bool = False) -> str:
+    entry = line.entry
+    who = f"**{entry.speaker}**" if markdown else entry.speaker
+    beat = "beat · " if entry.caller == "scene_beat" else ""
+    if not entry.fallback:
+        return f"{beat}{who}: {entry.text}"
+    why = f"{entry.reason}: {line.error}" if line.error else f"{entry.reason}"
+    said = f"{beat}{who}: ⚠ {entry.fallback} ({why})"
+    return f"_{said}_" if markdown else said
+
+
+def _json(line: StoryLine) -> _JsonLine:
+    entry = line.entry
+    return _JsonLine(
+        tick=entry.tick, caller=entry.caller, agent=entry.agent, speaker=entry.speaker, text=entry.text,
+        fallback=entry.fallback, reason=entry.reason, error=line.error,
+    )  # fmt: skip
+
+
+def write_story(save: Save, format: Format, path: str) -> int:
+    """Write the story of ``save`` to ``path`` (replacing it, see ``manor.output``);
+    return how many lines it has.
+
+    Raises:
+        SaveError: the story cannot be rebuilt, or the file cannot be written.
+    """
+    lines = list(story_lines(save))
+    try:
+        write_output(path, story_text(save.scene.spec.name, lines, format))
+    except OSError as exc:
+        raise SaveError(f"{path}: cannot write the story: {exc.strerror or exc}") from None
+    return len(lines)
