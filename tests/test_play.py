@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+import os
 import re
+import subprocess
+import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from manor.play.state import DashboardState
 from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, ReplayBar, StatusLine, StoryLog
 from manor.providers import Provider
 from manor.saves import read_save
+from saves_fixture import SAVES
 
 
 def settings(values: Mapping[str, object] | None = None) -> tuple[Config, Scene]:
@@ -298,6 +302,17 @@ class TestCommand:
         assert err.startswith("manor: error: unknown scene 'no_such_scene'")
         assert len(err.strip().splitlines()) == 1
 
+    @pytest.mark.parametrize("argv", [["--ticks", "2"], ["--replay", str(SAVES / "wacky_manor_legacy.msav")]], ids=["live", "replay"])
+    def test_without_a_terminal_it_refuses_and_leaves_no_save(self, tmp_path: Path, argv: list[str]) -> None:
+        """Output to a file, no keyboard: one line, exit 2, no escape codes, no stray save."""
+        env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
+        with open(tmp_path / "out", "w") as out:
+            done = subprocess.run([sys.executable, "-m", "manor", "play", *argv], stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env, timeout=60)  # fmt: skip
+        assert (done.returncode, done.stderr) == (2, "manor: error: manor play needs a terminal; use manor run for headless runs\n")
+        assert (tmp_path / "out").read_text() == ""
+        assert not list(tmp_path.glob("saves/*"))
+
     def test_an_existing_save_file_is_refused(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         taken = tmp_path / "taken.msav"
         taken.write_bytes(b"")
@@ -329,7 +344,6 @@ def test_narrow_layout_snapshot(snap_compare: Callable[..., bool]) -> None:
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
-SAVES = Path(__file__).resolve().parent.parent / "saves"
 
 
 def replay_app(name: str = "wacky_manor_legacy.msav") -> ReplayApp:

@@ -61,6 +61,11 @@ def play(args: argparse.Namespace) -> int:
 
     save = None if args.no_save else args.save or default_save_path(Path(scene.path).stem)
     app = build_app(config, scene, paused=args.paused, save=save, force=args.force)
+    if not _has_terminal():
+        if app.writer is not None:  # created just now, holding no tick: leave nothing behind
+            app.writer.close()
+            app.writer.path.unlink(missing_ok=True)
+        return _no_terminal()
     _run(app)
     if app.stopped_by is not None:
         raise interrupts.Interrupted(app.stopped_by, interrupts.ran(app.driver.statistics().ticks, app.writer))
@@ -90,6 +95,8 @@ def replay(args: argparse.Namespace) -> int:
     save.require_ticks()
     for warning in save.warnings:
         print(f"manor: warning: {warning}", file=sys.stderr)
+    if not _has_terminal():
+        return _no_terminal()
     from ..play import ReplayApp
 
     app = ReplayApp(save)
@@ -99,6 +106,17 @@ def replay(args: argparse.Namespace) -> int:
     if app.stopped_by is not None:
         raise interrupts.Interrupted(app.stopped_by, f"at tick {app.state.tick} of {len(save.ticks)}")
     return app.return_code or 0
+
+
+def _has_terminal() -> bool:
+    """Whether keys can be read and a screen drawn: stdin and stdout are terminals."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _no_terminal() -> int:
+    # Without a terminal Textual would write escape codes to a file and wait forever for keys.
+    print("manor: error: manor play needs a terminal; use manor run for headless runs", file=sys.stderr)
+    return 2
 
 
 def _run(app: App[None]) -> None:
