@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from rich.table import Table
 
 from ..calls import CALLER_KINDS
 from ..engine import build_engine, configure, make_clock
+from ..forecast import gate_overload
 from ..errors import REASONS
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
@@ -56,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     config, scene = configure(sources_from_args(args))
     stats = RunStatistics()
     engine = build_engine(config, scene, instruments=[stats])
+    if (overload := gate_overload(engine)) is not None:
+        print(f"manor: warning: {overload}", file=sys.stderr)
     writer = SaveWriter.create(args.save, engine, force=args.force) if args.save else None
     ticks = config.settings.run.ticks
     interval = config.settings.run.tick_interval_s

@@ -30,6 +30,7 @@ from ..config.schema import POLICIES
 from ..content import Scene
 from ..driver import TickDriver
 from ..engine import Engine, build_engine, scene_seed
+from ..forecast import gate_overload
 from ..errors import ManorError, leaves
 from ..policies import make_policy
 from ..saves import SaveWriter
@@ -142,6 +143,8 @@ class PlayApp(App[None]):
 
     def on_mount(self) -> None:
         self.quit_on_signals()
+        if (overload := gate_overload(self.engine)) is not None:
+            self.notify(overload, title="the gate is too small for a tick", severity="warning", timeout=20, markup=False)
         self.start_engine()
         self.set_interval(1 / REFRESH_HZ, self.refresh_panels, name="refresh panels")
         self.refresh_panels()
