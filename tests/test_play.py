@@ -140,6 +140,56 @@ class TestRunning:
         drive(app, scenario)
 
 
+class TestStory:
+    """The story follows the newest line until the reader scrolls up; it re-wraps on resize."""
+
+    def test_scrolling_up_stops_following_and_f_follows_again(self) -> None:
+        app = play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            story = app.query_one(StoryLog)
+            for tick in (1, 2, 3):
+                await pilot.press("n")
+                await until(pilot, lambda: app.state.tick == tick, f"tick {tick}")
+                await settled(pilot)
+            assert story.following and story.scroll_y == story.max_scroll_y > 0
+            story.scroll_to(y=0, animate=False)
+            await pilot.pause()
+            assert not story.following
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 4, "tick 4")
+            await settled(pilot)
+            assert story.scroll_y == 0, "reading back is not interrupted"
+            assert story.unseen == 14 and story.border_subtitle == "not following · 14 new · f follows"
+            await pilot.press("f")
+            await pilot.pause()
+            assert story.following and story.unseen == 0 and story.border_subtitle == ""
+            assert story.scroll_y == story.max_scroll_y
+
+        drive(app, scenario)
+
+    def test_a_resize_re_wraps_the_story(self) -> None:
+        app = play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            story = app.query_one(StoryLog)
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            await settled(pilot)
+            wide = story.scrollable_content_region.width
+            assert max(line.cell_length for line in story.lines) <= wide
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause()
+            await pilot.pause()
+            narrow = story.scrollable_content_region.width
+            assert narrow < wide
+            assert max(line.cell_length for line in story.lines) <= narrow, "no line is clipped mid-word"
+            words = " ".join(line.text for line in story.lines)
+            assert app.state.story[0].text.split()[-1] in words
+
+        drive(app, scenario)
+
+
 class TestControls:
     """Keys change the engine live."""
 

@@ -80,6 +80,7 @@ class PlayApp(App[None]):
         Binding("greater_than_sign,full_stop", "speed(1)", "speed", key_display="</>"),
         Binding("less_than_sign,comma", "speed(-1)", "slower", show=False),
         Binding("s", "save", "save"),
+        Binding("f", "follow_story", "follow the story", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
     ]
@@ -251,6 +252,9 @@ class PlayApp(App[None]):
             loop.remove_signal_handler(signum)
             signal.signal(signum, previous)
         self._signal_handlers.clear()
+
+    def action_follow_story(self) -> None:
+        self.query_one(StoryLog).action_follow()
 
     # -- drawing ----------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ HELP = """\
   [b]p[/b]        next policy, from the next tick: pipeline → batch → legacy
   [b]>[/b] [b]<[/b]      simulated time faster / slower (also [b].[/b] [b],[/b])
   [b]s[/b]        save now (the run is saved as it goes, and on quit)
+  [b]f[/b]        follow the story again (scrolling it up stops following)
   [b]?[/b]        this help         [b]q[/b]  quit
 
 [b]Replay[/b] (manor play --replay SAVE)
@@ -38,6 +39,7 @@ HELP = """\
       latency and line.
   [b]story[/b]  what was said; a degraded turn is marked ⚠ with what
       replaced it (idle, narration skipped, stale summary, speechless).
+      Scroll up to read back: it stops following and counts new lines.
 
 Simulated time is exact: the figures are those of manor run.
 Press [b]escape[/b] or [b]?[/b] to close."""

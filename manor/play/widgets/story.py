@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+from collections import deque
 from collections.abc import Sequence
 
 from rich.console import Console
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import RichLog
 
 from ...calls import CallerKind
@@ -17,6 +19,8 @@ __all__ = ["StoryLog", "story_line", "story_text"]
 #: At most this many new lines are written per refresh; a flood (a tick of a 1,000-agent
 #: world) is summarised by a count, so drawing stays cheap.
 _LINES_PER_REFRESH = 40
+#: Story items kept for re-wrapping at a new width (the log keeps its last 400 lines).
+_KEPT = 400
 #: Cells before the words of a line: the tick number and a space.
 _INDENT = 4
 # Wrapping needs a console only to measure text; nothing is printed with it.
@@ -61,13 +65,27 @@ def story_text(entry: StoryEntry) -> Text:
 
 
 class StoryLog(RichLog):
-    """The story as it arrives, tick by tick."""
+    """The story as it arrives, tick by tick.
+
+    It follows the newest line, as ``tail -f`` does, until you scroll up to read back:
+    then it stays where you are and its subtitle counts the lines that arrived since;
+    scrolling back to the bottom, ``End`` (while it has the focus) or ``f`` follows again.
+    A new width re-wraps the lines it keeps.
+    """
 
     BORDER_TITLE = "story"
+    BINDINGS = [Binding("end", "follow", "follow the story", show=False)]
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, max_lines=400, min_width=20, wrap=True, markup=False, auto_scroll=True)
+        super().__init__(id=id, max_lines=400, min_width=20, wrap=True, markup=False, auto_scroll=False)
         self._shown = 0
+        #: What the log holds, for re-wrapping: entries, and the "not shown" notes.
+        self._kept: deque[StoryEntry | Text] = deque(maxlen=_KEPT)
+        self._wrapped_at = 0
+        #: Whether the newest line is kept in view.
+        self.following = True
+        #: Lines that arrived while not following.
+        self.unseen = 0
 
     def show(self, story: Sequence[StoryEntry], count: int) -> None:
         """Write the entries added since the last call.
@@ -80,13 +98,48 @@ class StoryLog(RichLog):
             return
         self._shown = count
         fresh = list(story)[-min(new, len(story)):]
-        lines: list[Text] = []
+        items: list[StoryEntry | Text] = []
         if len(fresh) > _LINES_PER_REFRESH:
-            lines.append(Text(f"    … {new - _LINES_PER_REFRESH} lines not shown (too many at once)", style="dim"))
+            items.append(Text(f"    … {new - _LINES_PER_REFRESH} lines not shown (too many at once)", style="dim"))
             fresh = fresh[-_LINES_PER_REFRESH:]
         elif new > len(fresh):
-            lines.append(Text(f"    … {new - len(fresh)} lines not shown", style="dim"))
+            items.append(Text(f"    … {new - len(fresh)} lines not shown", style="dim"))
+        items.extend(fresh)
+        self._kept.extend(items)
+        self._write(items)
+        if not self.following:
+            self.unseen += len(fresh)
+            self._say_unseen()
+
+    def action_follow(self) -> None:
+        """Follow the newest line again."""
+        self.following = True
+        self.unseen = 0
+        self.border_subtitle = ""
+        self.scroll_end(animate=False)
+
+    def _write(self, items: Sequence[StoryEntry | Text]) -> None:
         width = self.scrollable_content_region.width or 60
-        lines.extend(story_line(entry, width) for entry in fresh)
+        self._wrapped_at = width
+        lines = [item if isinstance(item, Text) else story_line(item, width) for item in items]
         # One write: the log scrolls (and re-measures) once, not once a line.
-        self.write(Text("\n").join(lines))
+        self.write(Text("\n").join(lines), scroll_end=self.following)
+
+    def _say_unseen(self) -> None:
+        self.border_subtitle = f"not following · {self.unseen} new · f follows"
+
+    def on_resize(self) -> None:
+        width = self.scrollable_content_region.width
+        if width and self._wrapped_at and width != self._wrapped_at:
+            self.clear()
+            self._write(list(self._kept))
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        at_end = new_value >= self.max_scroll_y
+        if at_end and not self.following:
+            self.action_follow()
+        elif not at_end and self.following and new_value < old_value:
+            # Scrolled up by the reader (the log itself only ever scrolls down).
+            self.following = False
+            self._say_unseen()
