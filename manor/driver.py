@@ -9,13 +9,11 @@ well as inside Textual through trio's guest mode. Its controls (``pause``, ``res
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Literal, final
 
 import attrs
 import trio
 
-from .records import TickRecord
 from .tickloop import TickLoop
 
 __all__ = ["DriverState", "DriverStatistics", "TickDriver"]
@@ -51,14 +49,11 @@ class TickDriver:
         paused: start paused (nothing runs until ``resume`` or ``step``).
         interval: seconds between tick starts (0 = each tick starts when the last ends);
             finite. The last tick of a budget is not followed by a wait.
-        pause_when: pause after the first tick whose record it holds true of, then
-            forget it ("run to the next tick where something degraded").
     """
 
     loop: TickLoop
     paused: bool = False
     interval: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.lt(math.inf)])
-    pause_when: Callable[[TickRecord], bool] | None = None
     _steps: int = attrs.field(default=0, init=False)
     _ticks: int = attrs.field(default=0, init=False)
     _in_tick: bool = attrs.field(default=False, init=False)
@@ -113,13 +108,10 @@ class TickDriver:
                 started = trio.current_time()
                 self._in_tick = True
                 try:
-                    record = await self.loop.step()
+                    await self.loop.step()
                 finally:
                     self._in_tick = False
                 self._ticks += 1
-                if self.pause_when is not None and self.pause_when(record):
-                    self.pause_when = None
-                    self.pause()
                 if self.interval and not self.paused and (ticks is None or self._ticks < ticks):
                     # A pause during the wait starts it at once; resuming restarts it.
                     with trio.move_on_at(started + self.interval):

@@ -396,9 +396,9 @@ def test_narrow_layout_snapshot(snap_compare: Callable[..., bool]) -> None:
 
 
 
-def replay_app(name: str = "wacky_manor_legacy.msav") -> ReplayApp:
-    """A recorded run in the dashboard, paused at tick 0, replaying flat out."""
-    app = ReplayApp(read_save(SAVES / name), speed=math.inf)
+def replay_app(name: str = "wacky_manor_legacy.msav", speed: float = math.inf) -> ReplayApp:
+    """A recorded run in the dashboard, paused at tick 0, replaying flat out (or at ``speed``)."""
+    app = ReplayApp(read_save(SAVES / name), speed=speed)
     app.driver.paused = True
     return app
 
@@ -450,6 +450,41 @@ class TestReplay:
             await until(pilot, lambda: app.driver.statistics().state == "paused" and app.state.tick > 0, "an event")
             assert app.state.tick == 1
             assert app.state.degraded_total > 0
+
+        drive(app, scenario)
+
+    def test_next_event_with_none_ahead_says_so_at_once(self) -> None:
+        """The pipeline recording degrades nowhere: e says so, and nothing runs."""
+        app = replay_app("wacky_manor_pipeline.msav")
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("e")
+            await until(pilot, lambda: len(app._notifications) > 0, "a notice")
+            await pilot.pause(0.1)
+            assert app.state.tick == 0 and app.driver.statistics().state == "paused"
+            [notice] = app._notifications
+            assert notice.message == "no call degrades after tick 0 of 20"
+
+        drive(app, scenario)
+
+    def test_seeking_never_changes_the_chosen_speed(self) -> None:
+        """End seeks at full speed; the speed chosen before is the one shown after,
+        restarting keeps it, and < / > at the end set the next replay's speed."""
+        app = replay_app(speed=8.0)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            chosen = app.speed
+            await pilot.press("end")
+            await until(pilot, lambda: app.state.tick == 20, "the end")
+            await settled(pilot)
+            assert app.clock is not None and app.clock.speed == chosen == app.speed
+            await pilot.press("greater_than_sign")
+            await settled(pilot)
+            assert app.speed > chosen and app.clock.speed == app.speed
+            faster = app.speed
+            await pilot.press("home")
+            await until(pilot, lambda: app.state.tick == 0 and app._seeking is None, "the start")
+            assert app.clock is not None and app.clock.speed == faster
 
         drive(app, scenario)
 

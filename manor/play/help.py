@@ -26,7 +26,7 @@ HELP = """\
 [b]Replay[/b] (manor play --replay SAVE)
   [b]← →[/b]      one tick back / on      [b][ ][/b]  ten ticks
   [b]Home End[/b] first / last tick       a click on the bar: that tick
-  [b]e[/b]        on to the next tick where a call degraded
+  [b]e[/b]        seek to the next tick where a call degraded
   [b]r[/b]        restart from tick 0
 
 [b]Panels[/b]

@@ -86,8 +86,13 @@ class ReplayApp(PlayApp):
         driver = TickDriver(engine.loop, interval=config.tick_interval_s)
         super().__init__(engine, state=state, driver=driver, clock=PacedClock(speed), ticks=len(save.ticks))
         self.total = len(save.ticks)
-        # A seek in progress: the tick it goes to, and the speed to go back to there.
-        self._seeking: tuple[int, float] | None = None
+        #: The speed the user chose: a seek runs at full speed and comes back to it;
+        #: seeking, restarting, reaching the end never change it.
+        self.speed = speed
+        # A seek in progress: the tick it goes to.
+        self._seeking: int | None = None
+        #: Ticks in which some call degraded (for ``e``).
+        self._degraded_ticks = [frame.record.tick for frame in save.ticks if any(not call.ok for call in frame.record.calls)]
 
     async def engine_main(self) -> None:
         """The tick driver, and beside it the recorded changes made during ticks."""
@@ -109,12 +114,14 @@ class ReplayApp(PlayApp):
         if not self.is_running or self._recomposing:
             return
         tick = self.state.tick
-        if self._seeking is not None and tick >= self._seeking[0]:
-            speed = self._seeking[1]
+        assert self.clock is not None
+        clock, speed = self.clock, self.speed
+        if self._seeking is not None and tick >= self._seeking:
             self._seeking = None
-            assert self.clock is not None
-            clock = self.clock
-            self.in_engine(lambda: setattr(clock, "speed", speed))
+            if not self.guest.finished:
+                self.in_engine(lambda: setattr(clock, "speed", speed))
+        if self.guest.finished and clock.speed != speed:
+            clock.speed = speed  # no trio run is left to plan a wait: set it here
         mismatch = self.check.mismatch
         if mismatch is not None:
             verdict, style = f"differs from the recording at tick {mismatch.tick}", "bold red"
@@ -132,31 +139,28 @@ class ReplayApp(PlayApp):
         self.in_engine(self.driver.toggle)
 
     def action_speed(self, steps: int) -> None:
-        if self._seeking is not None:  # the speed to go on at once the seek is done
-            tick, speed = self._seeking
-            self._seeking = (tick, faster(speed, steps))
-            return
-        super().action_speed(steps)
+        self.speed = faster(self.speed, steps)
+        if self._seeking is None and not self.guest.finished:
+            super().action_speed(steps)
+        # Seeking, it goes on at this speed once there; at the end, the next replay does.
+        self.refresh_panels()
 
     async def action_seek(self, delta: int) -> None:
-        base = self._seeking[0] if self._seeking is not None else self.state.tick
+        base = self._seeking if self._seeking is not None else self.state.tick
         await self.seek(base + delta)
 
     async def action_restart(self) -> None:
         await self.seek(0)
 
-    def action_next_event(self) -> None:
-        """Play on until a tick in which some call degraded, and pause after it."""
-        if self.guest.finished:
-            self.notify("at the end of the recording", severity="warning")
+    async def action_next_event(self) -> None:
+        """Seek to the next tick in which some call degraded (the recording says which),
+        or say at once that none lies ahead."""
+        base = self._seeking if self._seeking is not None else self.state.tick
+        ahead = next((tick for tick in self._degraded_ticks if tick > base), None)
+        if ahead is None:
+            self.notify(f"no call degrades after tick {base} of {self.total}", severity="warning")
             return
-        driver = self.driver
-
-        def hunt() -> None:
-            driver.pause_when = lambda record: any(not call.ok for call in record.calls)
-            driver.resume()
-
-        self.in_engine(hunt)
+        await self.seek(ahead)
 
     async def on_seek(self, message: Seek) -> None:
         await self.seek(message.tick)
@@ -178,7 +182,7 @@ class ReplayApp(PlayApp):
             return
         assert self.clock is not None
         clock, driver = self.clock, self.driver
-        self._seeking = (tick, self.live("speed", clock.speed) if self._seeking is None else self._seeking[1])
+        self._seeking = tick
 
         def go() -> None:
             clock.speed = math.inf
@@ -190,14 +194,12 @@ class ReplayApp(PlayApp):
     async def _restart(self) -> None:
         """A fresh engine at tick 0, paused, with fresh panels and a fresh clock."""
         await self.stop_engine()
-        assert self.clock is not None
-        speed = self._seeking[1] if self._seeking is not None else self.live("speed", self.clock.speed)
         self._seeking = None
         self._pending.clear()  # for the engine just replaced
         self.engine, self.state, self.check, self.changes = replay_engine(self.save)
         self.driver = TickDriver(self.engine.loop, paused=True, interval=self.driver.interval)
         # Recorded times start at 0: so must the replay's, to the bit.
-        self.clock = PacedClock(speed)
+        self.clock = PacedClock(self.speed)
         self.guest = self._new_guest()
         self._drawn = self._drawn_ticks = -1
         # recompose() removes every widget before it mounts the new ones: the refresh
