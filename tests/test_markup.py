@@ -84,12 +84,14 @@ def test_play_notifies_a_save_path_as_it_is(tmp_path: Path) -> None:
         await pilot.press("n")
         await until(pilot, lambda: app.state.tick == 1, "tick 1")
         await pilot.press("s")
-        await until(pilot, lambda: len(app._notifications) > 0, "the saved toast")
+        await until(pilot, lambda: any(n.title == "saved" for n in app._notifications), "the saved toast")
         await pilot.press("q")
 
     drive(app, scenario)
-    (notification,) = app._notifications
-    assert notification.message.startswith(f"{path}: 1 ticks saved") and not notification.markup
+    # The start's "recording to PATH", then the save's own toast: both take it as text.
+    starting, saved = app._notifications
+    assert starting.message.startswith(f"recording to {path}") and not starting.markup
+    assert saved.message.startswith(f"{path}: 1 ticks saved") and not saved.markup
 
 
 def test_run_keeps_a_scene_name_with_brackets(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

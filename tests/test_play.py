@@ -284,6 +284,36 @@ class TestControls:
 
         drive(app, scenario)
 
+    def test_keys_under_the_help_change_nothing(self, tmp_path: Path) -> None:
+        """s, +, n, p over the help: no save toast over it, no gate, tick or policy change."""
+        app = play_app(save=tmp_path / "h.msav")
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.pause(0.1)
+            shown = len(app._notifications)
+            await pilot.press("?")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help shown")
+            await pilot.press("s", "plus", "n", "p")
+            await pilot.pause(0.2)
+            assert len(app._notifications) == shown
+            assert (app.engine.loop.gate.size, app.state.tick, app.engine.loop.policy.name) == (5, 0, "pipeline")
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
+            await pilot.press("plus")
+            await until(pilot, lambda: app.engine.loop.gate.size == 6, "the gate grows once the help is closed")
+
+        drive(app, scenario)
+
+    def test_the_start_says_where_the_run_is_recorded(self, tmp_path: Path) -> None:
+        path = tmp_path / "r.msav"
+        app = play_app(save=path)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: len(app._notifications) > 0, "a notice")
+
+        drive(app, scenario)
+        assert any(n.message.startswith(f"recording to {path}") for n in app._notifications)
+
 
 class TestEnding:
     """Quitting ends the trio run; an engine error ends the app with a message."""

@@ -144,6 +144,8 @@ class PlayApp(App[None]):
 
     def on_mount(self) -> None:
         self.quit_on_signals()
+        if self.writer is not None:
+            self.notify(f"recording to {self.writer.path} (--no-save: no recording)", title="saving", markup=False)
         if (overload := gate_overload(self.engine)) is not None:
             self.notify(overload, title="the gate is too small for a tick", severity="warning", timeout=20, markup=False)
         self.start_engine()
@@ -365,6 +367,11 @@ class PlayApp(App[None]):
             return
         # The writer writes and flushes each tick as it ends: the file is up to date.
         self.notify(f"{writer.path}: {writer.ticks} ticks saved (each tick is written as it ends)", title="saved", markup=False)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Over the help screen only help and quit act: a key must not change the run
+        # unseen, nor draw its notice over the help.
+        return action in ("help", "quit") or not isinstance(self.screen, HelpScreen)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

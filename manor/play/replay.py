@@ -105,7 +105,7 @@ class ReplayApp(PlayApp):
         yield ReplayBar(Path(self.save.name).name, self.total, id="replay-bar")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return action not in self.LIVE_ONLY
+        return action not in self.LIVE_ONLY and super().check_action(action, parameters)
 
     # -- drawing ----------------------------------------------------------------------
 
