@@ -121,6 +121,22 @@ class TestRunning:
 
         drive(app, scenario)
 
+    def test_the_footer_says_what_space_does_now(self) -> None:
+        app = play_app()
+
+        def space() -> list[str]:
+            return [b.binding.description for key, b in app.active_bindings.items() if key == "space" and b.enabled]
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await settled(pilot)
+            assert space() == ["run"]
+            await pilot.press("space")
+            await until(pilot, lambda: app.driver.statistics().state == "running", "running")
+            await settled(pilot)
+            assert space() == ["pause"]
+
+        drive(app, scenario)
+
     def test_step_runs_exactly_one_tick(self) -> None:
         app = play_app()
 

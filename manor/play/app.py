@@ -72,7 +72,9 @@ class PlayApp(App[None]):
     TITLE = "manor play"
     # The footer must fit 80 columns: each pair of keys shows once ("+/- gate").
     BINDINGS = [
-        Binding("space", "toggle_pause", "pause"),
+        # One key, two labels: the footer says what space will do now.
+        Binding("space", "pause", "pause"),
+        Binding("space", "resume", "run"),
         Binding("n", "step", "step"),
         Binding("plus,equals_sign", "gate(1)", "gate", key_display="+/-"),
         Binding("minus,underscore", "gate(-1)", "gate smaller", show=False),
@@ -114,6 +116,8 @@ class PlayApp(App[None]):
         # While a replay's restart recomposes the screen, its panels are not there.
         self._recomposing = False
         self._drawn_ticks = -1
+        # The pause state the footer's space label was drawn for.
+        self._footer_paused: bool | None = None
         self._started_at = time.monotonic()
         #: The signal (SIGINT, SIGTERM) that made the app quit, if one did.
         self.stopped_by: int | None = None
@@ -299,6 +303,9 @@ class PlayApp(App[None]):
         state = self.driver.statistics().state
         if self.guest.finished and state != "finished":
             state = "stopped"
+        if self.driver.paused != self._footer_paused:
+            self._footer_paused = self.driver.paused
+            self.refresh_bindings()  # space's label follows the state
         self.query_one(StatusLine).show(
             scene=self.engine.scene.spec.name,
             tick=self.state.tick,
@@ -318,6 +325,12 @@ class PlayApp(App[None]):
             self.in_engine(partial(setattr, self.clock, "speed", speed))
 
     # -- actions ----------------------------------------------------------------------
+
+    async def action_pause(self) -> None:
+        await self.run_action("toggle_pause")
+
+    async def action_resume(self) -> None:
+        await self.run_action("toggle_pause")
 
     def action_toggle_pause(self) -> None:
         self.in_engine(self.driver.toggle)
@@ -371,7 +384,11 @@ class PlayApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Over the help screen only help and quit act: a key must not change the run
         # unseen, nor draw its notice over the help.
-        return action in ("help", "quit") or not isinstance(self.screen, HelpScreen)
+        if isinstance(self.screen, HelpScreen):
+            return action in ("help", "quit")
+        if action in ("pause", "resume"):
+            return (action == "resume") == self.driver.paused
+        return True
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
