@@ -22,6 +22,7 @@ import pytest
 from rich.console import Console
 from textual.pilot import Pilot
 from textual.widget import Widget
+from textual.widgets import Footer, Static
 
 from manor.calls import Event, Request
 from manor.cli import main
@@ -154,6 +155,27 @@ class TestRunning:
             assert app.driver.statistics().state == "paused"
 
         drive(app, scenario)
+
+
+class TestSmallTerminal:
+    def test_below_80x24_one_notice_instead_of_cut_panels(self) -> None:
+        app = play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            notice = app.query_one("#too-small", Static)
+            assert not notice.display
+            await pilot.resize_terminal(60, 18)
+            await pilot.pause()
+            assert notice.display and not app.query_one("#top").display and not app.query_one("#bottom").display
+            assert "terminal too small: 80×24 needed, this one is 60×18" in str(notice.render())
+            assert app.query_one(Footer).display
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause()
+            assert not notice.display and app.query_one("#top").display and app.query_one("#bottom").display
+
+        drive(app, scenario, size=(120, 40))
 
 
 class TestStory:

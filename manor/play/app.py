@@ -23,7 +23,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.events import Resize
-from textual.widgets import Footer
+from textual.widgets import Footer, Static
 
 from ..config import Config
 from ..config.schema import POLICIES
@@ -48,6 +48,8 @@ __all__ = ["PlayApp", "build_app", "engine_failure"]
 REFRESH_HZ = 10
 #: Below this many columns the panels take their compact forms (80x24 stays usable).
 NARROW = 110
+#: The smallest terminal every panel's figures are laid out for (columns, rows).
+SMALLEST = (80, 24)
 #: Largest gate size the keys go to: far past any platform limit, still a number.
 MAX_GATE = 999
 
@@ -140,6 +142,7 @@ class PlayApp(App[None]):
         with Horizontal(id="bottom"):
             yield AgentsTable(id="agents")
             yield StoryLog(id="story")
+        yield Static(id="too-small")
         yield Footer()
 
     def compose_controls(self) -> ComposeResult:
@@ -161,6 +164,16 @@ class PlayApp(App[None]):
         if narrow != self.has_class("narrow"):
             self.set_class(narrow, "narrow")
             self._drawn = -1  # redraw the panels whose text depends on it
+        # Below the smallest size every panel is laid out for, say so instead of
+        # drawing cut panels (the run goes on; the keys still work).
+        width, height = event.size
+        small = width < SMALLEST[0] or height < SMALLEST[1]
+        self.set_class(small, "too-small")
+        if small:
+            self.query_one("#too-small", Static).update(
+                f"terminal too small: {SMALLEST[0]}×{SMALLEST[1]} needed, this one is {width}×{height}\n"
+                "the run goes on; make the window larger, or press q to quit"
+            )
 
     # -- the engine -------------------------------------------------------------------
 
