@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import example, given, settings
 import trio
 import trio.testing
 
@@ -23,6 +24,7 @@ from manor.providers import sim as sim_module
 from manor.providers.base import answer_only, hears_stream
 from manor.saves import read_save
 from saves_fixture import EXAMPLES, SAVES, frames_of, record
+from strategies import overlapping_calls
 
 _REQUEST = Request(caller=CallerKind.CHARACTER, agent="a", tick=1, prompt="two words")
 
@@ -78,6 +80,7 @@ class TestTheAnswerEndsAsTheStreamWould:
             (10.0, 0.0, {}),
             (10.35, 1.4, {"error_rate": 1.0}),
             (3.0, 2.7, {"hang_rate": 1.0}),
+            (10.35, 1.4, {"max_sessions": 1}),
         ],
     )
     def test_to_the_bit(self, start: float, latency: float, faults: dict[str, float]) -> None:
@@ -87,6 +90,50 @@ class TestTheAnswerEndsAsTheStreamWould:
         assert _ended(lambda: collect(sim, _REQUEST), start) == streamed
         if (start, latency) == (0.35, 1.4):
             assert streamed[1] == 1.7499999999999998
+
+    def test_cut_short_at_the_same_instant(self) -> None:
+        """A deadline in the middle of a one-timer answer cancels it when it would have
+        cancelled the stream."""
+
+        def cut(call: Callable[[], Any]) -> Callable[[], Any]:
+            async def within() -> Any:
+                with trio.move_on_after(0.7):
+                    return await call()
+                raise ProviderError("cut short")
+
+            return within
+
+        sim = _sim(1.4)
+        streamed = _ended(cut(lambda: collect(sim, _REQUEST, _hearing)), 10.35)
+        assert _ended(cut(lambda: collect(sim, _REQUEST)), 10.35) == streamed == ("error: cut short", 10.35 + 0.7)
+
+    @given(calls=overlapping_calls())
+    @example(calls=[(0.35, 1.4)])  # one jump to the end would land on 1.75, the pieces on 1.7499999999999998
+    @settings(max_examples=500)
+    def test_calls_in_flight_together_end_as_streamed(self, calls: list[tuple[float, float]]) -> None:
+        """Calls overlapping in time, some answered with one timer and some streamed (too
+        early in the run), each ends exactly when it does with every call streamed."""
+        sim = SimProvider(
+            {f"a{i}": SimProfile(latency_s=latency, lines=("one two three four",)) for i, (_, latency) in enumerate(calls)}
+        )
+
+        def ends(listener: Callable[[Event], None] | None) -> list[float]:
+            async def main() -> list[float]:
+                finished = [0.0] * len(calls)
+
+                async def one(i: int, start: float) -> None:
+                    await trio.sleep_until(start)
+                    await collect(sim, Request(caller=CallerKind.CHARACTER, agent=f"a{i}", tick=1), listener)
+                    finished[i] = trio.current_time()
+
+                async with trio.open_nursery() as nursery:
+                    for i, (start, _) in enumerate(calls):
+                        nursery.start_soon(one, i, start)
+                return finished
+
+            return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+        assert ends(None) == ends(_hearing)
 
     @pytest.mark.trio
     async def test_one_timer_when_it_lands_exactly(self, autojump_clock: trio.testing.MockClock) -> None:
