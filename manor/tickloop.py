@@ -20,6 +20,7 @@ from .limiter import SessionLimiter
 from .ordered_start import start_now
 from .policies import Policy
 from .prediction import LatencyPredictor
+from .providers.base import answer_only
 from .layers import Stack
 from .records import CallRecord, TickRecord
 from .world import World
@@ -174,6 +175,7 @@ class TickLoop:
         refused_by: RefusedBy | None = None
         instruments = self.instruments
 
+        @answer_only  # it wants the gate's and the platform's events, not the answer's stream
         def listener(event: Event) -> None:
             nonlocal admitted_at
             # Admitted by the gate; or, with no gate, running once the platform opened.

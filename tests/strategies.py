@@ -33,6 +33,7 @@ __all__ = [
     "hostile_scalars",
     "hostile_values",
     "mutated_documents",
+    "overlapping_calls",
     "plausible_values",
     "to_toml",
 ]
@@ -270,3 +271,13 @@ def _value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_value(item) for item in value) + "]"
     return "{" + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + "}"
+
+
+def overlapping_calls(max_calls: int = 4) -> st.SearchStrategy[list[tuple[float, float]]]:
+    """Calls as ``(start, latency)`` seconds, overlapping in time: hundredths, so that
+    their sums round in binary (a grid of dyadic times would never round), and early
+    starts on purpose, where one jump of the virtual clock over a whole answer could land
+    a bit off where the pieces' jumps would not."""
+    times = st.integers(1, 300).map(lambda n: n / 100)
+    latencies = st.integers(1, 500).map(lambda n: n / 100)
+    return st.lists(st.tuples(times, latencies), min_size=1, max_size=max_calls)

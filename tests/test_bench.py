@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from manor.bench import overhead, scheduling
+from manor.bench import fastforward, overhead, scheduling
 from manor.bench.instant import InstantProvider
 from manor.bench.plot import charts, check_plot_path, render_svg, write_plot
 from manor.bench.report import evaluate_targets
@@ -48,9 +48,9 @@ class TestSmoke:
     """``manor bench --quick --json``: every key the issue names, and sane numbers."""
 
     def test_quick_json_has_every_key_and_sane_numbers(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """All four suites report; positive figures, efficiency <= 1, bound <= makespan."""
+        """All five suites report; positive figures, efficiency <= 1, bound <= makespan."""
         result = bench_json(capsys, "--quick")
-        assert result["suites"] == ["scheduling", "overhead", "scale", "replay"]
+        assert result["suites"] == ["scheduling", "overhead", "fastforward", "scale", "replay"]
         sched = result["scheduling"]
         for name in POLICIES:
             figures = sched[name]
@@ -72,6 +72,10 @@ class TestSmoke:
         else:  # aiometer is the optional 'bench' extra
             assert head["aiometer_calls_per_s"] is None and head["aiometer"].startswith("unavailable")
         assert head["ratio_vs_trio"] == pytest.approx(head["manor_calls_per_s"] / head["trio_calls_per_s"], rel=1e-2)
+        ahead = result["fastforward"]
+        for key in ("manor_ticks_per_s", "manor_streamed_ticks_per_s", "trio_ticks_per_s", "ratio_vs_trio", "sim_draws_us_per_call"):
+            assert ahead[key] > 0, key
+        assert ahead["same_records"] is True
         assert [point["agents"] for point in result["scale"]] == [100, 1000]
         for point in result["scale"]:
             assert {"agents", "tick_wall_s", "per_call_us", "peak_rss_mb"} <= set(point)
@@ -80,6 +84,7 @@ class TestSmoke:
         assert result["replay"].get("replay_ticks_per_second", 1) > 0
         names = [target["target"] for target in result["targets"]]
         assert "scheduling.longest_first.efficiency" in names and "overhead.ratio_vs_trio" in names
+        assert "fastforward.ratio_vs_trio" in names and "fastforward.same_records" in names
 
 
 def write_scene(root: Path) -> str:
@@ -174,6 +179,32 @@ class TestTargets:
         assert judged["overhead.manor / aiometer"]["met"] is None
         assert "not installed" in judged["overhead.manor / aiometer"]["note"]
         assert judged["scale.per_call_us 10,000 / 100 agents"]["met"] is None
+
+
+class TestFastForward:
+    """The fastforward suite: Manor's virtual-clock run, the same streamed, bare trio."""
+
+    def test_figures_side_by_side(self) -> None:
+        """One timer a call against five streamed, the same records, and the ratios
+        the rates make."""
+        figures = fastforward.run(BenchContext(sources=standard_sources(environ={}), quick=True))
+        assert figures["same_records"] is True
+        assert figures["ticks"] == fastforward.TICKS_QUICK and figures["calls"] == 14 * fastforward.TICKS_QUICK
+        # Every answer of the Wacky Manor has four words or more: a first token and four pieces.
+        assert figures["manor_streamed_clock_jumps_per_call"] == 5.0
+        assert figures["trio_clock_jumps_per_call"] == 1.0
+        # The first seconds of a run still stream (their jumps could round): a few calls.
+        assert 1.0 <= figures["manor_clock_jumps_per_call"] < 1.5
+        assert figures["ratio_vs_trio"] == pytest.approx(figures["manor_ticks_per_s"] / figures["trio_ticks_per_s"], rel=1e-2)
+        assert figures["speedup_vs_streamed"] == pytest.approx(
+            figures["manor_ticks_per_s"] / figures["manor_streamed_ticks_per_s"], rel=1e-2
+        )
+
+    @pytest.mark.parametrize(("ratio", "same", "met"), [(0.6, True, (True, True)), (0.4, True, (False, True)), (0.6, False, (True, False))])
+    def test_targets(self, ratio: float, same: bool, met: tuple[bool, bool]) -> None:
+        figures = {"ratio_vs_trio": ratio, "ratio_streamed_vs_trio": 0.15, "same_records": same}
+        judged = {target["target"]: target["met"] for target in evaluate_targets({"fastforward": figures})}
+        assert (judged["fastforward.ratio_vs_trio"], judged["fastforward.same_records"]) == met
 
 
 class TestUnavailable:

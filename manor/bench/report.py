@@ -17,6 +17,8 @@ __all__ = ["evaluate_targets", "print_report"]
 
 #: Per-call cost at the largest cast may be at most this many times that at the smallest.
 SCALE_FLATNESS = 1.5
+#: A virtual-clock run's ticks per second at least this fraction of bare trio's.
+FASTFORWARD_RATIO = 0.5
 
 
 def _target(name: str, goal: str, value: float | None, met: bool | None, note: str = "") -> dict[str, Any]:
@@ -48,6 +50,16 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
             _target("overhead.manor / aiometer", "> 1 (faster than aiometer)", versus, None if versus is None else versus > 1,
                     "" if versus is not None else overhead.get("aiometer", "not measured"))
         )
+    fastforward = result.get("fastforward")
+    if fastforward:
+        ratio = fastforward["ratio_vs_trio"]
+        beside = (
+            f"streamed in timed pieces, as before: {fastforward['ratio_streamed_vs_trio']:.3f}; "
+            f"records the same both ways: {'yes' if fastforward['same_records'] else 'NO'}"
+        )
+        targets.append(_target("fastforward.ratio_vs_trio", f">= {FASTFORWARD_RATIO}", ratio, ratio >= FASTFORWARD_RATIO, beside))
+        same = fastforward["same_records"]
+        targets.append(_target("fastforward.same_records", "1 (identical to the streamed run)", float(same), same))
     points = {point["agents"]: point["per_call_us"] for point in result.get("scale") or []}
     if points:
         small, large = min(points), max(points)
@@ -67,6 +79,8 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
         _scheduling(console, result["scheduling"])
     if "overhead" in result:
         _overhead(console, result["overhead"])
+    if "fastforward" in result:
+        _fastforward(console, result["fastforward"])
     if "scale" in result:
         _scale(console, result["scale"])
     if "replay" in result:
@@ -139,6 +153,26 @@ def _overhead(console: Console, figures: Mapping[str, Any]) -> None:
             table.add_row(name, figures.get("aiometer", "not measured"), "")
         else:
             table.add_row(name, f"{rate:,.0f}", f"{rate / trio_rate:.3f}")
+    console.print(table)
+
+
+def _fastforward(console: Console, figures: Mapping[str, Any]) -> None:
+    table = _table(
+        f"fastforward — {figures['ticks']} ticks, {figures['calls']} calls, at most {figures['gate_size']} in flight, "
+        f"virtual clock, best of {figures['rounds']} rounds (CPU time)",
+        "contender", "ticks/s", "vs trio", "µs a call", "clock jumps a call",
+    )
+    trio_rate = figures["trio_ticks_per_s"]
+    for name in ("manor", "manor_streamed", "trio"):
+        rate = figures[f"{name}_ticks_per_s"]
+        table.add_row(
+            name, f"{rate:,.0f}", f"{rate / trio_rate:.3f}", f"{figures[f'{name}_us_per_call']:.1f}",
+            f"{figures[f'{name}_clock_jumps_per_call']:.2f}",
+        )
+    table.caption = (
+        f"records the same with and without streaming: {'yes' if figures['same_records'] else 'NO'}; "
+        f"of manor's µs a call, the simulator's seeded draws: {figures['sim_draws_us_per_call']:.1f}"
+    )
     console.print(table)
 
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import ClassVar, final
 
 from ..calls import Done, Event, Request
-from ..providers.base import Provider, collect
+from ..providers.base import Provider, answer_only, collect
 
 __all__ = ["Inner", "Layer", "Listener", "Stack", "ignore"]
 
@@ -30,6 +30,7 @@ Listener = Callable[[Event], None]
 Inner = Callable[[Request, Listener], Awaitable[Done]]
 
 
+@answer_only
 def ignore(event: Event) -> None:
     """A listener for callers that want only the answer."""
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
+from typing import TypeVar
 
 from ..calls import Done, Event, Request
 from ..errors import ProviderError
 
-__all__ = ["Provider", "collect"]
+__all__ = ["Provider", "answer_only", "collect", "hears_stream"]
+
+_Listener = TypeVar("_Listener", bound=Callable[[Event], None])
 
 
 class Provider(abc.ABC):
@@ -28,15 +31,55 @@ class Provider(abc.ABC):
             CallError: (from iteration) a subclass naming why the call failed.
         """
 
+    async def answer(self, request: Request) -> Done:
+        """The answer to ``request`` for a caller that does not watch it stream
+        (``collect`` without a listener that hears the stream).
+
+        By default the stream iterated to its end. A backend that can answer with less
+        work overrides it (the simulator: one timer to the answer's end, not one per
+        piece); it must end exactly as the stream would — the same ``Done`` or error,
+        at the same time to the bit — only the stream's own events go unheard.
+
+        Raises:
+            CallError: whatever the stream would raise.
+        """
+        return await _stream(self, request, None)
+
+
+def answer_only(listener: _Listener) -> _Listener:
+    """Mark ``listener`` as one that ignores the backend's own events (``Started``,
+    ``TextDelta``, ``Done``): it hears only what the layers above the backend say
+    (``Admitted``, ``Opened``), and the backend may answer without streaming
+    (``Provider.answer``). The tick loop's listener is one.
+    """
+    listener.hears_stream = False  # type: ignore[attr-defined]
+    return listener
+
+
+def hears_stream(listener: Callable[[Event], None] | None) -> bool:
+    """Whether ``listener`` wants the backend's events as they stream (``answer_only``)."""
+    return listener is not None and getattr(listener, "hears_stream", True)
+
 
 async def collect(provider: Provider, request: Request, listener: Callable[[Event], None] | None = None) -> Done:
     """Run one call to the end and return its ``Done`` event; ``listener``, if given,
-    hears every event up to it as it streams.
+    hears every event up to it as it streams — unless it is ``answer_only``: then the
+    call is the provider's ``answer``, which ends the same way with less work.
 
     Raises:
         ProviderError: the stream ended without a ``Done`` event.
         CallError: whatever the stream raised.
     """
+    if hears_stream(listener):
+        return await _stream(provider, request, listener)
+    answer = getattr(provider, "answer", None)  # a duck-typed backend may have only invoke
+    if answer is None:
+        return await _stream(provider, request, None)
+    return await answer(request)
+
+
+async def _stream(provider: Provider, request: Request, listener: Callable[[Event], None] | None) -> Done:
+    """``provider``'s stream for ``request`` to its ``Done``, each event to ``listener``."""
     async with aclosing(provider.invoke(request)) as events:
         async for event in events:
             if listener is not None:

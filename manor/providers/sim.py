@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from typing import Annotated, final
 
 import attrs
@@ -110,6 +111,34 @@ class SimProvider(Provider):
             async for event in self._answer(request, latency, fault, text):
                 yield event
 
+    async def answer(self, request: Request) -> Done:
+        """The answer without its stream: one timer to the end of the answer instead of
+        one per piece, where that ends the call at the same time to the bit
+        (``_one_timer_end``); otherwise the stream, unheard.
+
+        Raises:
+            ProviderError: the simulated model failed this call.
+        """
+        latency, fault, text = self._draw(request)
+        if self.max_sessions:
+            if self._limiter is None:
+                self._limiter = trio.CapacityLimiter(self.max_sessions)
+            async with self._limiter:
+                return await self._answer_at_once(request, latency, fault, text)
+        return await self._answer_at_once(request, latency, fault, text)
+
+    async def _answer_at_once(self, request: Request, latency: float, fault: str, text: str) -> Done:
+        words = text.split(" ")
+        end = None if fault else _one_timer_end(trio.current_time(), latency, min(4, len(words)))
+        if end is None:
+            async with aclosing(self._answer(request, latency, fault, text)) as events:
+                async for event in events:
+                    if isinstance(event, Done):
+                        return event
+            raise AssertionError("the simulated stream always ends with Done")  # pragma: no cover
+        await trio.sleep_until(end)
+        return Done(text=text, usage=Usage(input_tokens=len(request.prompt.split()), output_tokens=len(words)))
+
     async def _answer(self, request: Request, latency: float, fault: str, text: str) -> AsyncGenerator[Event, None]:
         first_token = latency * 0.25
         await trio.sleep(first_token)
@@ -122,6 +151,7 @@ class SimProvider(Provider):
         pieces = min(4, len(words))
         step = math.ceil(len(words) / pieces)
         for i in range(pieces):
+            # The end, exactly: _one_timer_end repeats this arithmetic; change both or neither.
             await trio.sleep((latency - first_token) / pieces)
             chunk = " ".join(words[i * step : (i + 1) * step])
             yield TextDelta(chunk if i == 0 else " " + chunk)
@@ -152,3 +182,28 @@ class SimProvider(Provider):
         return rng.choice(templates).format(
             object=rng.choice(_OBJECTS), room=rng.choice(_ROOMS), mood=rng.choice(_MOODS), someone=rng.choice(self.names)
         )
+
+
+def _one_timer_end(now: float, latency: float, pieces: int) -> float | None:
+    """When a streamed answer starting ``now`` ends (``SimProvider._answer``: a sleep
+    to the first token, then one per piece), if one timer to that instant ends it at
+    the same time to the bit; ``None`` if it might not.
+
+    Each ``trio.sleep`` sets its deadline from the clock, and under trio's virtual
+    clock the clock reaches a deadline ``d`` from ``c`` as ``c + (d - c)``, which is
+    ``d`` exactly when ``c >= d / 2`` (Sterbenz) but can be off by the last bit when
+    the jump is longer than the time already passed. So the streamed answer's end is
+    the pieces' deadlines summed in the same order, and one timer lands there too,
+    whenever the answer ends by twice the time it starts at: then every jump to any
+    deadline up to its end — its own, and those of calls in flight beside it — starts
+    from at least ``now`` and is exact whether the pieces' deadlines are there or not.
+    (Early in a virtual run, when that does not hold, the answer streams as it always
+    did.) A zero latency answers through the stream too: its sleeps are checkpoints.
+    """
+    if not latency > 0 or not now > 0:
+        return None
+    first_token = latency * 0.25
+    end = now + first_token
+    for _ in range(pieces):
+        end = end + (latency - first_token) / pieces
+    return end if end <= 2 * now else None
