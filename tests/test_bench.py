@@ -76,7 +76,8 @@ class TestSmoke:
         for point in result["scale"]:
             assert {"agents", "tick_wall_s", "per_call_us", "peak_rss_mb"} <= set(point)
             assert point["tick_wall_s"] > 0 and point["per_call_us"] > 0
-            assert point["peak_rss_mb"] >= point["baseline_rss_mb"] > 0
+            assert point["peak_rss_mb"] >= point["baseline_rss_mb"] >= point["startup_rss_mb"] > 0
+            assert point["rss_per_agent_kb"] == pytest.approx((point["peak_rss_mb"] - point["startup_rss_mb"]) * 1024 / point["agents"], abs=0.1)
         assert result["replay"].get("replay_ticks_per_second", 1) > 0
         names = [target["target"] for target in result["targets"]]
         assert "scheduling.longest_first.efficiency" in names and "overhead.ratio_vs_trio" in names
@@ -163,7 +164,23 @@ class TestTargets:
             "overhead.ratio_vs_trio": True,
             "overhead.manor / aiometer": True,
             "scale.per_call_us 10,000 / 100 agents": False,
+            "scale.per_call_us 100,000 / 100 agents": None,
+            "scale.peak_rss_mb 100,000 agents": None,
         }
+
+    def test_a_hundred_thousand_agents_flat_and_under_a_gigabyte(self) -> None:
+        """Judged from the 100,000-agent point; its memory is stated per agent."""
+        large = {"agents": 100_000, "per_call_us": 14.0, "peak_rss_mb": 700.0, "startup_rss_mb": 40.0, "rss_per_agent_kb": 6.76}
+        points = [{"agents": 100, "per_call_us": 10.0}, {"agents": 10_000, "per_call_us": 16.0}, large]
+        judged = {target["target"]: target for target in evaluate_targets(self.result(scale=points))}
+        assert judged["scale.per_call_us 100,000 / 100 agents"]["value"] == pytest.approx(1.4)
+        assert judged["scale.per_call_us 100,000 / 100 agents"]["met"] is True
+        memory = judged["scale.peak_rss_mb 100,000 agents"]
+        assert (memory["value"], memory["met"]) == (700.0, True)
+        assert memory["note"] == "6.76 KB an agent above the 40 MB of a started process"
+        points[2] = {**large, "peak_rss_mb": 1100.0}
+        judged = {target["target"]: target for target in evaluate_targets(self.result(scale=points))}
+        assert judged["scale.peak_rss_mb 100,000 agents"]["met"] is False
 
     def test_not_measured_is_neither_met_nor_missed(self) -> None:
         result = self.result(
