@@ -48,9 +48,9 @@ class TestSmoke:
     """``manor bench --quick --json``: every key the issue names, and sane numbers."""
 
     def test_quick_json_has_every_key_and_sane_numbers(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """All four suites report; positive figures, efficiency <= 1, bound <= makespan."""
+        """Every suite reports; positive figures, efficiency <= 1, bound <= makespan."""
         result = bench_json(capsys, "--quick")
-        assert result["suites"] == ["scheduling", "overhead", "scale", "replay"]
+        assert result["suites"] == ["scheduling", "overhead", "scale", "replay", "play"]
         sched = result["scheduling"]
         for name in POLICIES:
             figures = sched[name]
@@ -79,8 +79,14 @@ class TestSmoke:
             assert point["peak_rss_mb"] >= point["baseline_rss_mb"] >= point["startup_rss_mb"] > 0
             assert point["rss_per_agent_kb"] == pytest.approx((point["peak_rss_mb"] - point["startup_rss_mb"]) * 1024 / point["agents"], abs=0.1)
         assert result["replay"].get("replay_ticks_per_second", 1) > 0
+        play = result["play"]
+        for name in ("headless", "instrument", "dashboard"):
+            assert play[f"{name}_calls_per_s"] > 0 and play[f"{name}_us_per_call"] > 0, name
+        assert play["ratio"] == pytest.approx(play["dashboard_calls_per_s"] / play["headless_calls_per_s"], rel=1e-2)
+        assert play["calls"] == play["ticks"] * play["calls_per_tick"] >= 1_500
         names = [target["target"] for target in result["targets"]]
         assert "scheduling.longest_first.efficiency" in names and "overhead.ratio_vs_trio" in names
+        assert "play.ratio" in names
 
 
 def write_scene(root: Path) -> str:
@@ -191,6 +197,18 @@ class TestTargets:
         assert judged["overhead.manor / aiometer"]["met"] is None
         assert "not installed" in judged["overhead.manor / aiometer"]["note"]
         assert judged["scale.per_call_us 10,000 / 100 agents"]["met"] is None
+
+
+class TestPlayTarget:
+    """The dashboard's cost is judged from the live run against the headless one."""
+
+    def test_met_and_missed_with_the_instrument_alone_beside(self) -> None:
+        play = {"ratio": 0.93, "ratio_instrument": 0.97}
+        (target,) = evaluate_targets({"play": play})
+        assert (target["target"], target["value"], target["met"]) == ("play.ratio", 0.93, True)
+        assert target["note"] == "the instrument alone, headless: 0.970"
+        (target,) = evaluate_targets({"play": {**play, "ratio": 0.85}})
+        assert target["met"] is False
 
 
 class TestUnavailable:

@@ -17,6 +17,8 @@ __all__ = ["evaluate_targets", "print_report"]
 
 #: Per-call cost at the largest cast may be at most this many times that at the smallest.
 SCALE_FLATNESS = 1.5
+#: Calls per second with the dashboard watching, at least this fraction of headless.
+PLAY_RATIO = 0.9
 #: Peak resident memory of a process running ticks of 100,000 agents, MB.
 SCALE_PEAK_RSS_MB = 1024
 
@@ -51,6 +53,11 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "" if versus is not None else overhead.get("aiometer", "not measured"))
         )
     targets.extend(_scale_targets(result.get("scale") or []))
+    play = result.get("play")
+    if play:
+        ratio = play["ratio"]
+        beside = f"the instrument alone, headless: {play['ratio_instrument']:.3f}"
+        targets.append(_target("play.ratio", f">= {PLAY_RATIO}", ratio, ratio >= PLAY_RATIO, beside))
     return targets
 
 
@@ -92,6 +99,8 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
         _scale(console, result["scale"])
     if "replay" in result:
         _replay(console, result["replay"])
+    if "play" in result:
+        _play(console, result["play"])
     _targets(console, result["targets"])
 
 
@@ -184,6 +193,20 @@ def _replay(console: Console, figures: Mapping[str, Any]) -> None:
     table = _table("replay", "figure", "value")
     for key, value in figures.items():
         table.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value))
+    console.print(table)
+
+
+def _play(console: Console, figures: Mapping[str, Any]) -> None:
+    table = _table(
+        f"play — {figures['scene']}, {figures['calls']:,} calls, {figures['calls_per_tick']} a tick, zero-latency backend, "
+        f"best of {figures['rounds']} rounds (CPU time)",
+        "run", "calls/s", "µs a call", "vs headless",
+    )
+    headless = figures["headless_calls_per_s"]
+    labels = {"headless": "headless", "instrument": "headless + dashboard instrument", "dashboard": "manor play (headless Textual, 10 Hz)"}
+    for name, label in labels.items():
+        rate = figures[f"{name}_calls_per_s"]
+        table.add_row(label, f"{rate:,.0f}", f"{figures[f'{name}_us_per_call']:.1f}", f"{rate / headless:.3f}")
     console.print(table)
 
 
