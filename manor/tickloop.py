@@ -13,6 +13,7 @@ import msgspec
 import trio
 
 from .calls import Admitted, Done, Event, Opened, Request
+from .collector import full_collections_deferred
 from .errors import CallError, RefusedBy, SessionLimitError, error_line
 from .gate import Gate
 from .instruments import Instrument, Instruments
@@ -118,7 +119,10 @@ class TickLoop:
         self._in_tick = True
         try:
             self.instruments.call("tick_started", tick, requests)
-            records = await self.policy.run(self, requests)
+            # The tick's calls are many live objects that die with it: no full scan of
+            # them by the cyclic collector while they are out (see manor/collector.py).
+            with full_collections_deferred():
+                records = await self.policy.run(self, requests)
         finally:
             self._in_tick = False
         finished = trio.current_time()

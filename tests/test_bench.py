@@ -48,9 +48,9 @@ class TestSmoke:
     """``manor bench --quick --json``: every key the issue names, and sane numbers."""
 
     def test_quick_json_has_every_key_and_sane_numbers(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """All five suites report; positive figures, efficiency <= 1, bound <= makespan."""
+        """Every suite reports; positive figures, efficiency <= 1, bound <= makespan."""
         result = bench_json(capsys, "--quick")
-        assert result["suites"] == ["scheduling", "overhead", "fastforward", "scale", "replay"]
+        assert result["suites"] == ["scheduling", "overhead", "fastforward", "scale", "replay", "play"]
         sched = result["scheduling"]
         for name in POLICIES:
             figures = sched[name]
@@ -80,11 +80,18 @@ class TestSmoke:
         for point in result["scale"]:
             assert {"agents", "tick_wall_s", "per_call_us", "peak_rss_mb"} <= set(point)
             assert point["tick_wall_s"] > 0 and point["per_call_us"] > 0
-            assert point["peak_rss_mb"] >= point["baseline_rss_mb"] > 0
+            assert point["peak_rss_mb"] >= point["baseline_rss_mb"] >= point["startup_rss_mb"] > 0
+            assert point["rss_per_agent_kb"] == pytest.approx((point["peak_rss_mb"] - point["startup_rss_mb"]) * 1024 / point["agents"], abs=0.1)
         assert result["replay"].get("replay_ticks_per_second", 1) > 0
+        play = result["play"]
+        for name in ("headless", "instrument", "dashboard"):
+            assert play[f"{name}_calls_per_s"] > 0 and play[f"{name}_us_per_call"] > 0, name
+        assert play["ratio"] == pytest.approx(play["dashboard_calls_per_s"] / play["headless_calls_per_s"], rel=1e-2)
+        assert play["calls"] == play["ticks"] * play["calls_per_tick"] >= 1_500
         names = [target["target"] for target in result["targets"]]
         assert "scheduling.longest_first.efficiency" in names and "overhead.ratio_vs_trio" in names
         assert "fastforward.ratio_vs_trio" in names and "fastforward.same_records" in names
+        assert "play.ratio" in names
 
 
 def write_scene(root: Path) -> str:
@@ -168,7 +175,23 @@ class TestTargets:
             "overhead.ratio_vs_trio": True,
             "overhead.manor / aiometer": True,
             "scale.per_call_us 10,000 / 100 agents": False,
+            "scale.per_call_us 100,000 / 100 agents": None,
+            "scale.peak_rss_mb 100,000 agents": None,
         }
+
+    def test_a_hundred_thousand_agents_flat_and_under_a_gigabyte(self) -> None:
+        """Judged from the 100,000-agent point; its memory is stated per agent."""
+        large = {"agents": 100_000, "per_call_us": 14.0, "peak_rss_mb": 700.0, "startup_rss_mb": 40.0, "rss_per_agent_kb": 6.76}
+        points = [{"agents": 100, "per_call_us": 10.0}, {"agents": 10_000, "per_call_us": 16.0}, large]
+        judged = {target["target"]: target for target in evaluate_targets(self.result(scale=points))}
+        assert judged["scale.per_call_us 100,000 / 100 agents"]["value"] == pytest.approx(1.4)
+        assert judged["scale.per_call_us 100,000 / 100 agents"]["met"] is True
+        memory = judged["scale.peak_rss_mb 100,000 agents"]
+        assert (memory["value"], memory["met"]) == (700.0, True)
+        assert memory["note"] == "6.76 KB an agent above the 40 MB of a started process"
+        points[2] = {**large, "peak_rss_mb": 1100.0}
+        judged = {target["target"]: target for target in evaluate_targets(self.result(scale=points))}
+        assert judged["scale.peak_rss_mb 100,000 agents"]["met"] is False
 
     def test_not_measured_is_neither_met_nor_missed(self) -> None:
         result = self.result(
@@ -205,6 +228,18 @@ class TestFastForward:
         figures = {"ratio_vs_trio": ratio, "ratio_streamed_vs_trio": 0.15, "same_records": same}
         judged = {target["target"]: target["met"] for target in evaluate_targets({"fastforward": figures})}
         assert (judged["fastforward.ratio_vs_trio"], judged["fastforward.same_records"]) == met
+
+
+class TestPlayTarget:
+    """The dashboard's cost is judged from the live run against the headless one."""
+
+    def test_met_and_missed_with_the_instrument_alone_beside(self) -> None:
+        play = {"ratio": 0.93, "ratio_instrument": 0.97}
+        (target,) = evaluate_targets({"play": play})
+        assert (target["target"], target["value"], target["met"]) == ("play.ratio", 0.93, True)
+        assert target["note"] == "the instrument alone, headless: 0.970"
+        (target,) = evaluate_targets({"play": {**play, "ratio": 0.85}})
+        assert target["met"] is False
 
 
 class TestUnavailable:

@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio.testing
 
+from manor.calls import CallerKind, Request
 from manor.config import resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.content import load_scene
@@ -19,7 +20,7 @@ from manor.instruments import Instrument
 from manor.play.clock import PacedClock
 from manor.play.speed import SPEEDS, describe, faster, nearest
 from manor.play.state import DashboardState
-from manor.records import StoryEntry, TickRecord
+from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.statistics import RunStatistics
 from manor.tickloop import TickLoop
 
@@ -268,3 +269,26 @@ class TestDashboardState:
         assert {state.rows[key].state for key in called} <= {"done", "degraded"}
         assert (state.queued, state.running, state.current_tick) == (0, 0, None)
         assert state.finished >= state.planned
+
+    def test_a_call_finds_its_row_by_caller_kind_or_by_its_name(self) -> None:
+        """Requests carry a CallerKind, records its name: both reach the one row the
+        agents table shows, and a caller met only mid-run gets a row (and is drawn)."""
+        e = engine()
+        state = DashboardState(e.scene)
+        request = e.loop.world.plan()[0]
+        assert isinstance(request.caller, CallerKind)
+        state.take_dirty()
+        rows = len(state.rows)
+        state.call_started(request)
+        row = state.rows[f"{request.caller.value}:{request.agent}"]
+        assert (row.state, row.key, state.take_dirty()) == ("queued", f"character:{request.agent}", {row.key})
+        record = CallRecord(tick=1, ticket=0, caller="character", agent=request.agent, queued_at=0.0, admitted_at=1.0,
+                            finished_at=3.5, outcome="ok", text="Hello.")
+        state.call_finished(record)
+        assert (row.state, row.latency, row.line) == ("done", 2.5, "Hello.")
+        assert len(state.rows) == rows
+        assert state.take_dirty() == {row.key}
+        stranger = Request(caller=CallerKind.SCENE_BEAT, agent="stranger", tick=1)
+        state.call_started(stranger)
+        assert state.rows["scene_beat:stranger"].state == "queued"
+        assert state.take_dirty() == {"scene_beat:stranger"}

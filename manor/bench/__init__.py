@@ -3,8 +3,9 @@
     suite       what a suite is; the context it runs in (settings, --quick, progress)
     scheduling  makespans of batch, pipeline, longest-first against the lower bound
     overhead    calls per second through the stack, against bare trio and aiometer
-    scale       cost per call and memory at 100 to 10,000 agents
+    scale       cost per call and memory at 100 to 100,000 agents
     replay      ticks per second replaying a save (the saves module's benchmark)
+    play        calls per second with the live dashboard watching, against headless
     instant     the zero-latency backend overhead and scale run against
     runner      runs the suites asked for into one result
     report      the targets, and the result as tables

@@ -19,6 +19,10 @@ __all__ = ["evaluate_targets", "print_report"]
 SCALE_FLATNESS = 1.5
 #: A virtual-clock run's ticks per second at least this fraction of bare trio's.
 FASTFORWARD_RATIO = 0.5
+#: Calls per second with the dashboard watching, at least this fraction of headless.
+PLAY_RATIO = 0.9
+#: Peak resident memory of a process running ticks of 100,000 agents, MB.
+SCALE_PEAK_RSS_MB = 1024
 
 
 def _target(name: str, goal: str, value: float | None, met: bool | None, note: str = "") -> dict[str, Any]:
@@ -60,16 +64,40 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         targets.append(_target("fastforward.ratio_vs_trio", f">= {FASTFORWARD_RATIO}", ratio, ratio >= FASTFORWARD_RATIO, beside))
         same = fastforward["same_records"]
         targets.append(_target("fastforward.same_records", "1 (identical to the streamed run)", float(same), same))
-    points = {point["agents"]: point["per_call_us"] for point in result.get("scale") or []}
-    if points:
-        small, large = min(points), max(points)
+    targets.extend(_scale_targets(result.get("scale") or []))
+    play = result.get("play")
+    if play:
+        ratio = play["ratio"]
+        beside = f"the instrument alone, headless: {play['ratio_instrument']:.3f}"
+        targets.append(_target("play.ratio", f">= {PLAY_RATIO}", ratio, ratio >= PLAY_RATIO, beside))
+    return targets
+
+
+def _scale_targets(points: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per-call CPU flat from 100 agents to 10,000 and to 100,000; 100,000 agents in
+    less than a gigabyte."""
+    if not points:
+        return []
+    by_agents = {point["agents"]: point for point in points}
+    targets = []
+    unmeasured = "not measured: run without --quick"
+    for large in (10_000, 100_000):
+        name = f"scale.per_call_us {large:,} / 100 agents"
         goal = f"<= {SCALE_FLATNESS}"
-        name = "scale.per_call_us 10,000 / 100 agents"
-        if (small, large) == (100, 10_000):
-            growth = round(points[large] / points[small], 4)
+        if 100 in by_agents and large in by_agents:
+            growth = round(by_agents[large]["per_call_us"] / by_agents[100]["per_call_us"], 4)
             targets.append(_target(name, goal, growth, growth <= SCALE_FLATNESS))
         else:
-            targets.append(_target(name, goal, None, None, "not measured: run without --quick"))
+            targets.append(_target(name, goal, None, None, unmeasured))
+    name = "scale.peak_rss_mb 100,000 agents"
+    goal = f"< {SCALE_PEAK_RSS_MB:,} MB"
+    largest = by_agents.get(100_000)
+    if largest is None:
+        targets.append(_target(name, goal, None, None, unmeasured))
+    else:
+        peak = largest["peak_rss_mb"]
+        note = f"{largest['rss_per_agent_kb']:.2f} KB an agent above the {largest['startup_rss_mb']:.0f} MB of a started process"
+        targets.append(_target(name, goal, peak, peak < SCALE_PEAK_RSS_MB, note))
     return targets
 
 
@@ -85,6 +113,8 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
         _scale(console, result["scale"])
     if "replay" in result:
         _replay(console, result["replay"])
+    if "play" in result:
+        _play(console, result["play"])
     _targets(console, result["targets"])
 
 
@@ -180,7 +210,7 @@ def _scale(console: Console, points: list[Mapping[str, Any]]) -> None:
     table = _table(
         "scale — generated cast, zero-latency backend, one fresh process per size; per call: CPU time",
         "agents", "calls a tick", "tick wall (s)", "per call (µs)", "× smallest",
-        "trio, all at once (µs)", "trio, acquire first (µs)", "peak RSS MB (before ticks)",
+        "trio, all at once (µs)", "trio, acquire first (µs)", "peak RSS MB (before ticks)", "KB an agent",
     )
     smallest = points[0]["per_call_us"] if points else 0.0
     for point in points:
@@ -188,7 +218,7 @@ def _scale(console: Console, points: list[Mapping[str, Any]]) -> None:
         table.add_row(
             f"{point['agents']:,}", f"{point['calls_per_tick']:,}", f"{point['tick_wall_s']:.4f}", f"{point['per_call_us']:.1f}",
             f"{growth:.2f}", f"{point['trio_all_at_once_per_call_us']:.1f}", f"{point['trio_acquire_first_per_call_us']:.1f}",
-            f"{point['peak_rss_mb']:.1f} ({point['baseline_rss_mb']:.1f})",
+            f"{point['peak_rss_mb']:.1f} ({point['baseline_rss_mb']:.1f})", f"{point['rss_per_agent_kb']:.2f}",
         )
     console.print(table)
 
@@ -197,6 +227,20 @@ def _replay(console: Console, figures: Mapping[str, Any]) -> None:
     table = _table("replay", "figure", "value")
     for key, value in figures.items():
         table.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value))
+    console.print(table)
+
+
+def _play(console: Console, figures: Mapping[str, Any]) -> None:
+    table = _table(
+        f"play — {figures['scene']}, {figures['calls']:,} calls, {figures['calls_per_tick']} a tick, zero-latency backend, "
+        f"best of {figures['rounds']} rounds (CPU time)",
+        "run", "calls/s", "µs a call", "vs headless",
+    )
+    headless = figures["headless_calls_per_s"]
+    labels = {"headless": "headless", "instrument": "headless + dashboard instrument", "dashboard": "manor play (headless Textual, 10 Hz)"}
+    for name, label in labels.items():
+        rate = figures[f"{name}_calls_per_s"]
+        table.add_row(label, f"{rate:,.0f}", f"{figures[f'{name}_us_per_call']:.1f}", f"{rate / headless:.3f}")
     console.print(table)
 
 

@@ -1,14 +1,16 @@
 """The scale suite: what a tick costs as the cast grows, per call and in memory.
 
-Ticks of 100, 1,000 and 10,000 generated characters (``--agents N``) through the whole
-engine, real clock, zero-latency backend. Cost per call should stay flat: a tick must do
-no work that grows faster than its number of calls.
+Ticks of 100, 1,000, 10,000 and 100,000 generated characters (``--agents N``) through
+the whole engine, real clock, zero-latency backend. Cost per call should stay flat: a
+tick must do no work that grows faster than its number of calls.
 
 Each cast size is measured in a fresh Python process, so that its peak memory is its
 own: ``peak_rss_mb`` is that process's peak resident set size (``getrusage``
 ``ru_maxrss``) — the interpreter, Manor, the scene and the ticks — and
 ``baseline_rss_mb`` the same just before the first tick, so the difference is what the
-ticks themselves took. (``tracemalloc`` would see only Python's own allocations and slow
+ticks themselves took. ``rss_per_agent_kb`` is the peak less the process before it loaded
+the scene (``startup_rss_mb``: the interpreter and Manor), over the agents: what an agent
+costs, its calls in flight included. (``tracemalloc`` would see only Python's own allocations and slow
 the ticks it measures.) A first tick warms up; ``tick_wall_s`` is the median wall time
 of the ticks after it, and ``per_call_us`` the median CPU time of a tick (the process's,
 ``time.process_time``) over its calls: with a zero-latency backend a tick is all CPU
@@ -40,6 +42,7 @@ import trio
 from ..calls import Request
 from ..config import Source
 from ..engine import build_engine
+from ..errors import ManorError
 from ..providers.base import Provider
 from .instant import InstantProvider
 from .overhead import drain, trio_tick
@@ -47,8 +50,10 @@ from .suite import BenchContext, BenchError, Suite
 
 __all__ = ["AGENTS", "AGENTS_QUICK", "SUITE", "measure", "worker_main"]
 
-AGENTS = (100, 1_000, 10_000)
+AGENTS = (100, 1_000, 10_000, 100_000)
 AGENTS_QUICK = (100, 1_000)
+#: Seconds a call may wait at the gate: longer than any tick here.
+_GATE_TIMEOUT_S = 3600.0
 #: Calls a cast size is measured over (after the warm-up tick), at least 3 ticks.
 _CALLS = 10_000
 _CALLS_QUICK = 300
@@ -67,11 +72,15 @@ def _peak_rss_mb() -> float:
 def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
     """Run a warm-up tick and ``ticks`` measured ticks of ``agents`` characters here, in
     this process."""
-    config, scene = context.configure({"run.agents": agents, "run.policy": "pipeline", "run.order": "fifo"})
+    startup = _peak_rss_mb()
+    # A tick of 100,000 calls on a busy machine can take longer than the default gate
+    # timeout (30 s of real time): its calls would degrade and this would time other work.
+    config, scene = context.configure(
+        {"run.agents": agents, "run.policy": "pipeline", "run.order": "fifo", "gate.timeout_s": _GATE_TIMEOUT_S}
+    )
     provider = InstantProvider()
     engine = build_engine(config, scene, backend=provider)
     baseline = _peak_rss_mb()
-    requests = engine.loop.world.plan()
     limit = engine.loop.gate.size
 
     async def medians(tick: Callable[[], Awaitable[object]]) -> tuple[float, float]:
@@ -85,15 +94,25 @@ def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
             cpus.append(time.process_time() - cpu)
         return statistics.median(walls), statistics.median(cpus)
 
-    async def timed() -> tuple[float, float, float, float, float]:
-        wall, cpu = await medians(engine.loop.step)
+    degraded = 0
+
+    async def tick() -> None:
+        nonlocal degraded
+        record = await engine.loop.step()
+        degraded += sum(not call.ok for call in record.calls)
+
+    async def timed() -> tuple[float, float, float, float, float, int]:
+        wall, cpu = await medians(tick)
         peak = _peak_rss_mb()  # before the references run: theirs is not Manor's memory
+        # The references' calls, planned only now: Manor's peak must not hold them.
+        requests = engine.loop.world.plan()
         _, all_at_once = await medians(functools.partial(_all_at_once_tick, provider, requests, limit))
         _, acquire_first = await medians(functools.partial(trio_tick, provider, requests, limit))
-        return wall, cpu, peak, all_at_once, acquire_first
+        return wall, cpu, peak, all_at_once, acquire_first, len(requests)
 
-    wall, cpu, peak, all_at_once, acquire_first = trio.run(timed)
-    calls = len(requests)
+    wall, cpu, peak, all_at_once, acquire_first, calls = trio.run(timed)
+    if degraded:
+        raise BenchError(f"{degraded} calls degraded: the ticks did not all do the same work")
     return {
         "agents": agents,
         "tick_wall_s": round(wall, 6),
@@ -102,6 +121,8 @@ def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
         "calls_per_tick": calls,
         "ticks": ticks,
         "baseline_rss_mb": round(baseline, 1),
+        "startup_rss_mb": round(startup, 1),
+        "rss_per_agent_kb": round((peak - startup) * 1024 / agents, 2),
         "trio_all_at_once_per_call_us": round(all_at_once / calls * 1e6, 2),
         "trio_acquire_first_per_call_us": round(acquire_first / calls * 1e6, 2),
     }
@@ -125,7 +146,10 @@ def worker_main() -> None:
     """Entry point of the measuring process: a JSON job on argv, a JSON result on stdout."""
     job = json.loads(sys.argv[1])
     context = BenchContext(sources=[Source(**source) for source in job["sources"]])
-    print(json.dumps(measure(context, job["agents"], job["ticks"])))
+    try:
+        print(json.dumps(measure(context, job["agents"], job["ticks"])))
+    except ManorError as exc:
+        sys.exit(str(exc))  # one line on stderr, which the parent quotes
 
 
 def _in_fresh_process(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
@@ -167,7 +191,7 @@ def run(context: BenchContext) -> list[dict[str, Any]]:
 
 SUITE = Suite(
     name="scale",
-    title="tick wall time, cost per call and peak memory at 100 to 10,000 agents (real clock)",
+    title="tick wall time, cost per call and peak memory at 100 to 100,000 agents (real clock)",
     units=units,
     run=run,
 )

@@ -1,4 +1,4 @@
-"""``manor bench``: headless tick benchmarks — scheduling, overhead, fastforward, scale, replay."""
+"""``manor bench``: headless tick benchmarks — scheduling, overhead, fastforward, scale, replay, play."""
 
 from __future__ import annotations
 
@@ -30,13 +30,14 @@ _SETTINGS = ("run.scene", "run.seed", "run.batch_size", "gate.size", "platform.l
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "bench",
-        help="headless tick benchmarks: scheduling, overhead, fastforward, scale, replay",
+        help="headless tick benchmarks: scheduling, overhead, fastforward, scale, replay, play",
         description="Benchmark the engine on a scene (default: the Wacky Manor). scheduling: "
         "tick makespans of batch, pipeline and longest-first against the lower bound of any "
         "schedule (virtual clock, exact). overhead: calls per second through the whole stack "
         "against bare trio and aiometer. fastforward: ticks per second of a virtual-clock run "
-        "against bare trio tasks sleeping the same latencies. scale: cost per call and memory at 100 to 10,000 "
-        "agents. replay: ticks per second replaying a save. Prints tables (or --json) and "
+        "against bare trio tasks sleeping the same latencies. scale: cost per call and memory at 100 to 100,000 "
+        "agents. replay: ticks per second replaying a save. play: what the live dashboard costs the run "
+        "it watches. Prints tables (or --json) and "
         "whether each target is met.",
     )
     parser.add_argument(

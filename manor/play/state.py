@@ -48,10 +48,11 @@ class CallerRow:
     reason: str | None = None
     #: What failed, when its last call degraded.
     error: str = ""
+    #: ``caller:agent``, what the agents table knows it by (made once: hooks use it per call).
+    key: str = attrs.field(init=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.caller}:{self.agent}"
+    def __attrs_post_init__(self) -> None:
+        self.key = f"{self.caller}:{self.agent}"
 
     @property
     def kind(self) -> str:
@@ -100,6 +101,9 @@ class DashboardState(Instrument):
         self.running = 0
         self.finished = 0
         self.rows: dict[str, CallerRow] = {}
+        # The same rows by (caller, agent): the hooks, which run on every call, find a
+        # row without formatting its key (a caller kind is a str: it hashes as one).
+        self._by_call: dict[tuple[str, str], CallerRow] = {}
         #: Keys of rows changed since the agents table last took them.
         self.dirty: set[str] = set()
         self.story: deque[StoryEntry] = deque(maxlen=story_kept)
@@ -120,19 +124,26 @@ class DashboardState(Instrument):
         self.current_tick = tick
         self.degradations_tick = empty_degradations()
         self.planned, self.queued, self.running, self.finished = len(requests), 0, 0, 0
+        rows, dirty = self._by_call, self.dirty
         for request in requests:
-            self._set(self._row(request.caller, request.agent), "queued")
+            row = rows.get((request.caller, request.agent)) or self._row(request.caller, request.agent)
+            row.state = "queued"
+            dirty.add(row.key)
         self.version += 1
 
     def call_started(self, request: Request) -> None:
         self.queued += 1
-        self._set(self._row(request.caller, request.agent), "queued")
+        row = self._by_call.get((request.caller, request.agent)) or self._row(request.caller, request.agent)
+        row.state = "queued"
+        self.dirty.add(row.key)
         self.version += 1
 
     def call_admitted(self, request: Request, admitted_at: float) -> None:
         self.queued -= 1
         self.running += 1
-        self._set(self._row(request.caller, request.agent), "running")
+        row = self._by_call.get((request.caller, request.agent)) or self._row(request.caller, request.agent)
+        row.state = "running"
+        self.dirty.add(row.key)
         self.version += 1
 
     def call_finished(self, record: CallRecord) -> None:
@@ -142,19 +153,20 @@ class DashboardState(Instrument):
             self.running -= 1
         self.finished += 1
         self.calls_total += 1
-        row = self._row(record.caller, record.agent)
-        if record.ok:
+        row = self._by_call.get((record.caller, record.agent)) or self._row(record.caller, record.agent)
+        self.dirty.add(row.key)
+        if record.outcome == "ok":
+            row.state = "done"
             row.latency = record.latency
             row.line = record.text
             row.reason = None
             row.error = ""
-            self._set(row, "done")
         else:
+            row.state = "degraded"
             if record.admitted_at is not None:
                 row.latency = record.latency
             row.reason = record.reason
             row.error = record.error
-            self._set(row, "degraded")
             reason = record.reason or "provider_error"
             self.degradations_tick[record.caller][reason] += 1
             self.degradations_total[record.caller][reason] += 1
@@ -188,13 +200,9 @@ class DashboardState(Instrument):
         return dirty
 
     def _row(self, caller: str, agent: str) -> CallerRow:
-        key = f"{caller}:{agent}"
-        row = self.rows.get(key)
+        row = self._by_call.get((caller, agent))
         if row is None:
-            row = self.rows[key] = CallerRow(str(caller), agent, self._names.get(agent, agent))
-            self.dirty.add(key)
+            row = CallerRow(str(caller), agent, self._names.get(agent, agent))
+            self.rows[row.key] = self._by_call[caller, agent] = row
+            self.dirty.add(row.key)
         return row
-
-    def _set(self, row: CallerRow, state: CallerState) -> None:
-        row.state = state
-        self.dirty.add(row.key)

@@ -1,0 +1,211 @@
+"""The play suite: what the live dashboard costs the engine it watches.
+
+The same run three ways, zero-latency backend (``InstantProvider``: what is timed is
+the engine, never a model), the scene's calls tick after tick:
+
+- **headless**: ``TickLoop.run`` under plain ``trio.run``, as ``manor run`` runs it;
+- **instrument**: the same with the dashboard's instrument (``DashboardState``)
+  attached: its hooks run on every call;
+- **dashboard**: ``manor play`` itself, headless: the ``PlayApp`` in Textual's
+  ``App.run_test()``, trio hosted in guest mode on Textual's asyncio loop, the
+  instrument attached and the panels redrawn from it ten times a second. Simulated
+  time at full speed (``PacedClock(inf)``), as the play tests run it.
+
+Each round runs the three over the same number of ticks, interleaved, each on an
+engine of its own built outside the timing (an app runs once), so a burst of load from
+elsewhere on the machine hits all three alike; a contender's figure is its best round,
+timed by the process's CPU time over those ticks — in the dashboard, once it is warm
+(its story panel full; the app's start and teardown are not the run's either). With a zero-latency backend the engine never waits, so
+the dashboard's cost — its hooks, the redraws, hosting trio in Textual — is CPU time
+taken from the engine: ``ratio`` (dashboard / headless calls per second) says how much.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..config import Config
+from ..content import Scene
+from ..driver import TickDriver
+from ..engine import Engine, build_engine
+from ..instruments import Instrument
+from ..records import StoryEntry, TickRecord
+from ..tickloop import TickLoop
+from .instant import InstantProvider
+from .suite import BenchContext, Suite
+
+__all__ = ["CONTENDERS", "SUITE"]
+
+CONTENDERS = ("headless", "instrument", "dashboard")
+CALLS = 20_000
+CALLS_QUICK = 1_500
+ROUNDS = 5
+ROUNDS_QUICK = 2
+#: The terminal the headless dashboard draws to: the size the README recommends.
+SIZE = (120, 40)
+#: Longest the dashboard is given to warm up (its story panel full) before it is timed.
+_WARM_UP_S = 5.0
+
+
+def _rounds(context: BenchContext) -> int:
+    return ROUNDS_QUICK if context.quick else ROUNDS
+
+
+def units(context: BenchContext) -> int:
+    return len(CONTENDERS) * _rounds(context)
+
+
+class _Stopwatch(Instrument):
+    """The process's CPU and wall seconds over ``ticks`` ticks, from ``start()`` — or, if
+    ``from_first_tick``, from the start of the run's first tick.
+
+    It runs no hook per call, so it costs the run it times nothing measurable.
+    """
+
+    def __init__(self, ticks: int, *, from_first_tick: bool = True) -> None:
+        self.ticks = ticks
+        self.cpu_seconds = math.nan
+        self.wall_seconds = math.nan
+        self._from_first_tick = from_first_tick
+        self._started: tuple[float, float] | None = None
+        self._timed = 0
+
+    @property
+    def done(self) -> bool:
+        return self._timed >= self.ticks
+
+    def start(self) -> None:
+        self._started = (time.process_time(), time.perf_counter())
+        self._timed = 0
+
+    def run_started(self, loop: TickLoop) -> None:
+        if self._from_first_tick:
+            self.start()
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        if self._started is None or self.done:
+            return
+        self._timed += 1
+        if self.done:
+            cpu, wall = self._started
+            self.cpu_seconds, self.wall_seconds = time.process_time() - cpu, time.perf_counter() - wall
+
+
+def _engine(config: Config, scene: Scene, instruments: list[Instrument]) -> Engine:
+    return build_engine(config, scene, backend=InstantProvider(), instruments=instruments)
+
+
+def _headless(config: Config, scene: Scene, ticks: int, *, instrument: bool) -> _Stopwatch:
+    """``ticks`` ticks under ``trio.run``, with or without the dashboard's instrument."""
+    from ..play.state import DashboardState  # Textual is imported only by this suite
+
+    stopwatch = _Stopwatch(ticks)
+    engine = _engine(config, scene, [DashboardState(scene), stopwatch] if instrument else [stopwatch])
+    trio.run(engine.loop.run, ticks)
+    return stopwatch
+
+
+def _dashboard(config: Config, scene: Scene, ticks: int) -> tuple[_Stopwatch, int]:
+    """``ticks`` ticks in the live dashboard, headless, once it is warm: the timing and
+    the frames drawn meanwhile.
+
+    Warm means its story panel holds all the lines it keeps: until then each frame's
+    new lines grow the panel, and a panel that grows makes Textual lay the screen out
+    again — the first second of ``manor play``, not what it costs while it runs.
+    """
+    from ..play import app as play_app
+    from ..play.app import PlayApp
+    from ..play.clock import PacedClock
+    from ..play.state import DashboardState
+    from ..play.widgets import StoryLog
+
+    class BenchPlayApp(PlayApp):
+        # Textual looks for a relative CSS_PATH beside the module of the class.
+        CSS_PATH = Path(play_app.__file__).with_name(str(PlayApp.CSS_PATH))
+        frames = 0
+
+        def refresh_panels(self) -> None:
+            self.frames += 1
+            super().refresh_panels()
+
+    state, stopwatch = DashboardState(scene), _Stopwatch(ticks, from_first_tick=False)
+    engine = _engine(config, scene, [state, stopwatch])
+    # Paused until the app has drawn its first frame: starting up is not the run's cost.
+    driver = TickDriver(engine.loop, paused=True)
+    app = BenchPlayApp(engine, state=state, driver=driver, clock=PacedClock(math.inf))
+
+    async def main() -> int:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            app.in_engine(driver.resume)
+            story = app.query_one(StoryLog)
+            deadline = time.monotonic() + _WARM_UP_S
+            while len(story.lines) < (story.max_lines or 0) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            stopwatch.start()
+            frames = app.frames
+            while not stopwatch.done and not app.guest.finished:
+                await asyncio.sleep(0.02)
+            frames = app.frames - frames
+            await app.stop_engine()
+            result = app.guest.result
+            if result is not None:
+                result.unwrap()  # an engine that failed fails the suite, not a figure
+            return frames
+
+    frames = asyncio.run(main())
+    return stopwatch, frames
+
+
+def run(context: BenchContext) -> dict[str, Any]:
+    config, scene = context.configure({"run.policy": "pipeline", "run.order": "fifo"})
+    calls_per_tick = len(_engine(config, scene, []).loop.world.plan())
+    ticks = math.ceil((CALLS_QUICK if context.quick else CALLS) / calls_per_tick)
+    calls = ticks * calls_per_tick
+    best = dict.fromkeys(CONTENDERS, math.inf)
+    # The dashboard's frames and wall seconds in its best round.
+    frames, wall = 0, math.nan
+    for _ in range(_rounds(context)):
+        for name in CONTENDERS:
+            if name == "dashboard":
+                stopwatch, drawn = _dashboard(config, scene, ticks)
+                if stopwatch.cpu_seconds < best[name]:
+                    frames, wall = drawn, stopwatch.wall_seconds
+            else:
+                stopwatch = _headless(config, scene, ticks, instrument=name == "instrument")
+            best[name] = min(best[name], stopwatch.cpu_seconds)
+            context.advance(1)
+    rates = {name: calls / seconds for name, seconds in best.items()}
+    # What a frame costs beyond the instrument's hooks: the redraw and hosting trio in
+    # Textual. Frames come ten a second of wall time, whatever the engine does, so on a
+    # busy machine (wall time stretched) a run of the same calls draws more of them.
+    per_frame = (best["dashboard"] - best["instrument"]) / frames * 1e3 if frames else math.nan
+    return {
+        "scene": scene.spec.name,
+        "calls": calls,
+        "ticks": ticks,
+        "calls_per_tick": calls_per_tick,
+        "rounds": _rounds(context),
+        **{f"{name}_calls_per_s": round(rate, 1) for name, rate in rates.items()},
+        **{f"{name}_us_per_call": round(best[name] / calls * 1e6, 2) for name in CONTENDERS},
+        "dashboard_frames": frames,
+        "dashboard_wall_s": round(wall, 4),
+        "dashboard_ms_per_frame": round(per_frame, 3),
+        "ratio": round(rates["dashboard"] / rates["headless"], 4),
+        "ratio_instrument": round(rates["instrument"] / rates["headless"], 4),
+    }
+
+
+SUITE = Suite(
+    name="play",
+    title="calls per second with the live dashboard watching, against the same run headless",
+    units=units,
+    run=run,
+)
