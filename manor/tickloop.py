@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
 from typing import Literal, final
 
 import attrs
@@ -27,8 +26,6 @@ from .world import World
 __all__ = ["TickLoop"]
 
 Order = Literal["fifo", "longest-first"]
-
-_NO_DEADLINE = nullcontext()
 
 
 @final
@@ -196,13 +193,19 @@ class TickLoop:
 
         cancelled = False
         try:
-            # No cancel scope when the tick has no deadline: one per call is measurable.
-            with trio.move_on_at(self._deadline) if self._deadline < math.inf else _NO_DEADLINE as scope:
+            if self._deadline == math.inf:
+                # No cancel scope when the tick has no deadline: one per call is measurable.
                 try:
                     done = await stack.call(request, listener)
                 except CallError as exc:
                     failure = exc
-            cancelled = scope is not None and scope.cancelled_caught
+            else:
+                with trio.move_on_at(self._deadline) as scope:
+                    try:
+                        done = await stack.call(request, listener)
+                    except CallError as exc:
+                        failure = exc
+                cancelled = scope.cancelled_caught
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
 
 from ..calls import Done, Event, Request
 from ..errors import ProviderError
@@ -37,10 +36,15 @@ async def collect(provider: Provider, request: Request, listener: Callable[[Even
         ProviderError: the stream ended without a ``Done`` event.
         CallError: whatever the stream raised.
     """
-    async with aclosing(provider.invoke(request)) as events:
+    # try/finally rather than ``aclosing``: the same close, without the two coroutines
+    # of an async context manager on every call.
+    events = provider.invoke(request)
+    try:
         async for event in events:
             if listener is not None:
                 listener(event)
             if isinstance(event, Done):
                 return event
+    finally:
+        await events.aclose()
     raise ProviderError("the stream ended without an answer")
