@@ -11,7 +11,7 @@ import attrs
 import msgspec
 import trio
 
-from .calls import Admitted, Done, Event, Opened, Request
+from .calls import Admitted, CallerKind, Done, Event, Opened, Request
 from .errors import CallError, RefusedBy, SessionLimitError, error_line
 from .gate import Gate
 from .instruments import Instrument, Instruments
@@ -26,6 +26,10 @@ from .world import World
 __all__ = ["TickLoop"]
 
 Order = Literal["fifo", "longest-first"]
+
+#: A caller kind's name for its record: ``CallerKind.value`` is an enum property that
+#: costs more than a whole call's record, so the names are looked up once.
+_CALLER_NAMES: dict[CallerKind, str] = {kind: kind.value for kind in CallerKind}
 
 
 @final
@@ -216,7 +220,7 @@ class TickLoop:
             record = CallRecord(
                 tick=request.tick,
                 ticket=request.ticket,
-                caller=request.caller.value,
+                caller=_CALLER_NAMES[request.caller],
                 agent=request.agent,
                 queued_at=queued_at,
                 admitted_at=admitted_at,
@@ -257,7 +261,7 @@ class TickLoop:
         return CallRecord(
             tick=request.tick,
             ticket=request.ticket,
-            caller=request.caller.value,
+            caller=_CALLER_NAMES[request.caller],
             agent=request.agent,
             queued_at=queued_at,
             admitted_at=admitted_at,
