@@ -61,6 +61,11 @@ class _Waiter:
     # When the token head sleeps for a refill, the time it sleeps until.
     sleeping_until: float = math.inf
 
+    def abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
+        """A parked waiter is cancelled (its timeout, its caller's scope)."""
+        self.task = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
 
 @final
 @attrs.define(eq=False)
@@ -209,21 +214,27 @@ class Gate:
         waiter.stage = _WAIT_TOKEN if self._rate else _WAIT_SLOT
         self._waiting += 1
         deadline = waiter.deadline = now + timeout
-        self._dispatch()
+        self._dispatch(now)
         waited = False
         try:
             while waiter.stage != _ADMITTED:
                 waited = True
-                waiter.sleeping_until = self._token_eta() if self._is_token_head(waiter) else math.inf
-                wake_at = min(deadline, waiter.sleeping_until)
+                if self._rate and self._is_token_head(waiter):
+                    waiter.sleeping_until = self._token_eta()
+                    wake_at = min(deadline, waiter.sleeping_until)
+                else:
+                    waiter.sleeping_until = math.inf
+                    wake_at = deadline
+                # Park until ``_wake`` (or a cancellation: a timeout, the caller's).
+                waiter.task = trio.lowlevel.current_task()
                 if wake_at == math.inf:  # no cancel scope when none is needed: it is costly
-                    await _park(waiter)
+                    await trio.lowlevel.wait_task_rescheduled(waiter.abort)
                 elif self._keepers and wake_at == deadline:
                     self._watch(waiter)  # a timekeeper wakes it at its deadline
-                    await _park(waiter)
+                    await trio.lowlevel.wait_task_rescheduled(waiter.abort)
                 else:
                     with trio.move_on_at(wake_at):
-                        await _park(waiter)
+                        await trio.lowlevel.wait_task_rescheduled(waiter.abort)
                 if waiter.stage == _ADMITTED:
                     break
                 if deadline != math.inf and trio.current_time() >= deadline:
@@ -367,12 +378,17 @@ class Gate:
     def _is_token_head(self, waiter: _Waiter) -> bool:
         return waiter.stage == _WAIT_TOKEN and self._front(self._token_line, _WAIT_TOKEN) is waiter
 
-    def _dispatch(self) -> None:
-        """Hand out tokens, then slots, strictly in ticket order, as far as they go."""
+    def _dispatch(self, now: float | None = None) -> None:
+        """Hand out tokens, then slots, strictly in ticket order, as far as they go.
+
+        ``now`` is the current time if the caller has just read it (the clock is read
+        only when a deadline needs it otherwise)."""
         if self._rate:
-            self._refill(trio.current_time())
+            if now is None:
+                now = trio.current_time()
+            self._refill(now)
             while (head := self._front(self._token_line, _WAIT_TOKEN)) is not None:
-                if head.stage != _WAIT_TOKEN or _expired(head):
+                if head.stage != _WAIT_TOKEN or _expired(head, now):
                     break  # issued but not arrived (or leaving): the tickets behind it wait
                 if self._tokens < 1.0 - _EPSILON:
                     # Wake the head if the bucket fills sooner than it planned to sleep
@@ -385,26 +401,21 @@ class Gate:
                 self._token_line.popleft()
         while self._in_flight < self._size:
             head = self._front(self._slot_line, _WAIT_SLOT)
-            if head is None or head.stage != _WAIT_SLOT or _expired(head):
+            if head is None or head.stage != _WAIT_SLOT:
                 break
+            if head.deadline != math.inf:
+                if now is None:
+                    now = trio.current_time()
+                if _expired(head, now):
+                    break
             self._slot_line.popleft()
             del self._waiters[head.ticket]
             head.stage = _ADMITTED
             self._waiting -= 1
             self._in_flight += 1
-            self._peak = max(self._peak, self._in_flight)
+            if self._in_flight > self._peak:
+                self._peak = self._in_flight
             _wake(head)
-
-
-async def _park(waiter: _Waiter) -> None:
-    """Sleep until ``_wake`` (or a cancellation: a timeout, the caller's)."""
-    waiter.task = trio.lowlevel.current_task()
-
-    def abort(raise_cancel: object) -> trio.lowlevel.Abort:
-        waiter.task = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    await trio.lowlevel.wait_task_rescheduled(abort)
 
 
 def _wake(waiter: _Waiter) -> None:
@@ -414,14 +425,11 @@ def _wake(waiter: _Waiter) -> None:
         trio.lowlevel.reschedule(task)
 
 
-def _expired(waiter: _Waiter) -> bool:
+def _expired(waiter: _Waiter, now: float) -> bool:
     """Its timeout ends at this instant: it times out now, and takes nothing on the way.
 
     Otherwise a slot (or token) freed by another task at that same instant would go to
     it or not depending on which of the two tasks trio happened to run first. Only at
     the instant it arrives (``timeout=0``, a try) may it still take what is free.
     """
-    if waiter.deadline == math.inf:
-        return False
-    now = trio.current_time()
     return waiter.deadline <= now and waiter.queued_at < now

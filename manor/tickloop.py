@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, final
 
 import attrs
 import msgspec
 import trio
 
-from .calls import Admitted, Done, Event, Opened, Request
+from .calls import Admitted, CallerKind, Done, Event, Opened, Request
 from .collector import full_collections_deferred
 from .errors import CallError, RefusedBy, SessionLimitError, error_line
 from .gate import Gate
@@ -30,7 +29,9 @@ __all__ = ["TickLoop"]
 
 Order = Literal["fifo", "longest-first"]
 
-_NO_DEADLINE = nullcontext()
+#: A caller kind's name for its record: ``CallerKind.value`` is an enum property that
+#: costs more than a whole call's record, so the names are looked up once.
+_CALLER_NAMES: dict[CallerKind, str] = {kind: kind.value for kind in CallerKind}
 
 
 @final
@@ -169,59 +170,118 @@ class TickLoop:
         self.instruments.call("call_started", request)
         return await self._make(request, stack, attempts)
 
-    async def _make(self, request: Request, stack: Stack, attempts: int) -> CallRecord:
-        """``call`` once the instruments have heard it start."""
+    async def _make(
+        self,
+        request: Request,
+        stack: Stack,
+        attempts: int,
+        finished: Callable[[CallRecord], None] | None = None,
+    ) -> CallRecord:
+        """``call`` once the instruments have heard it start; ``finished``, if given,
+        gets the record too (``call_all`` spawns this directly: a wrapper coroutine
+        per call would be one more frame every resumption of the call passes through).
+        """
         queued_at = trio.current_time()
         admitted_at: float | None = None
         done: Done | None = None
-        reason: str | None = None
-        error = ""
-        refused_by: RefusedBy | None = None
+        failure: CallError | None = None
         instruments = self.instruments
 
         @answer_only  # it wants the gate's and the platform's events, not the answer's stream
         def listener(event: Event) -> None:
             nonlocal admitted_at
             # Admitted by the gate; or, with no gate, running once the platform opened.
-            if admitted_at is None and isinstance(event, Admitted | Opened):
-                admitted_at = event.admitted_at if isinstance(event, Admitted) else event.opened_at
+            if admitted_at is None:
+                kind = type(event)
+                if kind is Admitted:
+                    admitted_at = event.admitted_at  # type: ignore[union-attr]
+                elif kind is Opened:
+                    admitted_at = event.opened_at  # type: ignore[union-attr]
+                else:
+                    return
                 instruments.call("call_admitted", request, admitted_at)
 
+        cancelled = False
         try:
-            # No cancel scope when the tick has no deadline: one per call is measurable.
-            with trio.move_on_at(self._deadline) if self._deadline < math.inf else _NO_DEADLINE as scope:
+            if self._deadline == math.inf:
+                # No cancel scope when the tick has no deadline: one per call is measurable.
                 try:
                     done = await stack.call(request, listener)
                 except CallError as exc:
-                    reason, error = exc.reason, error_line(exc)
-                    if isinstance(exc, SessionLimitError):
-                        refused_by = exc.refused_by
-            if scope is not None and scope.cancelled_caught:
-                reason, error, refused_by = "cancelled", f"cancelled at the tick deadline ({self.tick_deadline:g}s)", None
+                    failure = exc
+            else:
+                with trio.move_on_at(self._deadline) as scope:
+                    try:
+                        done = await stack.call(request, listener)
+                    except CallError as exc:
+                        failure = exc
+                cancelled = scope.cancelled_caught
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
-        usage = done.usage if done is not None and reason is None else None
-        record = CallRecord(
+        finished_at = trio.current_time()
+        if done is not None and failure is None and not cancelled:
+            # The ok path: nothing of the degraded record's message is built.
+            usage = done.usage
+            record = CallRecord(
+                tick=request.tick,
+                ticket=request.ticket,
+                caller=_CALLER_NAMES[request.caller],
+                agent=request.agent,
+                queued_at=queued_at,
+                admitted_at=admitted_at,
+                finished_at=finished_at,
+                outcome="ok",
+                reason=None,
+                text=done.text,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost=usage.total_tokens / 1000 * self.price_per_1k_tokens,
+                attempts=attempts,
+            )
+        else:
+            record = self._degraded(request, queued_at, admitted_at, finished_at, attempts, failure)
+        instruments.call("call_finished", record)
+        if finished is not None:
+            finished(record)
+        return record
+
+    def _degraded(
+        self,
+        request: Request,
+        queued_at: float,
+        admitted_at: float | None,
+        finished_at: float,
+        attempts: int,
+        failure: CallError | None,
+    ) -> CallRecord:
+        """The record of a call that failed with ``failure``, or (``None``) was
+        cancelled at the tick deadline: its reason and its one-line message."""
+        refused_by: RefusedBy | None = None
+        if failure is None:
+            reason, error = "cancelled", f"cancelled at the tick deadline ({self.tick_deadline:g}s)"
+        else:
+            reason, error = failure.reason, error_line(failure)
+            if isinstance(failure, SessionLimitError):
+                refused_by = failure.refused_by
+        return CallRecord(
             tick=request.tick,
             ticket=request.ticket,
-            caller=request.caller.value,
+            caller=_CALLER_NAMES[request.caller],
             agent=request.agent,
             queued_at=queued_at,
             admitted_at=admitted_at,
-            finished_at=trio.current_time(),
-            outcome="ok" if reason is None else "degraded",
+            finished_at=finished_at,
+            outcome="degraded",
             reason=reason,
-            text=done.text if usage is not None and done is not None else "",
-            input_tokens=usage.input_tokens if usage else 0,
-            output_tokens=usage.output_tokens if usage else 0,
-            cost=usage.total_tokens / 1000 * self.price_per_1k_tokens if usage else 0.0,
+            text="",
+            input_tokens=0,
+            output_tokens=0,
+            cost=0.0,
             attempts=attempts,
             error=error,
             refused_by=refused_by,
         )
-        self.instruments.call("call_finished", record)
-        return record
 
     async def call_all(
         self,
@@ -249,23 +309,23 @@ class TickLoop:
         outstanding = len(in_order)
         all_done = trio.Event()
 
-        async def one(index: int, request: Request) -> None:
+        def finished(index: int, record: CallRecord) -> None:
             nonlocal outstanding
-            try:
-                results[index] = await self._make(request, stack, 1)
-            finally:
-                outstanding -= 1
-                if not outstanding:
-                    all_done.set()
+            results[index] = record
+            outstanding -= 1
+            if not outstanding:
+                all_done.set()
 
         one_by_one = self._arrival_order_matters(stack)
+        make = self._make
         async with trio.open_nursery() as nursery:
             for index, request in in_order:
                 self.instruments.call("call_started", request)
+                done = functools.partial(finished, index)
                 if one_by_one:
-                    await start_now(nursery, functools.partial(one, index, request))
+                    await start_now(nursery, functools.partial(make, request, stack, 1, done))
                 else:
-                    nursery.start_soon(one, index, request)
+                    nursery.start_soon(make, request, stack, 1, done)
             task_status.started()
             if in_order:
                 # One timer for the calls' waits at the gate, not a cancel scope each.

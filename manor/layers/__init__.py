@@ -3,7 +3,7 @@ gate (50), timeout (60: a call's clock starts at admission), platform (90, inner
 right above the backend)."""
 
 from .admission import GateLayer
-from .base import Layer, Stack
+from .base import Layer, Observer, Stack
 from .breaker import BreakerLayer, BreakerState
 from .cost import AgentCost, CostLayer
 from .metrics import LatencyStatistics, MetricsLayer
@@ -19,6 +19,7 @@ __all__ = [
     "LatencyStatistics",
     "Layer",
     "MetricsLayer",
+    "Observer",
     "PlatformLayer",
     "Stack",
     "TimeoutLayer",

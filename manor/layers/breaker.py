@@ -10,7 +10,7 @@ import trio
 
 from ..calls import Done, Request
 from ..errors import CallTimeout, CircuitOpen, ProviderError
-from .base import Inner, Layer, Listener
+from .base import Observer
 
 __all__ = ["BreakerLayer", "BreakerState"]
 
@@ -23,7 +23,7 @@ class BreakerState(enum.StrEnum):
 
 @final
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)  # no hook on the hot state
-class BreakerLayer(Layer):
+class BreakerLayer(Observer):
     """Opens after ``failures`` consecutive failures; after ``cooldown`` seconds lets one
     trial call through (half-open): its success closes the circuit, its failure opens it
     again. While open, calls fail at once with ``CircuitOpen``.
@@ -59,18 +59,14 @@ class BreakerLayer(Layer):
         self._settle()
         return self._opened_count
 
-    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
-        trial = self._admit(request)
-        outcome: bool | None = None  # True success, False failure, None says nothing
-        try:
-            done = await inner(request, listener)
-            outcome = True
-            return done
-        except (ProviderError, CallTimeout):
-            outcome = False
-            raise
-        finally:
-            self._defer(request, outcome, trial)
+    def before(self, request: Request) -> bool:
+        """Let the call through (True when it is the half-open trial) or refuse it."""
+        return self._admit(request)
+
+    def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
+        # True success, False failure, None says nothing (flow control, cancellation).
+        outcome = True if error is None else False if isinstance(error, ProviderError | CallTimeout) else None
+        self._defer(request, outcome, state)  # type: ignore[arg-type]
 
     def arrival_order_matters(self) -> bool:
         """Only a closed circuit treats every arrival alike: an open one lets the first

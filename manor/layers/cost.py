@@ -8,7 +8,7 @@ import attrs
 
 from ..calls import Done, Request
 from ..errors import BudgetExceeded
-from .base import Inner, Layer, Listener
+from .base import Observer
 
 __all__ = ["AgentCost", "CostLayer"]
 
@@ -31,7 +31,7 @@ class _Account:
 
 @final
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)  # no hook on the hot state
-class CostLayer(Layer):
+class CostLayer(Observer):
     """Adds up each agent's tokens from its answers and prices them.
 
     Args:
@@ -51,21 +51,25 @@ class CostLayer(Layer):
     def spent(self) -> float:
         return self._spent
 
-    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
+    def before(self, request: Request) -> _Account:
         if self.budget and self._spent >= self.budget:
             raise BudgetExceeded(f"cost budget {self.budget:g} spent")
         account = self._accounts.get(request.agent)
         if account is None:  # not setdefault: that would build an account per call
             account = self._accounts[request.agent] = _Account()
         account.calls += 1
-        done = await inner(request, listener)
+        return account
+
+    def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
+        if done is None:
+            return
+        account: _Account = state  # type: ignore[assignment]
         usage = done.usage
         cost = usage.total_tokens / 1000 * self.price_per_1k_tokens
         account.input_tokens += usage.input_tokens
         account.output_tokens += usage.output_tokens
         account.cost += cost
         self._spent += cost
-        return done
 
     def statistics(self) -> dict[str, AgentCost]:
         return {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
 from typing import TypeVar
 
 from ..calls import Done, Event, Request
@@ -80,10 +79,15 @@ async def collect(provider: Provider, request: Request, listener: Callable[[Even
 
 async def _stream(provider: Provider, request: Request, listener: Callable[[Event], None] | None) -> Done:
     """``provider``'s stream for ``request`` to its ``Done``, each event to ``listener``."""
-    async with aclosing(provider.invoke(request)) as events:
+    # try/finally rather than ``aclosing``: the same close, without the two coroutines
+    # of an async context manager on every call.
+    events = provider.invoke(request)
+    try:
         async for event in events:
             if listener is not None:
                 listener(event)
             if isinstance(event, Done):
                 return event
+    finally:
+        await events.aclose()
     raise ProviderError("the stream ended without an answer")
