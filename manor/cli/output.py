@@ -1,14 +1,17 @@
-"""How the commands print: Rich consoles without markup, and the line a saved run ends with."""
+"""How the commands print: Rich consoles without markup, the line a saved run ends with,
+and the file a ``-o FILE`` names."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 
 from rich.console import Console
 
 from ..saves import SaveWriter
 
-__all__ = ["console", "report_saved"]
+__all__ = ["console", "output_path", "report_saved"]
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -25,3 +28,11 @@ def console(*, stderr: bool = False) -> Console:
 def report_saved(writer: SaveWriter) -> None:
     """One line on stderr saying where the run was saved (stdout may be pure JSON)."""
     print(f"manor: saved {writer.ticks} ticks to {writer.path}", file=sys.stderr)
+
+
+def output_path(text: str) -> Path:
+    """The argparse type of ``-o FILE``: a path, never empty (``Path("")`` would be ".",
+    the current directory, and the message would not say what was really given)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty file name")
+    return Path(text)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..saves import read_save, story_lines, story_text, write_story
 from ..saves.story import FORMATS
+from .output import output_path
 
 __all__ = ["register"]
 
@@ -26,14 +27,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="md (a heading per tick), txt (a line per entry) or jsonl (one JSON object per entry: tick, caller, "
         "agent, speaker, text, fallback, reason, error) (default: from -o's suffix, else md)",
     )  # fmt: skip
-    parser.add_argument("-o", "--output", type=_file_name, default=None, metavar="FILE", help="write here instead of stdout (replaced if it exists)")
+    parser.add_argument("-o", "--output", type=output_path, default=None, metavar="FILE", help="write here instead of stdout (replaced if it exists)")
     parser.set_defaults(handler=run)
 
-
-def _file_name(text: str) -> Path:
-    if not text:
-        raise argparse.ArgumentTypeError("an empty file name")
-    return Path(text)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import SaveError
 from ..saves import read_save, write_trace
+from .output import output_path
 
 __all__ = ["register"]
 
@@ -24,17 +25,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
     parser.add_argument(
-        "-o", "--output", type=_file_name, required=True, metavar="FILE",
+        "-o", "--output", type=output_path, required=True, metavar="FILE",
         help="the trace file to write (replaced if it exists; a symbolic link is written through)",
     )  # fmt: skip
     parser.set_defaults(handler=run)
 
-
-def _file_name(text: str) -> Path:
-    # Path("") is ".", the current directory: say what was really given.
-    if not text:
-        raise argparse.ArgumentTypeError("an empty file name")
-    return Path(text)
 
 
 def run(args: argparse.Namespace) -> int:
