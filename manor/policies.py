@@ -67,12 +67,26 @@ class Batch(Policy):
         first = waves[0] if waves else []
         # Tickets are issued when a group is fired: the first wave with the others.
         opening = first + others
-        stamped = dict(zip(opening, loop.with_tickets([requests[i] for i in opening]), strict=True))
+        stamped = loop.with_tickets([requests[i] for i in opening])
+        # The barrier waits for the first wave only; the others run on beside the waves.
+        waiting = set(first)
+        wave_done = trio.Event()
+
+        def wave_call_finished(index: int) -> None:
+            waiting.discard(index)
+            if not waiting:
+                wave_done.set()
+
+        if not waiting:
+            wave_done.set()
         async with trio.open_nursery() as nursery:
-            # The first wave reaches the gate before the others, in ticket order.
-            async with trio.open_nursery() as barrier:
-                await barrier.start(loop.call_all, [(i, stamped[i]) for i in first], loop.gated, results)
-                await nursery.start(loop.call_all, [(i, stamped[i]) for i in others], loop.gated, results)
+            # The first wave and the others are started as one group, in ticket order
+            # (by longest-first, the narrator's ticket may come before a character's):
+            # when arrival order decides an outcome, it is ticket order across both.
+            await nursery.start(
+                functools.partial(loop.call_all, on_finished=wave_call_finished), list(zip(opening, stamped, strict=True)), loop.gated, results
+            )
+            await wave_done.wait()
             for wave in waves[1:]:
                 tickets = loop.with_tickets([requests[i] for i in wave])
                 await loop.call_all(zip(wave, tickets, strict=True), loop.gated, results)

@@ -289,9 +289,11 @@ class TickLoop:
         stack: Stack,
         results: list[CallRecord | None],
         *,
+        on_finished: Callable[[int], None] | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Fire every ``(index, request)`` at once; each record lands at ``results[index]``.
+        """Fire every ``(index, request)`` at once; each record lands at ``results[index]``,
+        and then ``on_finished(index)`` is called, if given.
 
         The instruments hear the calls start in ticket order (calls without a ticket in
         the order given). The gate admits by ticket, whatever order the calls reach it
@@ -312,6 +314,8 @@ class TickLoop:
         def finished(index: int, record: CallRecord) -> None:
             nonlocal outstanding
             results[index] = record
+            if on_finished is not None:
+                on_finished(index)
             outstanding -= 1
             if not outstanding:
                 all_done.set()

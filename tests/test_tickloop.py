@@ -152,6 +152,21 @@ class TestDeterminism:
             [(_, calls)] = signatures
             assert any(reason == "platform_rejected" for *_, reason in calls)
 
+    @pytest.mark.parametrize("policy", ["pipeline", "batch"])
+    def test_longest_first_through_a_gate_wider_than_the_platform_is_the_same_every_run(self, policy: str) -> None:
+        """Longest-first may give the narrator a ticket before a first-wave character;
+        with a gate of 5 on a platform of 3 who reaches the platform first decides who
+        is refused, and that must be ticket order, not trio's run order. (Batch started
+        the first wave and the others as two groups: the refusals changed run to run.)"""
+        scene = load_scene("tea_party")
+        signatures = set()
+        for _ in range(100):
+            ticks = run_engine(make_engine(scene, run_policy=policy, run_order="longest-first", gate_size=5), 3)
+            signatures.add(tuple(_signature(tick) for tick in ticks))
+        assert len(signatures) == 1
+        [ticks] = signatures
+        assert any(reason == "platform_rejected" for _, calls in ticks for *_, reason in calls)
+
     @pytest.mark.parametrize(
         ("policy", "order", "expected"),
         [
