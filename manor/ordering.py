@@ -46,13 +46,17 @@ def longest_first(latencies: Sequence[float], slots: int) -> list[int]:
     order = sorted(range(len(latencies)), key=lambda i: -latencies[i])  # stable: ties in planning order
     if len(order) <= slots or slots < 2:
         return order  # every call starts at once, or one after another: order is no matter
+    planned = planned_makespan(latencies, order, slots)
+    if planned <= max(latencies[order[0]], sum(latencies) / slots) + _GAIN:
+        return order  # at the bound: no plan is shorter
     if len(order) <= BALANCE_LIMIT:
         plan = _assign(latencies, order, slots)
         _balance(latencies, plan)
         order = _by_planned_start(latencies, plan)
+        planned = planned_makespan(latencies, order, slots)
     # Never plan a tick longer than planning order would run it (fifo).
     fifo = range(len(latencies))
-    if planned_makespan(latencies, fifo, slots) < planned_makespan(latencies, order, slots) - _GAIN:
+    if planned_makespan(latencies, fifo, slots) < planned - _GAIN:
         return list(fifo)
     return order
 
