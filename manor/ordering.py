@@ -14,8 +14,8 @@ Should planning order itself plan a shorter tick, the tickets follow planning or
 rule never plans worse than fifo.
 
 Balancing is quadratic in the calls of a tick, so beyond ``BALANCE_LIMIT`` calls the
-rule is plain LPT (and the fifo check): with many calls per slot LPT is already within a few percent of the
-bound (``manor bench --suite scheduling``, cast sweep).
+rule is plain LPT (and the fifo check): with many calls per slot LPT is already within
+a few percent of the bound (``manor bench --suite scheduling``, cast sweep).
 """
 
 from __future__ import annotations
