@@ -24,7 +24,7 @@ def gate_overload(engine: Engine) -> str | None:
     if loop.policy.name == "legacy":
         return None
     requests = loop.world.plan()
-    work = sum(loop.predictor.predict(request.agent, request.caller.value) for request in requests) / loop.gate.size
+    work = sum(loop.predictor.latency(request) for request in requests) / loop.gate.size
     timeout = engine.config.settings.gate.timeout_s
     if work <= timeout:
         return None

@@ -3,38 +3,71 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import final
+from typing import Protocol, final
 
 import attrs
 
+from .calls import Request
 from .records import CallRecord
 
-__all__ = ["LatencyPredictor"]
+__all__ = ["LatencyPredictor", "Predictor"]
+
+
+class Predictor(Protocol):
+    """What the tick loop asks before handing out tickets, and tells after a tick."""
+
+    def latency(self, request: Request) -> float:
+        """The latency ``request`` is expected to have."""
+        ...
+
+    def observe(self, record: CallRecord) -> None:
+        """Learn from a finished call."""
+        ...
 
 
 @final
 @attrs.define(eq=False)
 class LatencyPredictor:
-    """An exponentially weighted mean of each agent's past call latencies, per caller
-    kind, seeded from its typical latency before its first call.
+    """The mean latency of each agent's calls, per caller kind, starting from its
+    typical latency.
+
+    The typical latency counts as ``prior`` calls already seen, so a first, unlucky call
+    does not swing the estimate; after that it is the plain mean of what was seen, until
+    the newest call's weight falls to ``1 / memory``, from where it is an exponentially
+    weighted mean that still follows a backend that slows down or speeds up. Why a mean
+    and not a quickly moving average: a call's latency scatters around its agent's mean
+    independently from tick to tick (the simulator draws each call on its own, and a
+    real model's time varies with the sampled answer), so the recent calls say no more
+    about the next one than the older ones do, and a fast average only adds their scatter
+    to the prediction (with the old average, alpha 0.3, longest-first reached 0.911 of
+    the bound on the default scene and 0.945 on tea_party; with the mean, 0.914 and
+    0.953, the rule's planning included: ``manor bench --suite scheduling``).
 
     It learns only from the records of finished calls, so a replay of the same records
     predicts exactly as the recorded run did.
 
     Args:
         typical: agent -> typical latency (the scene's latency profile).
-        alpha: weight of the newest observation.
+        prior: how many calls the typical latency counts as.
+        memory: the longest stretch of calls the mean averages over.
     """
 
     typical: Mapping[str, float]
-    alpha: float = attrs.field(default=0.3, validator=[attrs.validators.gt(0), attrs.validators.le(1)])
-    _means: dict[tuple[str, str], float] = attrs.field(factory=dict, init=False)
+    prior: int = attrs.field(default=4, validator=attrs.validators.ge(1))
+    memory: int = attrs.field(default=32, validator=attrs.validators.ge(1))
+    _means: dict[tuple[str, str], tuple[float, int]] = attrs.field(factory=dict, init=False)
 
     def predict(self, agent: str, caller: str) -> float:
-        return self._means.get((agent, caller), self.typical.get(agent, 1.0))
+        """The expected latency of ``agent``'s next call as ``caller``."""
+        seen = self._means.get((agent, caller))
+        return self.typical.get(agent, 1.0) if seen is None else seen[0]
+
+    def latency(self, request: Request) -> float:
+        return self.predict(request.agent, request.caller.value)
 
     def observe(self, record: CallRecord) -> None:
         if record.ok and record.admitted_at is not None:
             key = (record.agent, record.caller)
-            previous = self.predict(record.agent, record.caller)
-            self._means[key] = previous + self.alpha * (record.latency - previous)
+            mean, weight = self._means.get(key, (self.typical.get(record.agent, 1.0), self.prior))
+            weight = min(weight + 1, self.memory)
+            self._means[key] = (mean + (record.latency - mean) / weight, weight)

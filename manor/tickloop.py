@@ -19,7 +19,8 @@ from .instruments import Instrument, Instruments
 from .limiter import SessionLimiter
 from .ordered_start import start_now
 from .policies import Policy
-from .prediction import LatencyPredictor
+from .ordering import longest_first
+from .prediction import Predictor
 from .providers.base import answer_only
 from .layers import Stack
 from .records import CallRecord, TickRecord
@@ -59,8 +60,8 @@ class TickLoop:
     gated: Stack
     direct: Stack
     policy: Policy
-    predictor: LatencyPredictor
-    order: Order = "fifo"
+    predictor: Predictor
+    order: Order = "longest-first"
     tick_deadline: float = 0.0
     price_per_1k_tokens: float = 0.0
     instruments: Instruments = attrs.field(factory=Instruments, converter=lambda i: i if isinstance(i, Instruments) else Instruments(i))
@@ -92,11 +93,13 @@ class TickLoop:
     # -- a tick -----------------------------------------------------------------------
 
     def ticket_order(self, requests: Sequence[Request]) -> list[int]:
-        """Indices of ``requests`` in the order their tickets are handed out."""
+        """Indices of ``requests`` in the order their tickets are handed out: planning
+        order (fifo), or longest predicted call first, planned over the gate's slots
+        (``manor.ordering.longest_first``)."""
         indices = list(range(len(requests)))
         if self.order == "longest-first":
-            # Stable: equal predictions keep planning order.
-            indices.sort(key=lambda i: -self.predictor.predict(requests[i].agent, requests[i].caller.value))
+            latency = self.predictor.latency
+            return longest_first([latency(request) for request in requests], self.gate.size)
         return indices
 
     def with_tickets(self, requests: Sequence[Request]) -> list[Request]:

@@ -87,8 +87,12 @@ def settings(**values: Any) -> Config:
 
 
 def make_engine(scene: Scene, *, backend: Provider | None = None, instruments: Iterable[Instrument] = (), **values: Any) -> Engine:
-    """An engine for ``scene``; the platform limit defaults to the scene's own."""
+    """An engine for ``scene``; the platform limit defaults to the scene's own, and the
+    ticket order to fifo: these tests work out makespans and admission orders by hand
+    as fifo list schedules (``fifo_makespan``), so a test about another order names it
+    (``run_order="longest-first"``, the built-in default)."""
     values.setdefault("platform_limit", scene.spec.platform_limit)
+    values.setdefault("run_order", "fifo")
     return build_engine(settings(**values), scene, backend=backend, instruments=instruments)
 
 

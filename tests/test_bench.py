@@ -22,7 +22,7 @@ from manor.cli import main
 from manor.config import flags_source, standard_sources
 from manor.records import CallRecord, TickRecord
 
-POLICIES = ("batch", "pipeline", "longest_first")
+POLICIES = ("batch", "pipeline", "fifo", "longest_first", "longest_first_mean", "longest_first_actual")
 FIGURES = ("makespan_mean_s", "makespan_p95_s", "lower_bound_mean_s", "efficiency")
 
 
@@ -63,6 +63,12 @@ class TestSmoke:
         assert sched["speedup"] == pytest.approx(sched["batch"]["makespan_mean_s"] / sched["pipeline"]["makespan_mean_s"], rel=1e-3)
         assert [point["gate_size"] for point in sched["gate_sweep"]] == [1, 2, 3, 4, 5, 6]
         assert [point["characters"] for point in sched["cast_sweep"]] == [10, 20, 50]
+        assert [point["scene"] for point in sched["scene_sweep"]] == ["tea_party", "wacky_manor"]
+        assert sched["setup"]["order"] == "longest-first"
+        # Against fifo: the default scene is a shipped one, so it is compared once.
+        assert [point["at"] for point in sched["versus_fifo"]] == ["the scene", "scene tea_party", "10 characters", "20 characters", "50 characters"]
+        assert sched["prediction"]["predictor"]["calls"] == sched["prediction"]["mean"]["calls"] > 0
+        assert sched["gap"]["prediction"] == pytest.approx(sched["gap"]["scatter"] + sched["gap"]["estimation"], abs=2e-4)
         assert sched["legacy"]["calls"] > 0
         head = result["overhead"]
         for key in ("calls", "manor_calls_per_s", "trio_calls_per_s", "ratio_vs_trio", "trio_bounded_calls_per_s", "manor_unbounded_calls_per_s"):
@@ -113,28 +119,49 @@ class TestSchedulingFigures:
     """The scheduling suite on a scene whose every schedule is known."""
 
     def test_exact_figures_on_a_fixed_scene(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-        """Lower bound max(4, 9/2) = 4.5; FIFO ends at 6, longest-first at 5, batch at 5."""
+        """Lower bound max(4, 9/2) = 4.5; FIFO ends at 6, longest-first (the default) at 5,
+        batch at 5."""
         result = bench_json(capsys, "--suite", "scheduling", "--draws", "3", "--scene", write_scene(tmp_path))
         sched = result["scheduling"]
         # FIFO on gate 2: c0,c1 0-1; c2,c3 1-2; narrator 2-6 and summariser 2-3.
-        assert sched["pipeline"]["makespan_mean_s"] == pytest.approx(6.0)
-        # Narrator first: 0-4 beside c0..c3 one after another 0-4; summariser 4-5.
-        assert sched["longest_first"]["makespan_mean_s"] == pytest.approx(5.0)
-        # Wave c0,c1,c2 with narrator and summariser: c0,c1 0-1; c2 1-2, narrator 1-5;
-        # summariser 2-3; then c3 waits for a slot until 3: 3-4. The narrator ends last.
+        assert sched["fifo"]["makespan_mean_s"] == pytest.approx(6.0)
+        # Narrator first: 0-4 beside c0..c3 one after another 0-4; summariser 4-5. No
+        # schedule does better with whole calls: the predictions are the latencies.
+        for name in ("pipeline", "longest_first", "longest_first_mean", "longest_first_actual"):
+            assert sched[name]["makespan_mean_s"] == pytest.approx(5.0)
+        # Narrator first beside the wave c0,c1,c2 and the summariser, one after another
+        # 0-4; then c3 waits for a slot until 4: 4-5. Under fifo: c0,c1 0-1; c2 1-2,
+        # narrator 1-5; summariser 2-3; c3 3-4. Both end at 5.
         assert sched["batch"]["makespan_mean_s"] == pytest.approx(5.0)
         for name in POLICIES:
             assert sched[name]["lower_bound_mean_s"] == pytest.approx(4.5)
             assert sched[name]["makespan_p95_s"] == pytest.approx(sched[name]["makespan_mean_s"])
-        assert sched["pipeline"]["efficiency"] == pytest.approx(0.75)
-        assert sched["longest_first"]["efficiency"] == pytest.approx(0.9)
-        assert sched["speedup"] == pytest.approx(5 / 6, abs=1e-3)
+        assert sched["fifo"]["efficiency"] == pytest.approx(0.75)
+        assert sched["pipeline"]["efficiency"] == pytest.approx(0.9)
+        assert sched["speedup"] == pytest.approx(1.0)
+        assert sched["speedup_fifo"] == pytest.approx(5 / 6, abs=1e-3)
+        # Fixed latencies: nothing to mispredict, the gap to the bound is the rule's.
+        assert sched["prediction"]["predictor"]["mean_abs_error_s"] == 0.0
+        assert sched["gap"] == {"prediction": 0.0, "scatter": 0.0, "estimation": 0.0, "schedule": pytest.approx(0.1)}
+        assert sched["versus_fifo"][0] == {"at": "the scene", "margin": pytest.approx(0.15), "margin_se": 0.0}
         # Gate 1 runs the calls one after another: the bound, exactly.
         first = sched["gate_sweep"][0]
         assert first["gate_size"] == 1
-        assert first["pipeline"]["makespan_mean_s"] == pytest.approx(9.0)
-        assert first["pipeline"]["efficiency"] == pytest.approx(1.0)
+        assert first["fifo"]["makespan_mean_s"] == pytest.approx(9.0)
+        assert first["fifo"]["efficiency"] == pytest.approx(1.0)
         assert [point["gate_size"] for point in sched["gate_sweep"]] == [1, 2, 3]
+
+    def test_the_oracles_know_the_draws(self) -> None:
+        """ActualLatency answers what the simulator will draw for the call; MeanLatency
+        its agent's mean, around which the draws scatter."""
+        from manor.providers import SimProfile, SimProvider
+
+        backend = SimProvider({"a": SimProfile(latency_s=2.0, jitter=0.3)}, seed=5)
+        requests = [Request(caller=CallerKind.CHARACTER, agent="a", tick=tick) for tick in range(1, 6)]
+        actual, mean = scheduling.ActualLatency(backend), scheduling.MeanLatency(backend)
+        assert [actual.latency(r) for r in requests] == [backend.latency(r) for r in requests]
+        assert len({actual.latency(r) for r in requests}) == 5
+        assert {mean.latency(r) for r in requests} == {2.0}
 
     def test_lower_bound_is_the_longest_call_or_the_work_per_slot(self) -> None:
         """max(longest, total / gate): either side can be the bound."""
@@ -156,7 +183,13 @@ class TestTargets:
 
     def result(self, **changes: Any) -> dict[str, Any]:
         result: dict[str, Any] = {
-            "scheduling": {"longest_first": {"efficiency": 0.93}, "speedup": 1.2, "speedup_longest_first": 1.45},
+            "scheduling": {
+                "setup": {"order": "longest-first"},
+                "pipeline": {"efficiency": 0.96}, "longest_first": {"efficiency": 0.96}, "longest_first_actual": {"efficiency": 0.97},
+                "gap": {"prediction": 0.01, "scatter": 0.008, "estimation": 0.002, "schedule": 0.03},
+                "versus_fifo": [{"at": "the scene", "margin": 0.1, "margin_se": 0.01}, {"at": "scene tea_party", "margin": 0.004, "margin_se": 0.002}],
+                "speedup": 1.2, "speedup_fifo": 1.1,
+            },
             "overhead": {**self.bounded, "ratio_vs_trio": 0.6, "ratio_vs_aiometer": 1.5},
             "scale": [{"agents": 100, "per_call_us": 10.0}, {"agents": 10_000, "per_call_us": 16.0}],
         }
@@ -169,8 +202,12 @@ class TestTargets:
         assert notes["overhead.ratio_vs_trio"] == (
             "bare trio with the same two bounds runs at 0.500; manor / that: 1.200; manor without the bounds / bare trio: 0.700"
         )
+        assert notes["scheduling.default - fifo efficiency, worst"] == "at scene tea_party"
         assert met == {
+            "scheduling.pipeline.efficiency": True,
             "scheduling.longest_first.efficiency": True,
+            "scheduling.longest_first_actual.efficiency": True,
+            "scheduling.default - fifo efficiency, worst": True,
             "scheduling.speedup": False,
             "overhead.ratio_vs_trio": True,
             "overhead.manor / aiometer": True,
@@ -192,6 +229,18 @@ class TestTargets:
         points[2] = {**large, "peak_rss_mb": 1100.0}
         judged = {target["target"]: target for target in evaluate_targets(self.result(scale=points))}
         assert judged["scale.peak_rss_mb 100,000 agents"]["met"] is False
+
+    @pytest.mark.parametrize(
+        ("margin", "error", "met"),
+        [(0.0, 0.01, True), (-0.005, 0.01, None), (-0.005, None, None), (-0.03, 0.01, False)],
+    )
+    def test_below_fifo_within_the_noise_of_the_draws_is_neither(self, margin: float, error: float | None, met: bool | None) -> None:
+        """Below fifo by more than two standard errors is missed; by less, with a few
+        draws, it cannot be told from luck."""
+        result = self.result()
+        result["scheduling"]["versus_fifo"] = [{"at": "scene tea_party", "margin": margin, "margin_se": error}]
+        [judged] = [t for t in evaluate_targets(result) if t["target"] == "scheduling.default - fifo efficiency, worst"]
+        assert judged["met"] is met and judged["note"].startswith("at scene tea_party")
 
     def test_not_measured_is_neither_met_nor_missed(self) -> None:
         result = self.result(
@@ -261,7 +310,7 @@ class TestPlot:
             "scheduling": {
                 "setup": {"scene": "S", "draws": 3},
                 **{name: {"makespan_mean_s": 5.0, "makespan_p95_s": 6.0, "lower_bound_mean_s": 4.5} for name in POLICIES},
-                "gate_sweep": [{"gate_size": g, "pipeline": {"makespan_mean_s": 9.0 / g, "lower_bound_mean_s": 8.0 / g},
+                "gate_sweep": [{"gate_size": g, "fifo": {"makespan_mean_s": 9.0 / g, "lower_bound_mean_s": 8.0 / g},
                                 "longest_first": {"makespan_mean_s": 8.5 / g}} for g in (1, 2, 3)],
             },
             "scale": [{"agents": 100, "per_call_us": 50.0}, {"agents": 1000, "per_call_us": 55.0}],
@@ -271,7 +320,7 @@ class TestPlot:
         write_plot(path, result)
         svg = path.read_text()
         assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
-        assert svg.count("<rect x=") >= 9  # 3 policies x 3 bars (and the legend)
+        assert svg.count("<rect x=") >= 12  # 4 policies x 3 bars (and the legend)
         assert svg.count("<polyline") == 4  # 3 lines in the sweep, 1 scale curve (no references given)
         assert "Cost per call as the cast grows" in svg
         assert render_svg([]).startswith("<svg")
@@ -315,7 +364,7 @@ class TestCommandLine:
         plot = tmp_path / "bench.svg"
         assert main(["bench", "--suite", "scheduling", "--draws", "2", "--plot", str(plot)]) == 0
         out = capsys.readouterr().out
-        for heading in ("scheduling", "legacy", "gate size sweep", "cast size sweep", "targets", "longest_first"):
+        for heading in ("scheduling", "legacy", "gate size sweep", "cast size sweep", "shipped scenes", "targets", "lf on actuals", "prediction error"):
             assert heading in out
         assert plot.read_text().startswith("<svg")
 

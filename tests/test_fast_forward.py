@@ -209,7 +209,8 @@ class TestTheExampleSavesRecordAgain:
     @pytest.mark.parametrize("name", EXAMPLES)
     def test_recorded_again(self, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         shipped = read_save(SAVES / name)
-        flags = {row.key.replace(".", "__"): row.value for row in shipped.header.settings if row.origin == "command line"}
+        # The flags it was recorded with, and its order: fifo, the default when it was recorded.
+        flags = {row.key.replace(".", "__"): row.value for row in shipped.header.settings if row.origin == "command line" or row.key == "run.order"}
         ends: list[float | None] = []
         one_timer_end = sim_module._one_timer_end
         monkeypatch.setattr(sim_module, "_one_timer_end", lambda *args: ends.append(one_timer_end(*args)) or ends[-1])

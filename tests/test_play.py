@@ -439,8 +439,9 @@ class TestCommand:
 
 
 def test_layout_snapshot(snap_compare: Callable[..., bool]) -> None:
-    """The dashboard at 120x40, paused after three ticks of the Wacky Manor."""
-    app = play_app()
+    """The dashboard at 120x40, paused after three ticks of the Wacky Manor (fifo
+    tickets, as when the snapshot was taken: the layout is the point, not the order)."""
+    app = play_app(values={"run.order": "fifo"})
 
     async def run_before(pilot: Pilot[None]) -> None:
         await pilot.press("n", "n", "n")
@@ -452,7 +453,7 @@ def test_layout_snapshot(snap_compare: Callable[..., bool]) -> None:
 
 def test_narrow_layout_snapshot(snap_compare: Callable[..., bool]) -> None:
     """The same at 80x24: every panel still there, the footer's keys all shown."""
-    app = play_app()
+    app = play_app(values={"run.order": "fifo"})
 
     async def run_before(pilot: Pilot[None]) -> None:
         await pilot.press("n", "n", "n")

@@ -107,6 +107,44 @@ class TestExampleSaves:
         assert pipeline["degraded"] == 0 and pipeline["platform_rejections"]["total"] == 0
 
 
+class TestSavesRecordedUnderFifo:
+    """longest-first became the default order: a save recorded under fifo still replays
+    under fifo, whatever its format and however its order row came about."""
+
+    @staticmethod
+    def _header_edit(fmt: int, order_row: str) -> Any:
+        def edit(index: int, frame: Any) -> Any:
+            if index == 0:
+                rows = frame["settings"]
+                if order_row == "missing":  # a save from before run.order existed
+                    rows = [row for row in rows if row[0] != "run.order"]
+                elif order_row == "derived":
+                    rows = [[k, v, "derived: by an older Manor" if k == "run.order" else o] for k, v, o in rows]
+                frame["settings"] = rows
+                frame["format"] = fmt  # the shipped saves are format 1
+                if fmt == 2:
+                    frame["run_id"] = "an-old-run"
+            return frame
+
+        return edit
+
+    @pytest.mark.parametrize("fmt", [1, 2])
+    @pytest.mark.parametrize("order_row", ["missing", "derived", "built-in default"])
+    def test_a_fifo_save_replays_under_fifo(self, fmt: int, order_row: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        path = tmp_path / "old.msav"
+        path.write_bytes(rewrite_payloads((SAVES / "wacky_manor_pipeline.msav").read_bytes(), self._header_edit(fmt, order_row)))
+        code, report = cli_json(capsys, "replay", str(path), "--verify", "--json")
+        assert (code, report["verified"], report["first_mismatch"]) == (0, True, None)
+        assert recorded_summary(read_save(path))["order"] == "fifo"
+
+    def test_the_new_default_is_a_what_if_away(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Replayed under longest-first, the shipped fifo save's ticks are shorter."""
+        code, what_if = cli_json(capsys, "replay", str(SAVES / "wacky_manor_pipeline.msav"), "--order", "longest-first", "--json")
+        assert code == 0
+        assert (what_if["recorded"]["order"], what_if["order"]) == ("fifo", "longest-first")
+        assert what_if["tick_seconds"]["mean"] < what_if["recorded"]["tick_seconds"]["mean"]
+
+
 class TestVerifyReportsTheFirstDifference:
     @pytest.mark.parametrize(
         ("field", "value", "detail"),

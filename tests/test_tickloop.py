@@ -15,13 +15,14 @@ import trio.testing
 from manor import tickloop
 from manor.calls import CALLER_KINDS, Done, Event, Request
 from manor.content import load_scene
+from manor.engine import build_engine
 from manor.errors import REASONS, ProviderError
 from manor.instruments import Instrument
 from manor.providers import Provider
 from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.statistics import RunStatistics
 from manor.world import FALLBACKS
-from scenes_fixture import TEN_LATENCIES, FailingFor, TickRecorder, fifo_makespan, fixed_scene, make_engine, run_engine
+from scenes_fixture import TEN_LATENCIES, FailingFor, TickRecorder, fifo_makespan, fixed_scene, make_engine, run_engine, settings
 
 NARRATOR, SUMMARISER = 0.2, 0.3
 
@@ -93,6 +94,18 @@ class TestExactMakespan:
         assert tick.makespan == pytest.approx(fifo_makespan([latencies[a] for a in expected], 5), abs=1e-3)
         assert tick.makespan == pytest.approx(4.5, abs=1e-3)
 
+    def test_the_default_order_plans_the_gates_slots(self) -> None:
+        """Built-in defaults hand out tickets longest-first, planned over the gate's
+        slots: tea_party's calls (fixed at its profile latencies) on a gate of 2 end at
+        6.6 s, where fifo and plain longest-first both end at 6.9 s."""
+        scene = fixed_scene((1.4, 1.3, 1.9), narrator=4.2, summariser=2.6, beats=1, speakers=("c1",), platform_limit=3)
+        engine = build_engine(settings(platform_limit=3), scene)
+        assert engine.loop.order == "longest-first"
+        [tick] = run_engine(engine, 1)
+        assert tick.makespan == pytest.approx(6.6, abs=1e-3)
+        [fifo] = run_engine(make_engine(scene, run_order="fifo"), 1)
+        assert fifo.makespan == pytest.approx(6.9, abs=1e-3)
+
     def test_records_keep_planning_order_whatever_the_ticket_order(self) -> None:
         engine = make_engine(fixed_scene(), run_order="longest-first")
         [tick] = run_engine(engine, 1)
@@ -133,9 +146,11 @@ def _signature(tick: TickRecord) -> tuple[object, ...]:
 class TestDeterminism:
     """trio shuffles its run queue differently each run; admission must not care."""
 
-    @pytest.mark.parametrize("policy", ["pipeline", "batch", "legacy"])
+    @pytest.mark.parametrize(
+        ("policy", "order"), [("pipeline", "fifo"), ("batch", "fifo"), ("legacy", "fifo"), ("pipeline", "longest-first"), ("batch", "longest-first")]
+    )
     @pytest.mark.parametrize("scene_name", ["wacky_manor", "ties"])
-    def test_the_same_tick_200_times_admits_in_the_same_order(self, policy: str, scene_name: str) -> None:
+    def test_the_same_tick_200_times_admits_in_the_same_order(self, policy: str, order: str, scene_name: str) -> None:
         """``ties``: fixed latencies, so several calls end and are let in at one instant,
         on a platform of four where legacy gets rejected."""
         if scene_name == "ties":
@@ -145,7 +160,7 @@ class TestDeterminism:
             scene = load_scene(scene_name)
         signatures = set()
         for _ in range(200):
-            [tick] = run_engine(make_engine(scene, run_policy=policy), 1)
+            [tick] = run_engine(make_engine(scene, run_policy=policy, run_order=order), 1)
             signatures.add(_signature(tick))
         assert len(signatures) == 1
         if policy == "legacy" and scene_name == "ties":

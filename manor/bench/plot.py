@@ -47,7 +47,7 @@ def charts(result: Mapping[str, Any]) -> list[Chart]:
     drawn = []
     scheduling = result.get("scheduling")
     if scheduling:
-        names = ("batch", "pipeline", "longest_first")
+        names = ("batch", "fifo", "pipeline", "longest_first_actual")
         drawn.append(
             Chart(
                 title=f"Tick makespan, {scheduling['setup']['scene']} ({scheduling['setup']['draws']} draws)",
@@ -68,9 +68,9 @@ def charts(result: Mapping[str, Any]) -> list[Chart]:
                 kind="lines",
                 categories=tuple(str(point["gate_size"]) for point in sweep),
                 series=(
-                    ("pipeline", tuple(point["pipeline"]["makespan_mean_s"] for point in sweep)),
+                    ("fifo", tuple(point["fifo"]["makespan_mean_s"] for point in sweep)),
                     ("longest_first", tuple(point["longest_first"]["makespan_mean_s"] for point in sweep)),
-                    ("lower bound", tuple(point["pipeline"]["lower_bound_mean_s"] for point in sweep)),
+                    ("lower bound", tuple(point["fifo"]["lower_bound_mean_s"] for point in sweep)),
                 ),
                 x_label="gate size",
                 y_label="seconds (virtual)",

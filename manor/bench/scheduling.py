@@ -13,37 +13,120 @@ g)``, from the calls' actual latencies (``finished_at - admitted_at``): no sched
 finish before its longest call, nor run more than g calls at once. ``efficiency`` is the
 mean over draws of ``lower bound / makespan``; ``speedup`` is the ratio of the mean
 makespans, batch over pipeline.
+
+Where longest-first falls short of the bound is split in two: it runs once more handed
+each call's *actual* latency (``ActualLatency``: the simulator's draw, known in advance),
+so ``gap.prediction`` is what prediction error costs and ``gap.schedule`` what the rule
+leaves even with perfect predictions; ``prediction`` scores the predictor call by call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from statistics import fmean
-from typing import Any
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from statistics import fmean, stdev
+from typing import Any, final
 
 import attrs
 import trio
 import trio.testing
 
+from ..calls import Request
 from ..config import Config, Settings
-from ..content import Scene
+from ..content import Scene, bundled_scenes
 from ..engine import build_engine, scene_sim
 from ..instruments import Instrument
-from ..records import StoryEntry, TickRecord
+from ..prediction import Predictor
+from ..providers import SimProvider
+from ..records import CallRecord, StoryEntry, TickRecord
 from ..statistics import RunStatistics, percentile
 from .suite import BenchContext, Suite
 
-__all__ = ["CAST_SIZES", "SUITE", "VARIANTS", "lower_bound", "summarise"]
+__all__ = ["ACTUAL", "CAST_SIZES", "MEAN", "ORACLES", "SUITE", "VARIANTS", "ActualLatency", "MeanLatency", "lower_bound", "summarise"]
 
-#: The three ways of firing a tick the suite compares, as the settings that select them.
+#: The ways of firing a tick the suite compares, as the settings that select them.
+#: ``batch`` and ``pipeline`` keep the user's ticket order (by default longest-first):
+#: they are the policies as a run gets them. ``fifo`` and ``longest_first`` name theirs.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "batch": {"run.policy": "batch", "run.order": "fifo"},
-    "pipeline": {"run.policy": "pipeline", "run.order": "fifo"},
+    "batch": {"run.policy": "batch"},
+    "pipeline": {"run.policy": "pipeline"},
+    "fifo": {"run.policy": "pipeline", "run.order": "fifo"},
     "longest_first": {"run.policy": "pipeline", "run.order": "longest-first"},
 }
+#: Longest-first handed the calls' actual latencies instead of predictions (``ActualLatency``).
+ACTUAL = "longest_first_actual"
+#: Longest-first handed each agent's true mean latency (``MeanLatency``).
+MEAN = "longest_first_mean"
+
+_BATCH_FIFO = {"run.policy": "batch", "run.order": "fifo"}
 _LEGACY = {"run.policy": "legacy", "run.order": "fifo"}
 #: The cast sizes of the cast sweep (generated characters, ``--agents N``).
 CAST_SIZES = (10, 20, 50)
+
+
+@final
+@attrs.frozen
+class ActualLatency:
+    """A predictor that knows: each call's latency as the simulated backend will draw it
+    (its draws are keyed on the call, not on when it runs). Longest-first handed these
+    shows how far the rule itself is from the bound; the distance between it and
+    longest-first on predictions is what prediction error costs."""
+
+    backend: SimProvider
+
+    def latency(self, request: Request) -> float:
+        return self.backend.latency(request)
+
+    def observe(self, record: CallRecord) -> None:
+        pass
+
+
+@final
+@attrs.frozen
+class MeanLatency:
+    """A predictor that knows each agent's mean latency exactly: the profile's
+    ``latency_s``, around which the simulator draws every call. No predictor that does
+    not see the draw itself can do better on average, so longest-first handed these
+    shows how much of the prediction error is the calls' own scatter."""
+
+    backend: SimProvider
+
+    def latency(self, request: Request) -> float:
+        return self.backend.profiles.get(request.agent, self.backend.default).latency_s
+
+    def observe(self, record: CallRecord) -> None:
+        pass
+
+
+@final
+@attrs.define(eq=False)
+class _ScoredPredictor:
+    """Passes a run's predictor through, and scores each prediction against the latency
+    the call then had (calls that did not finish ok have no latency to score)."""
+
+    predictor: Predictor
+    _predicted: dict[tuple[int, str, str], float] = attrs.field(factory=dict, init=False)
+    errors: list[tuple[float, float]] = attrs.field(factory=list, init=False)
+
+    def latency(self, request: Request) -> float:
+        predicted = self.predictor.latency(request)
+        self._predicted[request.tick, request.agent, request.caller.value] = predicted
+        return predicted
+
+    def observe(self, record: CallRecord) -> None:
+        predicted = self._predicted.pop((record.tick, record.agent, record.caller), None)
+        if predicted is not None and record.ok and record.latency > 0:
+            self.errors.append((abs(predicted - record.latency), record.latency))
+        self.predictor.observe(record)
+
+    def figures(self) -> dict[str, float]:
+        if not self.errors:
+            return {"calls": 0, "mean_abs_error_s": 0.0, "mean_rel_error": 0.0}
+        return {
+            "calls": len(self.errors),
+            "mean_abs_error_s": round(fmean(error for error, _ in self.errors), 4),
+            "mean_rel_error": round(fmean(error / latency for error, latency in self.errors), 4),
+        }
 
 
 def lower_bound(record: TickRecord, gate_size: int) -> float:
@@ -52,11 +135,16 @@ def lower_bound(record: TickRecord, gate_size: int) -> float:
     return max(max(latencies, default=0.0), sum(latencies) / gate_size)
 
 
+def _ratios(ticks: Sequence[TickRecord], gate_size: int) -> list[float]:
+    """Each tick's lower bound / makespan."""
+    return [lower_bound(tick, gate_size) / tick.makespan if tick.makespan > 0 else 1.0 for tick in ticks]
+
+
 def summarise(ticks: Sequence[TickRecord], gate_size: int) -> dict[str, float]:
     """Makespan mean and p95, mean lower bound and efficiency over ``ticks``."""
     spans = [tick.makespan for tick in ticks]
     bounds = [lower_bound(tick, gate_size) for tick in ticks]
-    ratios = [bound / span if span > 0 else 1.0 for bound, span in zip(bounds, spans, strict=True)]
+    ratios = _ratios(ticks, gate_size)
     return {
         "makespan_mean_s": round(fmean(spans), 4),
         "makespan_p95_s": round(percentile(spans, 95), 4),
@@ -86,6 +174,9 @@ class _Outcome:
     calls_per_tick: int
     gate_size: int
     statistics: RunStatistics
+    prediction: dict[str, float]
+    #: Each draw's lower bound / makespan, for comparing two runs draw by draw.
+    ratios: tuple[float, ...]
 
 
 class _Runs:
@@ -93,43 +184,76 @@ class _Runs:
 
     def __init__(self, context: BenchContext) -> None:
         self.context = context
-        self._done: dict[Settings, _Outcome] = {}
+        self._done: dict[tuple[Settings, str], _Outcome] = {}
 
     def configure(self, overrides: Mapping[str, Any]) -> tuple[Config, Scene]:
         return self.context.configure(overrides)
 
-    def run(self, overrides: Mapping[str, Any]) -> _Outcome:
-        config, scene = self.configure(overrides)
-        if config.settings not in self._done:
+    def key(self, name: str, overrides: Mapping[str, Any]) -> tuple[Settings, str]:
+        """What makes a run of variant ``name`` distinct: its settings, and its oracle."""
+        return self.configure({**VARIANTS.get(name, VARIANTS["longest_first"]), **overrides})[0].settings, name if name in ORACLES else ""
+
+    def run(self, overrides: Mapping[str, Any], oracle: str = "") -> _Outcome:
+        """One configuration's run; with an ``oracle`` (a name in ``ORACLES``),
+        longest-first on what that oracle knows instead of on predictions."""
+        config, scene = self.configure({**overrides, "run.order": "longest-first"} if oracle else overrides)
+        key = (config.settings, oracle)
+        if key not in self._done:
             collector, statistics = _TickCollector(self.context), RunStatistics()
             # The profiles' latencies, whatever backends manor.toml routes agents to.
             backend = scene_sim(config, scene)
             engine = build_engine(config, scene, backend=backend, instruments=[collector, statistics])
+            scored = _ScoredPredictor(ORACLES[oracle](backend) if oracle else engine.loop.predictor)
+            engine.loop.predictor = scored
             clock = trio.testing.MockClock(autojump_threshold=0)
             trio.run(engine.loop.run, self.context.draws, clock=clock)
             ticks = collector.ticks
-            self._done[config.settings] = _Outcome(
+            self._done[key] = _Outcome(
                 figures=summarise(ticks, engine.loop.gate.size),
                 calls_per_tick=len(ticks[0].calls) if ticks else 0,
                 gate_size=engine.loop.gate.size,
                 statistics=statistics,
+                prediction=scored.figures(),
+                ratios=tuple(_ratios(ticks, engine.loop.gate.size)),
             )
-        return self._done[config.settings]
+        return self._done[key]
 
-    def figures(self, overrides: Mapping[str, Any]) -> dict[str, float]:
-        return self.run(overrides).figures
+    def figures(self, overrides: Mapping[str, Any], oracle: str = "") -> dict[str, float]:
+        return self.run(overrides, oracle).figures
+
+    def variant(self, name: str, overrides: Mapping[str, Any] | None = None) -> _Outcome:
+        """Variant ``name`` (in ``VARIANTS`` or ``ORACLES``) with ``overrides``."""
+        if name in ORACLES:
+            return self.run({**VARIANTS["longest_first"], **(overrides or {})}, name)
+        return self.run({**VARIANTS[name], **(overrides or {})})
+
+    def policies(self, overrides: Mapping[str, Any], names: Iterable[str]) -> dict[str, dict[str, float]]:
+        """The figures of each variant called ``names``, with ``overrides``."""
+        return {name: self.variant(name, overrides).figures for name in names}
 
 
-def _plan(context: BenchContext) -> list[dict[str, Any]]:
-    """Every configuration the suite runs, headline first, in order."""
+#: The variants of the headline, and of each sweep point.
+_HEADLINE = (*VARIANTS, MEAN, ACTUAL)
+_GATE_POINT = ("fifo", "longest_first", ACTUAL)
+_CAST_POINT = ("batch", "pipeline", "fifo", ACTUAL)
+_SCENE_POINT = ("fifo", "pipeline", ACTUAL)
+
+
+#: The oracles, by variant name: what each knows in place of a prediction.
+ORACLES: dict[str, Callable[[SimProvider], Predictor]] = {ACTUAL: ActualLatency, MEAN: MeanLatency}
+
+
+def _plan(context: BenchContext) -> list[tuple[str, dict[str, Any]]]:
+    """Every run the suite makes, as (variant, overrides), in order."""
     runs = _Runs(context)
     config, scene = runs.configure(VARIANTS["pipeline"])
-    plan = [dict(overrides) for overrides in VARIANTS.values()]
-    plan.append(dict(_LEGACY))
+    plan = [(name, {}) for name in _HEADLINE] + [("fifo", _BATCH_FIFO), ("fifo", _LEGACY)]
     for size in _gate_sizes(config, scene):
-        plan += [{**VARIANTS[name], "gate.size": size} for name in ("pipeline", "longest_first")]
+        plan += [(name, {"gate.size": size}) for name in _GATE_POINT]
     for characters in CAST_SIZES:
-        plan += [{**overrides, "run.agents": characters} for overrides in VARIANTS.values()]
+        plan += [(name, {"run.agents": characters}) for name in _CAST_POINT]
+    for scene_name in bundled_scenes():
+        plan += [(name, {"run.scene": scene_name}) for name in _SCENE_POINT]
     return plan
 
 
@@ -144,22 +268,43 @@ def _gate_sizes(config: Config, scene: Scene) -> range:
 
 def units(context: BenchContext) -> int:
     runs = _Runs(context)
-    distinct = {runs.configure(overrides)[0].settings for overrides in _plan(context)}
+    distinct = {runs.key(name, overrides) for name, overrides in _plan(context)}
     return len(distinct) * context.draws
 
 
 def run(context: BenchContext) -> dict[str, Any]:
     runs = _Runs(context)
-    result: dict[str, Any] = {name: runs.figures(overrides) for name, overrides in VARIANTS.items()}
+    result: dict[str, Any] = runs.policies({}, _HEADLINE)
     result["speedup"] = _speedup(result["batch"], result["pipeline"])
-    result["speedup_longest_first"] = _speedup(result["batch"], result["longest_first"])
+    result["speedup_fifo"] = _speedup(runs.figures(_BATCH_FIFO), result["fifo"])
+    result["prediction"] = {
+        "predictor": runs.variant("longest_first").prediction,
+        "mean": runs.variant(MEAN).prediction,
+    }
+    efficiency = {name: result[name]["efficiency"] for name in ("longest_first", MEAN, ACTUAL)}
+    result["gap"] = {
+        "prediction": round(efficiency[ACTUAL] - efficiency["longest_first"], 4),
+        "scatter": round(efficiency[ACTUAL] - efficiency[MEAN], 4),
+        "estimation": round(efficiency[MEAN] - efficiency["longest_first"], 4),
+        "schedule": round(1 - efficiency[ACTUAL], 4),
+    }
     result["legacy"] = _legacy(runs)
     config, scene = runs.configure(VARIANTS["pipeline"])
     result["gate_sweep"] = [
-        {"gate_size": size, **{name: runs.figures({**VARIANTS[name], "gate.size": size}) for name in ("pipeline", "longest_first")}}
-        for size in _gate_sizes(config, scene)
+        {"gate_size": size, **runs.policies({"gate.size": size}, _GATE_POINT)} for size in _gate_sizes(config, scene)
     ]
     result["cast_sweep"] = list(_cast_sweep(runs))
+    result["scene_sweep"] = list(_scene_sweep(runs))
+    points = [
+        ("the scene", {}),
+        *((f"scene {name}", {"run.scene": name}) for name in bundled_scenes()),
+        *((f"{characters} characters", {"run.agents": characters}) for characters in CAST_SIZES),
+    ]
+    result["versus_fifo"], seen = [], set()
+    for where, overrides in points:  # a run named twice (the scene is a shipped one) once
+        if (key := runs.key("pipeline", overrides)) not in seen:
+            seen.add(key)
+            result["versus_fifo"].append(_versus_fifo(runs, where, overrides))
     headline = runs.run(VARIANTS["pipeline"])
     settings = config.settings
     result["setup"] = {
@@ -170,12 +315,24 @@ def run(context: BenchContext) -> dict[str, Any]:
         "gate_size": headline.gate_size,
         "platform_limit": settings.platform.limit,
         "batch_size": settings.run.batch_size,
+        "order": settings.run.order,
         "draw": "tick r of one run of R ticks per configuration; longest-first predicts tick 1 "
         "from the latency profiles, later ticks from each caller's past calls",
         "efficiency": "mean over draws of lower_bound / makespan",
         "speedup": "mean batch makespan / mean pipeline makespan",
+        ACTUAL: "longest-first handed each call's actual latency (the simulator's draw) instead of a prediction",
+        MEAN: "longest-first handed each agent's true mean latency (its profile's latency_s) instead of a prediction",
     }
     return result
+
+
+def _versus_fifo(runs: _Runs, where: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The default order's efficiency minus fifo's, draw by draw (the draws are paired),
+    and the standard error of that mean difference (``None`` from one draw)."""
+    default, fifo = runs.variant("pipeline", overrides).ratios, runs.variant("fifo", overrides).ratios
+    differences = [ours - theirs for ours, theirs in zip(default, fifo, strict=True)]
+    error = stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else None
+    return {"at": where, "margin": round(fmean(differences), 4), "margin_se": None if error is None else round(error, 4)}
 
 
 def _speedup(slow: Mapping[str, float], fast: Mapping[str, float]) -> float:
@@ -198,18 +355,27 @@ def _legacy(runs: _Runs) -> dict[str, Any]:
 
 def _cast_sweep(runs: _Runs) -> Iterable[dict[str, Any]]:
     for characters in CAST_SIZES:
-        figures = {name: runs.figures({**overrides, "run.agents": characters}) for name, overrides in VARIANTS.items()}
+        overrides = {"run.agents": characters}
+        figures = runs.policies(overrides, _CAST_POINT)
         yield {
             "characters": characters,
-            "calls_per_tick": runs.run({**VARIANTS["pipeline"], "run.agents": characters}).calls_per_tick,
+            "calls_per_tick": runs.variant("pipeline", overrides).calls_per_tick,
             **figures,
             "speedup": _speedup(figures["batch"], figures["pipeline"]),
         }
 
 
+def _scene_sweep(runs: _Runs) -> Iterable[dict[str, Any]]:
+    """Every scene Manor ships, with its own cast, gate and seed."""
+    for name in bundled_scenes():
+        overrides = {"run.scene": name}
+        outcome = runs.variant("pipeline", overrides)
+        yield {"scene": name, "calls_per_tick": outcome.calls_per_tick, "gate_size": outcome.gate_size, **runs.policies(overrides, _SCENE_POINT)}
+
+
 SUITE = Suite(
     name="scheduling",
-    title="tick makespan against the lower bound, per policy (virtual clock, exact)",
+    title="tick makespan against the lower bound, per ticket order and policy (virtual clock, exact)",
     units=units,
     run=run,
 )

@@ -14,7 +14,7 @@ from msgspec import Meta
 
 from ..limits import MAX_AGENTS, MAX_FAILURES, Burst, Count, Money, PositiveSeconds, Rate, Seconds, Seed, Size, Ticks
 
-__all__ = ["KEYS", "POLICIES", "RETIRED_KEYS", "Settings", "section_type"]
+__all__ = ["DERIVED_KEYS", "FORMER_DEFAULTS", "KEYS", "POLICIES", "RETIRED_KEYS", "Settings", "section_type"]
 
 # Every bound is declared here, in the types (see manor.limits): one declaration checks
 # manor.toml, MANOR_* variables, flags and the settings a save recorded.
@@ -88,8 +88,8 @@ class RunSettings(Section):
     seed: Seed | None = None
     #: virtual (simulated time, exact) or real; unset: virtual for the simulated backend.
     clock: Literal["virtual", "real"] | None = None
-    #: Order the tick loop hands out tickets in.
-    order: Literal["fifo", "longest-first"] = "fifo"
+    #: Order the tick loop hands out tickets in (see manor.ordering).
+    order: Literal["fifo", "longest-first"] = "longest-first"
     #: Seconds between tick starts (0 = free-running).
     tick_interval_s: Seconds = 0.0
     #: Seconds after which a tick's outstanding calls are cancelled (0 = none).
@@ -114,6 +114,17 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=
 RETIRED_KEYS: dict[str, str] = {
     "backend.kind": "name a backend with backend.default (or --backend) and define it in a [backends.NAME] table",
 }
+
+#: Keys whose built-in default changed, and the default they had before: a save written
+#: before the key existed has no row for it and ran as that default did, so it replays
+#: with it (a save written since records every key, its default included).
+FORMER_DEFAULTS: dict[str, Any] = {
+    "run.order": "fifo",  # longest-first became the default (issue 15)
+}
+
+#: Keys the configuration derives from others when they are left unset (origin
+#: "derived: ..."): the gate size from the platform limit, the clock from the backends.
+DERIVED_KEYS = frozenset({"gate.size", "run.clock"})
 
 _SECTIONS: dict[str, type[Section]] = {f.name: f.type for f in msgspec.structs.fields(Settings)}
 

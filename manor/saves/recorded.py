@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import KEYS, Config, Source, resolve
 from ..config.layering import built_in_source
-from ..config.schema import RETIRED_KEYS
+from ..config.schema import DERIVED_KEYS, FORMER_DEFAULTS, RETIRED_KEYS
 from ..engine import build_engine
 from ..errors import ConfigError, SaveError, one_line
 from ..providers import SimProvider
@@ -28,12 +28,16 @@ def recorded_source(save: Save) -> tuple[Source, list[str]]:
     this Manor no longer knows (dropped: it can no longer change anything).
 
     Settings the recorded run derived (the gate size from the platform limit) are left
-    out, so that a what-if derives them again from its own values.
+    out, so that a what-if derives them again from its own values; a key this Manor
+    does not derive keeps its recorded value whatever its origin. A key the save has no
+    row for, whose default has changed since, gets the default the run had
+    (``FORMER_DEFAULTS``): a save from before longest-first was the default replays in
+    the order it was recorded in.
     """
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = dict(FORMER_DEFAULTS)
     dropped: list[str] = []
     for row in save.header.settings:
-        if row.origin.startswith("derived"):
+        if row.origin.startswith("derived") and row.key in DERIVED_KEYS:
             continue
         if row.key in KEYS:
             values[row.key] = row.value
