@@ -522,6 +522,25 @@ class TestReplay:
 
         drive(app, scenario)
 
+    def test_the_agents_table_shows_the_calls_of_the_tick_shown(self) -> None:
+        """At the end of the legacy recording, the rows not idle are exactly tick 20's
+        callers, degraded exactly where its calls were: none left from earlier ticks."""
+        app = replay_app()
+        save = read_save(SAVES / "wacky_manor_legacy.msav")
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("end")
+            await until(pilot, lambda: app.state.tick == 20, "the end")
+            await settled(pilot)
+            calls = save.ticks[-1].record.calls
+            shown = {(row.caller, row.agent): row.state for row in app.state.rows.values() if row.state != "—"}
+            assert set(shown) == {(call.caller, call.agent) for call in calls}
+            degraded = {key for key, state in shown.items() if state == "degraded"}
+            assert degraded == {(call.caller, call.agent) for call in calls if not call.ok}
+            assert any(row.state == "—" and row.line for row in app.state.rows.values()), "an idle row keeps its last line"
+
+        drive(app, scenario)
+
     def test_next_event_with_none_ahead_says_so_at_once(self) -> None:
         """The pipeline recording degrades nowhere: e says so, and nothing runs."""
         app = replay_app("wacky_manor_pipeline.msav")

@@ -35,8 +35,8 @@ HELP = """\
   [b]gate[/b]  calls in flight / gate size, waiting, token bucket, platform
       sessions in use / limit and their peak, the gate's peak, rejections.
   [b]degraded[/b]  reason × caller kind: this tick / since the start.
-  [b]agents[/b]  every caller: queued, running, done or degraded; its last
-      latency and line.
+  [b]agents[/b]  every caller: queued, running, done or degraded this tick
+      (— dimmed: no call this tick); its last latency and line.
   [b]story[/b]  what was said; a degraded turn is marked ⚠ with what
       replaced it (idle, narration skipped, stale summary, speechless).
       Scroll up to read back: it stops following and counts new lines.

@@ -106,6 +106,8 @@ class DashboardState(Instrument):
         self._by_call: dict[tuple[str, str], CallerRow] = {}
         #: Keys of rows changed since the agents table last took them.
         self.dirty: set[str] = set()
+        # The rows with a call in the tick under way (or the last one).
+        self._in_tick: list[CallerRow] = []
         self.story: deque[StoryEntry] = deque(maxlen=story_kept)
         #: Story lines ever added (``story`` keeps only the newest).
         self.story_count = 0
@@ -125,10 +127,18 @@ class DashboardState(Instrument):
         self.degradations_tick = empty_degradations()
         self.planned, self.queued, self.running, self.finished = len(requests), 0, 0, 0
         rows, dirty = self._by_call, self.dirty
+        previous, self._in_tick = self._in_tick, []
         for request in requests:
             row = rows.get((request.caller, request.agent)) or self._row(request.caller, request.agent)
             row.state = "queued"
             dirty.add(row.key)
+            self._in_tick.append(row)
+        # A row shows its caller's call of this tick: one with none this tick shows so
+        # ("—", dimmed, its last line kept), not a state left from an earlier tick.
+        for row in previous:
+            if row.state != "queued":
+                row.state, row.reason, row.error = "—", None, ""
+                dirty.add(row.key)
         self.version += 1
 
     def call_started(self, request: Request) -> None:
