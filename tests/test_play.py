@@ -298,6 +298,21 @@ class TestControls:
 
         drive(app, scenario)
 
+    def test_a_policy_switched_during_a_tick_shows_as_next(self) -> None:
+        """The tick under way keeps its policy: the status line says which comes next."""
+        config, scene = settings()
+        app = build_app(config, scene, paused=True, clock=PacedClock(1.0))  # a tick takes seconds
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.current_tick == 1, "tick 1 under way")
+            await pilot.press("p")
+            await until(pilot, lambda: app.engine.loop.policy.name == "batch", "switched")
+            await settled(pilot)
+            assert "pipeline → batch next tick" in text_of(app.query_one(StatusLine))
+
+        drive(app, scenario)
+
     def test_speed_keys_move_along_the_ladder(self) -> None:
         app = play_app()
 

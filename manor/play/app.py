@@ -323,11 +323,19 @@ class PlayApp(App[None]):
             scene=self.engine.scene.spec.name,
             tick=self.state.tick,
             current=self.state.current_tick,
-            policy=loop.policy.name,
+            policy=self._policy_shown(),
             gate=gate,
             clock=clock,
             state=state,
         )
+
+    def _policy_shown(self) -> str:
+        """The policy; during a tick after a switch, the tick's and the next one's
+        (``pipeline → batch next tick``): a tick keeps the policy it started with."""
+        chosen, running = self.engine.loop.policy.name, self.state.tick_policy
+        if self.state.current_tick is not None and running is not None and running != chosen:
+            return f"{running} → {chosen} next tick"
+        return chosen
 
     def _calibrate_speed(self, makespan: float) -> None:
         """The starting speed was estimated; the first tick measured: correct it once."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Literal, final
+from typing import TYPE_CHECKING, Literal, final
 
 import attrs
 
@@ -19,6 +19,9 @@ from ..content import Scene
 from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..statistics import PlatformRejections, empty_degradations, percentile
+
+if TYPE_CHECKING:
+    from ..tickloop import TickLoop
 
 __all__ = ["CallerRow", "CallerState", "DashboardState", "TickFigures"]
 
@@ -108,6 +111,9 @@ class DashboardState(Instrument):
         self.dirty: set[str] = set()
         # The rows with a call in the tick under way (or the last one).
         self._in_tick: list[CallerRow] = []
+        #: The policy the tick under way runs under (a switch applies from the next).
+        self.tick_policy: str | None = None
+        self._loop: TickLoop | None = None
         self.story: deque[StoryEntry] = deque(maxlen=story_kept)
         #: Story lines ever added (``story`` keeps only the newest).
         self.story_count = 0
@@ -122,8 +128,13 @@ class DashboardState(Instrument):
 
     # -- instrument hooks -----------------------------------------------------------------
 
+    def run_started(self, loop: TickLoop) -> None:
+        self._loop = loop
+
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
         self.current_tick = tick
+        if self._loop is not None:
+            self.tick_policy = self._loop.policy.name
         self.degradations_tick = empty_degradations()
         self.planned, self.queued, self.running, self.finished = len(requests), 0, 0, 0
         rows, dirty = self._by_call, self.dirty
