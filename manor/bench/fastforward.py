@@ -39,6 +39,7 @@ from typing import Any, final
 import trio
 import trio.testing
 
+from .. import interrupts
 from ..calls import CallerKind, Event, Request
 from ..config import Config
 from ..content import Scene
@@ -113,7 +114,7 @@ def _clock_run(run: Callable[[], Any], jumps: list[float] | None = None) -> floa
 
         clock.jump = counted  # type: ignore[method-assign]
     started = time.process_time()
-    trio.run(run, clock=clock)
+    interrupts.run(run, clock=clock)
     return time.process_time() - started
 
 

@@ -39,6 +39,7 @@ from typing import Any
 
 import trio
 
+from .. import interrupts
 from ..calls import Request
 from ..engine import build_engine
 from ..layers import GateLayer, Stack, TimeoutLayer
@@ -166,7 +167,7 @@ def run(context: BenchContext) -> dict[str, Any]:
                 context.advance(1)
         return best
 
-    best = trio.run(measure)
+    best = interrupts.run(measure)
     rates = {name: calls / seconds for name, seconds in best.items()}
     aiometer_rate = rates.get("aiometer")
     return {

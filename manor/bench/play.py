@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import trio
 
+from .. import interrupts
 from ..config import Config
 from ..content import Scene
 from ..driver import TickDriver
@@ -108,7 +108,7 @@ def _headless(config: Config, scene: Scene, ticks: int, *, instrument: bool) -> 
 
     stopwatch = _Stopwatch(ticks)
     engine = _engine(config, scene, [DashboardState(scene), stopwatch] if instrument else [stopwatch])
-    trio.run(engine.loop.run, ticks)
+    interrupts.run(engine.loop.run, ticks)
     return stopwatch
 
 

@@ -39,6 +39,7 @@ from typing import Any
 import attrs
 import trio
 
+from .. import interrupts
 from ..calls import Request
 from ..config import Source
 from ..engine import build_engine
@@ -110,7 +111,7 @@ def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
         _, acquire_first = await medians(functools.partial(trio_tick, provider, requests, limit))
         return wall, cpu, peak, all_at_once, acquire_first, len(requests)
 
-    wall, cpu, peak, all_at_once, acquire_first, calls = trio.run(timed)
+    wall, cpu, peak, all_at_once, acquire_first, calls = interrupts.run(timed)
     if degraded:
         raise BenchError(f"{degraded} calls degraded: the ticks did not all do the same work")
     return {

@@ -31,6 +31,7 @@ import attrs
 import trio
 import trio.testing
 
+from .. import interrupts
 from ..calls import Request
 from ..config import Config, Settings
 from ..content import Scene, bundled_scenes
@@ -206,7 +207,7 @@ class _Runs:
             scored = _ScoredPredictor(ORACLES[oracle](backend) if oracle else engine.loop.predictor)
             engine.loop.predictor = scored
             clock = trio.testing.MockClock(autojump_threshold=0)
-            trio.run(engine.loop.run, self.context.draws, clock=clock)
+            interrupts.run(engine.loop.run, self.context.draws, clock=clock)
             ticks = collector.ticks
             self._done[key] = _Outcome(
                 figures=summarise(ticks, engine.loop.gate.size),

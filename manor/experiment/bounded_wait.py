@@ -25,6 +25,7 @@ import msgspec
 import trio
 import trio.testing
 
+from .. import interrupts
 from ..calls import CallerKind, Done, Request
 from ..errors import CallTimeout
 from ..providers.agno import AgnoProvider, HttpAgentTransport, RemoteAgentTransport, RunCall
@@ -88,7 +89,7 @@ class ExperimentResult(msgspec.Struct, frozen=True, kw_only=True):
 
 def run_in_process(settings: ExperimentSettings) -> ExperimentResult:
     """Run the experiment under the virtual clock: exact, and takes no wall time."""
-    return trio.run(_in_process, settings, clock=trio.testing.MockClock(autojump_threshold=0))
+    return interrupts.run(_in_process, settings, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 async def _in_process(settings: ExperimentSettings) -> ExperimentResult:
