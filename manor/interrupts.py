@@ -3,8 +3,9 @@
 While a command's trio run is under way (``run``), SIGINT and SIGTERM cancel it: every
 ``finally`` runs, so a save writer closes its file with an end frame and a remote agent's
 run is cancelled by its shielded request, and then ``Interrupted`` is raised with what the
-command had done by then. Outside such a run — before it starts, after it ends, or inside a
-trio run this module does not start (a benchmark) — SIGTERM is made to act as
+command had done by then. Every trio run of Manor's commands goes through ``run`` (the
+tick loop's, a replay's, a benchmark's, the experiment's). Outside such a run — before it
+starts, after it ends, or inside a trio run some other code starts — SIGTERM is made to act as
 Ctrl-C does there (``sigterm_as_interrupt``): trio's own handler, or Python's
 ``KeyboardInterrupt``. Either way ``manor.cli.main`` reports one line.
 
