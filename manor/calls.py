@@ -31,7 +31,8 @@ __all__ = [
 
 
 class CallerKind(enum.StrEnum):
-    """Who makes a call; each kind has its own fallback when the call degrades."""
+    """The manor world's caller kinds. A world declares its own (``World.callers``):
+    a request's ``caller`` is any string its world declared."""
 
     CHARACTER = "character"
     NARRATOR = "narrator"
@@ -39,7 +40,7 @@ class CallerKind(enum.StrEnum):
     SCENE_BEAT = "scene_beat"
 
 
-#: Every caller kind, in the order reports show them.
+#: The manor world's caller kinds, in the order reports show them.
 CALLER_KINDS: tuple[str, ...] = tuple(kind.value for kind in CallerKind)
 
 
@@ -47,7 +48,8 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     """One model call as the tick loop planned it.
 
     Attributes:
-        caller: which kind of caller makes it.
+        caller: which kind of caller makes it: one its world declares
+            (``World.callers``), as a plain string.
         agent: the agent (character, narrator, summariser) whose model answers.
         tick: the tick it belongs to.
         ticket: admission order at the gate; ``None`` means "in order of arrival".
@@ -56,7 +58,7 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
         attempt: 0 for the first try; a retry of the same call counts up.
     """
 
-    caller: CallerKind
+    caller: str
     agent: str
     tick: int = 0
     ticket: int | None = None

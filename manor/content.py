@@ -70,8 +70,19 @@ class BeatSpec(_Content, kw_only=True):
 
 
 class SceneSpec(_Content, kw_only=True):
+    """A scene file.
+
+    Attributes:
+        world: the game it plays: a built-in world's name ("werewolf"), or
+            "module:Class" for your own; "" is the Wacky Manor (``manor.worlds``).
+        rules: the world's own settings (the ``[rules]`` table), which the world reads
+            and checks itself.
+        rooms: where the characters can be (a world may give them no meaning).
+    """
+
     name: str
     description: str = ""
+    world: str = ""
     seed: Seed = 0
     platform_limit: Count = 6
     rooms: Annotated[tuple[NonEmpty, ...], Meta(min_length=1)]
@@ -79,6 +90,7 @@ class SceneSpec(_Content, kw_only=True):
     narrator: AgentId = "narrator"
     summariser: AgentId = "summariser"
     beats: BeatSpec = BeatSpec()
+    rules: dict[str, Any] = {}
 
 
 class Scene(msgspec.Struct, frozen=True, kw_only=True):

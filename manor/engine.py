@@ -22,7 +22,7 @@ from .prediction import LatencyPredictor
 from .providers import Provider, SimProvider
 from .providers.routing import routing_provider
 from .tickloop import TickLoop
-from .world import World
+from .worlds import create_world
 
 __all__ = ["Engine", "build_engine", "configure", "make_clock", "scene_seed", "scene_sim"]
 
@@ -82,6 +82,7 @@ def build_engine(
     Raises:
         ConfigError: (only without ``backend``) an agent on a backend no table defines,
             or an environment variable a backend in use needs (an API key) is unset.
+        ContentError: the scene's world cannot be loaded, or refuses the scene.
     """
     s = config.settings
     seed = scene_seed(config, scene)
@@ -99,7 +100,7 @@ def build_engine(
     breaker = BreakerLayer(failures=s.breaker.failures, cooldown=s.breaker.cooldown_s)
     shared = [metrics, cost, breaker, TimeoutLayer(s.call.timeout_s), PlatformLayer(limiter)]
     loop = TickLoop(
-        world=World.from_scene(scene),
+        world=create_world(scene, seed),
         gate=gate,
         limiter=limiter,
         gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s)]),

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .errors import SaveError
+from .errors import SaveError, leaves
 
 if TYPE_CHECKING:
     from .saves import SaveWriter
@@ -133,7 +133,16 @@ def run(
                 watch.cancel()  # before the receiver closes
         return None
 
-    result = trio.run(main, clock=clock)
+    try:
+        result = trio.run(main, clock=clock)
+    except BaseExceptionGroup as group:
+        # A signal in the instant before the receiver opened: trio raised it as a
+        # KeyboardInterrupt in whichever task it reached, inside a nursery's group.
+        if all(isinstance(leaf, KeyboardInterrupt) for leaf in leaves(group)):
+            raise Interrupted(signal_received(), after()) from None
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(signal_received(), after()) from None
     if received:
         raise Interrupted(received[0], after())
     return result  # type: ignore[return-value]  # not cancelled: async_fn returned it

@@ -13,7 +13,7 @@ import attrs
 import msgspec
 import trio
 
-from .calls import CallerKind, Request
+from .calls import Request
 from .ordered_start import start_now
 from .records import CallRecord
 
@@ -44,10 +44,12 @@ class Pipeline(Policy):
         return _complete(results)
 
 
-def _waves(requests: Sequence[Request], size: int) -> tuple[list[list[int]], list[int]]:
-    """Character indices in barriers of ``size``, and the indices of the other callers."""
-    characters = [i for i, r in enumerate(requests) if r.caller is CallerKind.CHARACTER]
-    others = [i for i, r in enumerate(requests) if r.caller is not CallerKind.CHARACTER]
+def _waves(loop: TickLoop, requests: Sequence[Request], size: int) -> tuple[list[list[int]], list[int]]:
+    """The players' calls' indices in barriers of ``size``, and the indices of the other
+    callers (``Caller.player``: the manor world's characters)."""
+    players = loop.players
+    characters = [i for i, r in enumerate(requests) if r.caller in players]
+    others = [i for i, r in enumerate(requests) if r.caller not in players]
     return [characters[i : i + size] for i in range(0, len(characters), size)], others
 
 
@@ -63,7 +65,7 @@ class Batch(Policy):
 
     async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
         results: list[CallRecord | None] = [None] * len(requests)
-        waves, others = _waves(requests, self.size)
+        waves, others = _waves(loop, requests, self.size)
         first = waves[0] if waves else []
         # Tickets are issued when a group is fired: the first wave with the others.
         opening = first + others
@@ -117,7 +119,7 @@ class Legacy(Policy):
 
     async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
         results: list[CallRecord | None] = [None] * len(requests)
-        waves, others = _waves(requests, self.size)
+        waves, others = _waves(loop, requests, self.size)
 
         async def call(index: int) -> None:
             # Started with start_now, as in TickLoop.call_all: it runs on until it first
@@ -125,7 +127,7 @@ class Legacy(Policy):
             # next one starts.
             request = requests[index]
             record = await loop.call(request, loop.direct)
-            if request.caller is CallerKind.CHARACTER:
+            if request.caller in loop.players:
                 record = await self._retry(loop, request, record)
             results[index] = record
 

@@ -63,7 +63,7 @@ class LatencyPredictor:
         return self.typical.get(agent, 1.0) if seen is None else seen[0]
 
     def latency(self, request: Request) -> float:
-        return self.predict(request.agent, request.caller.value)
+        return self.predict(request.agent, request.caller)
 
     def observe(self, record: CallRecord) -> None:
         if record.ok and record.admitted_at is not None:

@@ -16,13 +16,15 @@ from .records import CallRecord, StoryEntry, TickRecord
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .tickloop import TickLoop
 
 __all__ = ["ErrorMessages", "PlatformRejections", "RunStatistics", "empty_degradations", "percentile"]
 
 
-def empty_degradations() -> dict[str, dict[str, int]]:
-    """caller kind -> reason -> 0, for every kind and reason: zero is shown as zero."""
-    return {kind: dict.fromkeys(REASONS, 0) for kind in CALLER_KINDS}
+def empty_degradations(kinds: Iterable[str] = CALLER_KINDS) -> dict[str, dict[str, int]]:
+    """caller kind -> reason -> 0, for every kind (the world's: ``World.callers``) and
+    reason: zero is shown as zero."""
+    return {kind: dict.fromkeys(REASONS, 0) for kind in kinds}
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -96,13 +98,15 @@ class ErrorMessages:
             message = self.OTHER
         counts[message] += 1
 
-    def most_common(self, per_group: int = 5) -> list[dict[str, Any]]:
+    def most_common(self, per_group: int = 5, *, kinds: Iterable[str] = CALLER_KINDS) -> list[dict[str, Any]]:
         """The ``per_group`` most common messages of each (reason, caller kind), in the
-        order reports show reasons and kinds, most common first: ``{reason, caller,
-        message, count}`` each."""
+        order reports show reasons and ``kinds`` (the world's), most common first:
+        ``{reason, caller, message, count}`` each."""
         rows: list[dict[str, Any]] = []
+        kinds = list(kinds)
+        kinds += sorted({caller for _, caller in self._counts} - set(kinds))
         for reason in REASONS:
-            for caller in CALLER_KINDS:
+            for caller in kinds:
                 counts = self._counts.get((reason, caller))
                 if counts:
                     for message, count in counts.most_common(per_group):
@@ -118,6 +122,8 @@ class RunStatistics(Instrument):
         self.ticks = 0
         self.calls = 0
         self.ok = 0
+        #: caller kind -> reason -> count, zeros included: the manor world's kinds until
+        #: a run starts, then its world's (a kind no world declared is added as seen).
         self.degradations = empty_degradations()
         self.makespans: list[float] = []
         self.world_hash = ""
@@ -126,6 +132,10 @@ class RunStatistics(Instrument):
         self.cost = 0.0
         self.rejections = PlatformRejections()
         self.errors = ErrorMessages()
+
+    def run_started(self, loop: TickLoop) -> None:
+        if not self.calls:
+            self.degradations = empty_degradations(loop.world.callers)
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         self.ticks += 1
@@ -139,9 +149,20 @@ class RunStatistics(Instrument):
             if call.ok:
                 self.ok += 1
             else:
-                self.degradations[call.caller][call.reason or "provider_error"] += 1
+                counts = self.degradations.get(call.caller)
+                if counts is None:
+                    counts = self.degradations[call.caller] = dict.fromkeys(REASONS, 0)
+                counts[call.reason or "provider_error"] += 1
                 self.errors.count(call)
         self.rejections.count(record.calls)
+
+    def degradation_counts(self, kinds: Iterable[str]) -> dict[str, dict[str, int]]:
+        """caller kind -> reason -> count, for each of ``kinds`` (the world's, in its
+        order) and every reason, zeros included."""
+        counts = empty_degradations(kinds)
+        for kind, by_reason in self.degradations.items():
+            counts.setdefault(kind, dict.fromkeys(REASONS, 0)).update(by_reason)
+        return counts
 
     @property
     def degraded(self) -> int:
@@ -160,6 +181,9 @@ class RunStatistics(Instrument):
         """The run's figures, as ``manor run --json`` prints them."""
         settings = engine.config.settings
         platform = engine.loop.limiter.statistics()
+        world = engine.loop.world
+        kinds = list(world.callers)
+        over = world.over
         return {
             "scene": engine.scene.spec.name,
             "policy": engine.loop.policy.name,
@@ -171,13 +195,20 @@ class RunStatistics(Instrument):
             "calls": self.calls,
             "ok": self.ok,
             "degraded": self.degraded,
-            "degradations": self.degradations,
+            "degradations": self.degradation_counts(kinds),
             "platform_rejections": self.rejections.as_dict(),
-            "errors": self.errors.most_common(),
+            "errors": self.errors.most_common(kinds=kinds),
             "peak_platform_sessions": platform.peak,
             "tick_seconds": self.tick_seconds(),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             "cost": round(self.cost, 6),
             # Before any tick (--ticks 0) the world still has its starting hash.
-            "world_hash": self.world_hash or engine.loop.world.hash,
+            "world_hash": self.world_hash or world.hash,
+            "world": {
+                "name": world.name,
+                "version": world.version,
+                "over": over is not None,
+                "summary": over.summary if over is not None else None,
+                "result": over.result if over is not None else None,
+            },
         }

@@ -11,7 +11,7 @@ import attrs
 import msgspec
 import trio
 
-from .calls import Admitted, CallerKind, Done, Event, Opened, Request
+from .calls import Admitted, Done, Event, Opened, Request
 from .collector import full_collections_deferred
 from .errors import CallError, RefusedBy, SessionLimitError, error_line
 from .gate import Gate
@@ -24,15 +24,18 @@ from .prediction import Predictor
 from .providers.base import answer_only
 from .layers import Stack
 from .records import CallRecord, TickRecord
-from .world import World
+from .worlds import World
 
 __all__ = ["TickLoop"]
 
 Order = Literal["fifo", "longest-first"]
 
-#: A caller kind's name for its record: ``CallerKind.value`` is an enum property that
-#: costs more than a whole call's record, so the names are looked up once.
-_CALLER_NAMES: dict[CallerKind, str] = {kind: kind.value for kind in CallerKind}
+
+
+def _plain(caller: str) -> str:
+    """A caller kind as a plain string, for its record (a world may plan with ``StrEnum``
+    members, as the manor world's ``CallerKind``)."""
+    return caller if type(caller) is str else str(caller)
 
 
 @final
@@ -65,6 +68,10 @@ class TickLoop:
     tick_deadline: float = 0.0
     price_per_1k_tokens: float = 0.0
     instruments: Instruments = attrs.field(factory=Instruments, converter=lambda i: i if isinstance(i, Instruments) else Instruments(i))
+    #: The world's players' caller kinds (``Caller.player``), which barriers hold.
+    players: frozenset[str] = attrs.field(
+        init=False, default=attrs.Factory(lambda self: frozenset(k for k, c in self.world.callers.items() if c.player), takes_self=True)
+    )
     _deadline: float = attrs.field(default=math.inf, init=False)
     _started: bool = attrs.field(default=False, init=False)
     _in_tick: bool = attrs.field(default=False, init=False)
@@ -138,8 +145,9 @@ class TickLoop:
         return record
 
     async def run(self, ticks: int, interval: float = 0.0) -> None:
-        """Run ``ticks`` ticks: free-running, or one every ``interval`` seconds. The run
-        ends when its last tick does: the interval spaces ticks, it does not trail them.
+        """Run ``ticks`` ticks, or fewer if the game ends first (``World.over``): free-
+        running, or one every ``interval`` seconds. The run ends when its last tick
+        does: the interval spaces ticks, it does not trail them.
 
         Raises:
             ValueError: ``interval`` is negative or not finite (it would never end).
@@ -148,9 +156,11 @@ class TickLoop:
             raise ValueError(f"tick interval must be a finite number of seconds >= 0, not {interval}")
         try:
             for tick in range(ticks):
+                if self.world.over is not None:
+                    break
                 started = trio.current_time()
                 await self.step()
-                if interval and tick < ticks - 1:
+                if interval and tick < ticks - 1 and self.world.over is None:
                     await trio.sleep_until(started + interval)
         finally:
             self.instruments.call("run_finished", self)
@@ -229,7 +239,7 @@ class TickLoop:
             record = CallRecord(
                 tick=request.tick,
                 ticket=request.ticket,
-                caller=_CALLER_NAMES[request.caller],
+                caller=_plain(request.caller),
                 agent=request.agent,
                 queued_at=queued_at,
                 admitted_at=admitted_at,
@@ -270,7 +280,7 @@ class TickLoop:
         return CallRecord(
             tick=request.tick,
             ticket=request.ticket,
-            caller=_CALLER_NAMES[request.caller],
+            caller=_plain(request.caller),
             agent=request.agent,
             queued_at=queued_at,
             admitted_at=admitted_at,

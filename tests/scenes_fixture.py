@@ -136,7 +136,7 @@ class FailingFor(Provider):
         self.failing = set(failing)
 
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
-        if (request.tick, request.caller.value) in self.failing:
+        if (request.tick, request.caller) in self.failing:
             raise ProviderError(f"{request.agent}: scripted failure")
         async with aclosing(self.inner.invoke(request)) as events:
             async for event in events:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import io
 
 import pytest
@@ -21,7 +23,7 @@ from manor.prediction import LatencyPredictor
 from manor.records import CallRecord
 from manor.statistics import ErrorMessages, PlatformRejections, empty_degradations
 from manor.tickloop import TickLoop
-from manor.world import World
+from manor.worlds.manor import ManorWorld as World
 
 
 class TestErrorLine:
@@ -131,7 +133,7 @@ async def test_a_degraded_record_keeps_its_message(autojump_clock: trio.testing.
     limiter = SessionLimiter(0)
     stack = Stack(_Failing(), [PlatformLayer(limiter)])  # type: ignore[arg-type]
     loop = TickLoop(
-        world=World.from_scene(load_scene("tea_party")), gate=Gate(size=1), limiter=limiter, gated=stack, direct=stack,
+        world=World.from_scene(load_scene("tea_party"), random.Random(0)), gate=Gate(size=1), limiter=limiter, gated=stack, direct=stack,
         policy=Pipeline(), predictor=LatencyPredictor({}),
     )  # fmt: skip
     record = await loop.call(Request(caller=CallerKind.NARRATOR, agent="narrator"), stack)

@@ -271,16 +271,16 @@ class TestDashboardState:
         assert state.finished >= state.planned
 
     def test_a_call_finds_its_row_by_caller_kind_or_by_its_name(self) -> None:
-        """Requests carry a CallerKind, records its name: both reach the one row the
-        agents table shows, and a caller met only mid-run gets a row (and is drawn)."""
+        """A request and its record reach the one row the agents table shows, whether the
+        kind is a CallerKind member or its name, and a caller met only mid-run gets a
+        row (and is drawn)."""
         e = engine()
         state = DashboardState(e.scene)
         request = e.loop.world.plan()[0]
-        assert isinstance(request.caller, CallerKind)
         state.take_dirty()
         rows = len(state.rows)
         state.call_started(request)
-        row = state.rows[f"{request.caller.value}:{request.agent}"]
+        row = state.rows[f"{request.caller}:{request.agent}"]
         assert (row.state, row.key, state.take_dirty()) == ("queued", f"character:{request.agent}", {row.key})
         record = CallRecord(tick=1, ticket=0, caller="character", agent=request.agent, queued_at=0.0, admitted_at=1.0,
                             finished_at=3.5, outcome="ok", text="Hello.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import io
 import json
 from pathlib import Path
@@ -10,12 +12,13 @@ import msgspec
 import pytest
 
 import manor.saves as saves
+from manor.calls import CALLER_KINDS
 from manor.cli import main
 from manor.errors import SaveError
 from manor.saves import FORMAT_VERSION, EndFrame, SaveWriter, TickFrame, decode_save, read_save, recorded_summary
-from manor.saves.format import HeaderV2, probe_version
+from manor.saves.format import HeaderV3, probe_version
 from manor.saves.framing import HEAD_SIZE, SIGNATURE, CorruptFrame, FrameReader, encode_frame, write_frame
-from manor.world import World
+from manor.worlds.manor import ManorWorld as World
 from saves_fixture import SAVES, frames_of, record, reframe, rewrite_payloads
 
 
@@ -80,10 +83,11 @@ class TestWriting:
         path, summary = legacy_save
         save = read_save(path)
         header = save.header
-        assert isinstance(header, HeaderV2)
+        assert isinstance(header, HeaderV3)
+        assert (header.world_name, header.world_version, header.world_callers) == ("manor", "1", CALLER_KINDS)
         assert header.scene.spec.name == "The Wacky Manor"
         assert header.seed == 1789
-        assert header.world.hash == World.from_scene(header.scene).hash
+        assert header.world.hash == World.from_scene(header.scene, random.Random(0)).hash
         settings = {row.key: (row.value, row.origin) for row in header.settings}
         assert settings["run.policy"] == ("legacy", "command line")
         assert settings["gate.size"] == (2, "derived: platform.limit - 1")
@@ -156,16 +160,16 @@ class TestVersions:
 
     def test_the_header_says_its_version(self, legacy_save: tuple[Path, dict]) -> None:
         header = frames_of(legacy_save[0].read_bytes())[0]
-        assert probe_version(header) == FORMAT_VERSION == 2
-        assert msgspec.msgpack.decode(header)["format"] == 2
+        assert probe_version(header) == FORMAT_VERSION == 3
+        assert msgspec.msgpack.decode(header)["format"] == 3
 
     def test_frames_are_tagged_by_kind(self, legacy_save: tuple[Path, dict]) -> None:
         frames = frames_of(legacy_save[0].read_bytes())
         assert [msgspec.msgpack.decode(f)["kind"] for f in frames[1:]] == ["tick"] * 12 + ["end"]
 
     def test_a_newer_version_is_refused_by_name(self, legacy_save: tuple[Path, dict]) -> None:
-        newer = rewrite_payloads(legacy_save[0].read_bytes(), lambda i, d: {**d, "format": 3} if i == 0 else d)
-        with pytest.raises(SaveError, match=r"^x.msav: save format 3 is newer than this Manor .* reads \(format 2 and older\); upgrade Manor"):
+        newer = rewrite_payloads(legacy_save[0].read_bytes(), lambda i, d: {**d, "format": 4} if i == 0 else d)
+        with pytest.raises(SaveError, match=r"^x.msav: save format 4 is newer than this Manor .* reads \(format 3 and older\); upgrade Manor"):
             decode_save(newer, "x.msav")
 
     def test_an_unknown_older_version_is_refused(self, legacy_save: tuple[Path, dict]) -> None:
@@ -182,12 +186,14 @@ class TestVersions:
         assert first["world_hash"] == second["world_hash"]
 
     def test_a_format_1_save_is_upgraded_its_refusals_the_limiters(self) -> None:
-        """The committed examples are format 1: read as format 2, every refusal is the
-        limiter's (format 1 could not tell a server's 429 apart) and no message is known."""
+        """The committed examples are format 1: read as the current format, every refusal
+        is the limiter's (format 1 could not tell a server's 429 apart), no message is
+        known, and the world is the manor's (the only one format 1 could play)."""
         example = SAVES / "wacky_manor_legacy.msav"
         assert probe_version(frames_of(example.read_bytes())[0]) == 1
         save = read_save(example)
-        assert isinstance(save.header, HeaderV2) and save.header.run_id == ""
+        assert isinstance(save.header, HeaderV3) and save.header.run_id == ""
+        assert (save.header.world_name, save.header.world_version, save.header.world_callers) == ("manor", "1", CALLER_KINDS)
         refused = [call for frame in save.ticks for call in frame.record.calls if call.reason == "platform_rejected"]
         assert len(refused) == 20 and {call.refused_by for call in refused} == {"limiter"}
         assert {call.error for frame in save.ticks for call in frame.record.calls} == {""}

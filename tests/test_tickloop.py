@@ -21,7 +21,7 @@ from manor.instruments import Instrument
 from manor.providers import Provider
 from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.statistics import RunStatistics
-from manor.world import FALLBACKS
+from manor.worlds.manor import FALLBACKS
 from scenes_fixture import TEN_LATENCIES, FailingFor, TickRecorder, fifo_makespan, fixed_scene, make_engine, run_engine, settings
 
 NARRATOR, SUMMARISER = 0.2, 0.3
@@ -262,7 +262,7 @@ class _FailsAtOneSecond(Provider):
 
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
         await trio.sleep(1.0)
-        if request.tick == 1 and request.caller.value == "character" and request.agent in self.failing:
+        if request.tick == 1 and request.caller == "character" and request.agent in self.failing:
             raise ProviderError(f"{request.agent}: fails at one second")
         yield Done(text="Quite.")
 

@@ -40,7 +40,7 @@ import trio
 import trio.testing
 
 from .. import interrupts
-from ..calls import CallerKind, Event, Request
+from ..calls import Event, Request
 from ..config import Config
 from ..content import Scene
 from ..engine import Engine, build_engine, scene_sim
@@ -129,7 +129,7 @@ def _requests(ticks: Sequence[TickRecord]) -> list[list[Request]]:
     admitted them, tick by tick."""
     return [
         [
-            Request(caller=CallerKind(call.caller), agent=call.agent, tick=call.tick, attempt=call.attempts - 1)
+            Request(caller=call.caller, agent=call.agent, tick=call.tick, attempt=call.attempts - 1)
             for call in sorted(record.calls, key=lambda call: -1 if call.ticket is None else call.ticket)
         ]
         for record in ticks

@@ -32,7 +32,7 @@ import trio
 import trio.testing
 
 from .. import interrupts
-from ..calls import Request
+from ..calls import CALLER_KINDS, Request
 from ..config import Config, Settings
 from ..content import Scene, bundled_scenes
 from ..engine import build_engine, scene_sim
@@ -111,7 +111,7 @@ class _ScoredPredictor:
 
     def latency(self, request: Request) -> float:
         predicted = self.predictor.latency(request)
-        self._predicted[request.tick, request.agent, request.caller.value] = predicted
+        self._predicted[request.tick, request.agent, request.caller] = predicted
         return predicted
 
     def observe(self, record: CallRecord) -> None:
@@ -350,7 +350,7 @@ def _legacy(runs: _Runs) -> dict[str, Any]:
         "degraded": statistics.degraded,
         "degraded_per_tick": round(statistics.degraded / max(1, statistics.ticks), 4),
         "platform_rejections": statistics.rejections.as_dict(),
-        "degradations": statistics.degradations,
+        "degradations": statistics.degradation_counts(CALLER_KINDS),
     }
 
 

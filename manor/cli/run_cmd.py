@@ -77,12 +77,12 @@ def run(args: argparse.Namespace) -> int:
                 engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
                 interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
     except KeyboardInterrupt as exc:
-        if isinstance(exc, interrupts.Interrupted):
-            raise
-        # A signal just before the trio run took over the signals (or just after it):
-        # the save is closed all the same, and the line says what there is.
+        # The loop closes the save as it ends; a signal before the loop ran (or outside
+        # the trio run) leaves that to here. Closing twice writes nothing more.
         if writer is not None:
             writer.run_finished(engine.loop)
+        if isinstance(exc, interrupts.Interrupted):
+            raise
         raise interrupts.Interrupted(interrupts.signal_received(), after()) from None
     if writer is not None:
         writer.check()

@@ -185,7 +185,7 @@ async def _drive(
         trace = traces[i]
         trace.arrived = trio.current_time()
         try:
-            call = Request(caller=CallerKind.CHARACTER, agent=f"request {i}", ticket=i, prompt=message)
+            call = Request(caller=CallerKind.CHARACTER.value, agent=f"request {i}", ticket=i, prompt=message)
             async with aclosing(adapter.invoke(call)) as stream:
                 async for event in stream:
                     if isinstance(event, Done):

@@ -125,4 +125,4 @@ class BreakerLayer(Observer):
 
 def _ticket_order(held: tuple[Request, bool | None, bool]) -> tuple[object, ...]:
     request = held[0]
-    return (request.tick, request.ticket is None, request.ticket or 0, request.caller.value, request.agent, request.attempt)
+    return (request.tick, request.ticket is None, request.ticket or 0, request.caller, request.agent, request.attempt)

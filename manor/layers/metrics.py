@@ -7,7 +7,7 @@ from typing import final
 import attrs
 import trio
 
-from ..calls import CallerKind, Done, Request
+from ..calls import Done, Request
 from .base import Observer
 
 __all__ = ["LatencyStatistics", "MetricsLayer"]
@@ -40,14 +40,12 @@ class MetricsLayer(Observer):
 
     priority = 10
 
-    _tallies: dict[CallerKind, _Tally] = attrs.field(factory=dict, init=False)
+    _tallies: dict[str, _Tally] = attrs.field(factory=dict, init=False)
 
     def before(self, request: Request) -> float:
         return trio.current_time()
 
     def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
-        # Keyed by the caller kind itself: found by identity, where its name (an enum
-        # property) would cost as much as the rest of this hook.
         tally = self._tallies.get(request.caller)
         if tally is None:  # not setdefault: that would build a tally per call
             tally = self._tallies[request.caller] = _Tally()
@@ -62,7 +60,7 @@ class MetricsLayer(Observer):
 
     def statistics(self) -> dict[str, LatencyStatistics]:
         return {
-            str(kind): LatencyStatistics(  # str(): a StrEnum member gives its value
+            kind: LatencyStatistics(
                 calls=t.calls, ok=t.ok, failed=t.failed, mean=t.total / t.calls if t.calls else 0.0, max=t.max
             )
             for kind, t in self._tallies.items()

@@ -59,7 +59,7 @@ class CallerRow:
 
     @property
     def kind(self) -> str:
-        return _KIND_LABELS[CallerKind(self.caller)]
+        return _KIND_LABELS.get(self.caller, self.caller)
 
 
 @attrs.frozen

@@ -159,7 +159,7 @@ class SimProvider(Provider):
         yield Done(text=text, usage=usage)
 
     def _draw(self, request: Request) -> tuple[float, str, str]:
-        key = f"{self.seed}:{request.agent}:{request.caller.value}:{request.tick}:{request.attempt}"
+        key = f"{self.seed}:{request.agent}:{request.caller}:{request.tick}:{request.attempt}"
         rng = random.Random(key)
         profile = self.profiles.get(request.agent, self.default)
         if profile.jitter:
@@ -171,11 +171,11 @@ class SimProvider(Provider):
         return latency, fault, self._text(request, profile, rng)
 
     def _text(self, request: Request, profile: SimProfile, rng: random.Random) -> str:
-        if request.caller is CallerKind.SUMMARISER:
+        if request.caller == CallerKind.SUMMARISER:
             lines = [line for line in request.prompt.splitlines() if line.strip()]
             gist = "; ".join(" ".join(line.split()[:7]) for line in lines[-4:])
             return f"So far: {gist or 'nothing of note has happened'}."
-        if request.caller is CallerKind.NARRATOR:
+        if request.caller == CallerKind.NARRATOR:
             templates = profile.lines or _NARRATOR_LINES
         else:
             templates = profile.lines or _GENERIC_LINES

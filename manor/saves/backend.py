@@ -152,7 +152,7 @@ class ReplayBackend(Provider):
         yield Done(text=response.text, usage=Usage(input_tokens=response.input_tokens, output_tokens=response.output_tokens))
 
     def _take(self, request: Request) -> RecordedResponse | None:
-        found = self.responses.get((request.tick, request.caller.value, request.agent))
+        found = self.responses.get((request.tick, request.caller, request.agent))
         if not found:
             return None
         for index, response in enumerate(found):

@@ -19,6 +19,9 @@ Versions:
        server); the header keeps the run's id (``run_id``). A format-1 save had no way
        to tell a server's 429 from the limiter's refusal; its refusals are read as the
        limiter's, which is what a format-1 replay took them for.
+    3: the header names the world the run played and its version (``world_name``,
+       ``world_version``: a scene may play any world, ``manor.worlds``). Formats 1 and 2
+       only ever played the manor world, version 1.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any, Union
 
 import msgspec
 
+from ..calls import CALLER_KINDS
 from ..content import Scene
 from ..records import CallRecord, TickRecord
 
@@ -39,6 +43,7 @@ __all__ = [
     "Header",
     "HeaderV1",
     "HeaderV2",
+    "HeaderV3",
     "LIVE_KEYS",
     "SettingChange",
     "SettingRow",
@@ -53,7 +58,7 @@ __all__ = [
 ]
 
 #: The format version this Manor writes.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class SettingRow(msgspec.Struct, frozen=True, array_like=True):
@@ -67,10 +72,11 @@ class SettingRow(msgspec.Struct, frozen=True, array_like=True):
 
 
 class WorldAtStart(msgspec.Struct, frozen=True, kw_only=True):
-    """The world before the first tick: where everyone stood, and its hash."""
+    """The world before the first tick: its hash, and (the manor world's) where
+    everyone stood; other worlds leave ``positions`` empty."""
 
     tick: int
-    positions: dict[str, str]
+    positions: dict[str, str] = {}
     hash: str
 
 
@@ -112,19 +118,47 @@ class HeaderV2(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
     run_id: str = ""
 
 
+class HeaderV3(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", tag=3):
+    """The first frame of a format-3 save: format 2's fields, and the world played.
+
+    Attributes:
+        world_name: the world's ``name`` (``manor.worlds.World``).
+        world_version: the world's ``version``: a replay under another version of the
+            world says so instead of failing to verify.
+        world_callers: the world's caller kinds, in its order (what the calls' kinds
+            are checked against, and the order reports show them in).
+    """
+
+    engine_version: str
+    created_at: str
+    scene: Scene
+    settings: tuple[SettingRow, ...]
+    seed: int
+    world: WorldAtStart
+    run_id: str = ""
+    world_name: str = "manor"
+    world_version: str = "1"
+    world_callers: tuple[str, ...] = CALLER_KINDS
+
+
 #: Every header version, oldest first; the last is the one written.
-HEADERS: tuple[type, ...] = (HeaderV1, HeaderV2)
+HEADERS: tuple[type, ...] = (HeaderV1, HeaderV2, HeaderV3)
 
 #: The current header.
-Header = HeaderV2
+Header = HeaderV3
 
 
 def _v1_to_v2(header: HeaderV1) -> HeaderV2:
     return HeaderV2(**msgspec.structs.asdict(header))
 
 
+def _v2_to_v3(header: HeaderV2) -> HeaderV3:
+    # Formats 1 and 2 were written by a Manor that had only the manor world, version 1.
+    return HeaderV3(**msgspec.structs.asdict(header))
+
+
 #: Upgrade steps: a header class -> the function that turns it into the next version.
-_UPGRADES: dict[type, Callable[[Any], Any]] = {HeaderV1: _v1_to_v2}
+_UPGRADES: dict[type, Callable[[Any], Any]] = {HeaderV1: _v1_to_v2, HeaderV2: _v2_to_v3}
 
 
 #: The settings a running loop can change (the dashboard's keys).
@@ -174,8 +208,8 @@ Frame = TickFrame | EndFrame
 # Decoders are built once: building one costs far more than decoding a frame.
 _HEADER_DECODER = msgspec.msgpack.Decoder(Union[HEADERS])  # type: ignore[valid-type]  # noqa: UP007
 #: Format version -> the decoder of its tick and end frames (format 2 added fields with
-#: defaults to the call records: one decoder reads both).
-_FRAME_DECODERS = dict.fromkeys((1, 2), msgspec.msgpack.Decoder(Frame))
+#: defaults to the call records, format 3 changed only the header: one decoder reads all).
+_FRAME_DECODERS = dict.fromkeys((1, 2, 3), msgspec.msgpack.Decoder(Frame))
 
 #: Every format version this Manor reads.
 VERSIONS: tuple[int, ...] = tuple(sorted(_FRAME_DECODERS))

@@ -9,7 +9,6 @@ from typing import final
 import attrs
 import msgspec
 
-from ..calls import CALLER_KINDS
 from ..content import Scene
 from ..errors import REASONS, SaveError, one_line
 from ..records import CallRecord, TickRecord
@@ -114,7 +113,7 @@ def decode_save(data: bytes, name: str) -> Save:
                     raise SaveError(f"{name}: corrupt: the end frame counts {frame.ticks} ticks, the file holds {len(ticks)}")
                 finished = True
                 break  # whatever follows is checked below, as bytes, not as frames
-            _check_tick(frame, len(ticks) + 1, header.scene, name)
+            _check_tick(frame, len(ticks) + 1, header, name)
             check_changes(frame, name)
             ticks.append(frame)
     except CorruptFrame as exc:
@@ -160,7 +159,7 @@ def _header(payload: bytes | None, name: str, reader: FrameReader) -> tuple[int,
     return version, header
 
 
-def _check_tick(frame: TickFrame, expected: int, scene: Scene, name: str) -> None:
+def _check_tick(frame: TickFrame, expected: int, header: Header, name: str) -> None:
     """A tick frame is tick ``expected``, and every call in it could have happened."""
     record = frame.record
     where = f"{name}: corrupt: tick {record.tick}"
@@ -168,17 +167,17 @@ def _check_tick(frame: TickFrame, expected: int, scene: Scene, name: str) -> Non
         raise SaveError(f"{name}: corrupt: frame {expected} holds tick {record.tick}, expected tick {expected}")
     if not (math.isfinite(record.started_at) and math.isfinite(record.finished_at)):
         raise SaveError(f"{where}: its start or end is not a finite time")
-    agents = scene.agents
+    agents = header.scene.agents
     for call in (*record.calls, *frame.superseded):
-        problem = _call_problem(call, expected, agents)
+        problem = _call_problem(call, expected, agents, header.world_callers)
         if problem:
             raise SaveError(f"{where}: {problem}")
 
 
-def _call_problem(call: CallRecord, tick: int, agents: dict[str, object]) -> str | None:
+def _call_problem(call: CallRecord, tick: int, agents: dict[str, object], callers: tuple[str, ...]) -> str | None:
     if call.tick != tick:
         return f"a call of {call.agent} says it belongs to tick {call.tick}"
-    if call.caller not in CALLER_KINDS:
+    if call.caller not in callers:
         return f"unknown caller kind '{call.caller}'"
     if call.agent not in agents:
         return f"agent '{call.agent}' is not in the saved scene"

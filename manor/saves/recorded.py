@@ -9,14 +9,15 @@ from ..config import KEYS, Config, Source, resolve
 from ..config.layering import built_in_source
 from ..config.schema import DERIVED_KEYS, FORMER_DEFAULTS, RETIRED_KEYS
 from ..engine import build_engine
-from ..errors import ConfigError, SaveError, one_line
+from ..errors import ConfigError, ContentError, SaveError, one_line
 from ..providers import SimProvider
 from ..records import CallRecord
 from ..statistics import RunStatistics
+from ..worlds import world_class
 from .backend import reached_backend
 from .reader import Save
 
-__all__ = ["RECORDED", "peak_platform_sessions", "recorded_config", "recorded_source", "recorded_summary"]
+__all__ = ["RECORDED", "check_world", "peak_platform_sessions", "recorded_config", "recorded_source", "recorded_summary"]
 
 #: The ordinal of the recorded settings: above the built-in defaults (a setting newer
 #: than the save keeps its default), below command-line flags (a what-if).
@@ -44,6 +45,23 @@ def recorded_source(save: Save) -> tuple[Source, list[str]]:
         elif row.key not in RETIRED_KEYS:  # a retired key only ever held its default
             dropped.append(f"{save.name}: setting '{row.key}' is no longer a Manor setting; ignored")
     return Source(f"save {save.name}", RECORDED, values), dropped
+
+
+def check_world(save: Save) -> None:
+    """The world the save's scene names is here, and is the one the run played: the same
+    name and version. Whatever replays a save's ticks through its world checks first.
+
+    Raises:
+        SaveError: the world cannot be imported, or is another world or version.
+    """
+    header = save.header
+    recorded = f"world '{header.world_name}' version {header.world_version}"
+    try:
+        cls = world_class(header.scene.spec.world)
+    except ContentError as exc:
+        raise SaveError(f"{save.name}: recorded with {recorded}, which cannot be loaded here: {exc}") from None
+    if (cls.name, cls.version) != (header.world_name, header.world_version):
+        raise SaveError(f"{save.name}: recorded with {recorded}; this Manor has world '{cls.name}' version {cls.version} there")
 
 
 def recorded_config(save: Save, overrides: Source | None = None) -> Config:
@@ -85,6 +103,7 @@ def peak_platform_sessions(calls: Iterable[CallRecord]) -> int:
 
 def recorded_summary(save: Save) -> dict[str, Any]:
     """The recorded run's figures, with the keys of ``manor run --json``."""
+    check_world(save)
     stats = RunStatistics()
     for frame in save.ticks:
         stats.tick_finished(frame.record, ())

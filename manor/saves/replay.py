@@ -19,11 +19,11 @@ from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..tickloop import TickLoop
 from ..statistics import RunStatistics
-from ..world import World
+from ..worlds import create_world
 from .backend import ReplayBackend, recorded_responses
 from .format import SettingChange, TickFrame
 from .reader import Save
-from .recorded import recorded_config, recorded_source
+from .recorded import check_world, recorded_config, recorded_source
 
 __all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "replay"]
 
@@ -162,6 +162,7 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
         Interrupted: SIGINT or SIGTERM stopped the replay.
     """
     save.require_ticks()
+    check_world(save)
     _, dropped = recorded_source(save)
     config = recorded_config(save, overrides)
     scene = save.scene
@@ -179,7 +180,7 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     )
     engine = build_engine(config, scene, backend=backend, instruments=[statistics, check, changes, *instruments])
     mismatch = None
-    start = World.from_scene(scene).hash
+    start = create_world(scene, save.header.seed).hash
     if start != save.header.world.hash:
         mismatch = Mismatch(0, save.header.world.hash, start, "the world before the first tick differs")
     clock = trio.testing.MockClock(autojump_threshold=0)

@@ -16,8 +16,9 @@ import msgspec
 from ..errors import SaveError
 from ..output import write_output
 from ..records import StoryEntry
-from ..world import World
+from ..worlds import create_world
 from .reader import Save
+from .recorded import check_world
 
 __all__ = ["FORMATS", "StoryLine", "story_lines", "story_text", "write_story"]
 
@@ -53,7 +54,8 @@ def story_lines(save: Save) -> Iterator[StoryLine]:
             save was altered, or this Manor's world has other rules): its story would
             not be the recorded run's.
     """
-    world = World.from_scene(save.scene)
+    check_world(save)
+    world = create_world(save.scene, save.header.seed)
     for frame in save.ticks:
         record = frame.record
         entries = world.apply(record.calls)

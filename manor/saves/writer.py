@@ -15,6 +15,7 @@ from ..engine import scene_seed
 from ..errors import SaveError
 from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
+from ..worlds import ManorWorld
 from .format import EndFrame, Header, SettingChange, SettingRow, TickFrame, WorldAtStart
 from .framing import SIGNATURE, write_frame
 
@@ -146,6 +147,7 @@ class SaveWriter(Instrument):
 def header_for(engine: Engine) -> Header:
     """The header of a save of ``engine``'s run, taken before its first tick."""
     world = engine.loop.world
+    positions = dict(world.positions) if isinstance(world, ManorWorld) else {}
     return Header(
         engine_version=engine_version(),
         created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -153,5 +155,8 @@ def header_for(engine: Engine) -> Header:
         settings=tuple(SettingRow(key, value, origin) for key, value, origin in engine.config.rows()),
         seed=scene_seed(engine.config, engine.scene),
         run_id=engine.run_id,
-        world=WorldAtStart(tick=world.tick, positions=dict(world.positions), hash=world.hash),
+        world=WorldAtStart(tick=world.tick, positions=positions, hash=world.hash),
+        world_name=world.name,
+        world_version=world.version,
+        world_callers=tuple(world.callers),
     )

@@ -1,28 +1,39 @@
-"""The world a tick changes, and its stable hash."""
+"""The Wacky Manor: characters in rooms, a narrator, a summariser and scene beats.
+
+Manor's first world and the default one (a scene with no ``world`` key plays it).
+"""
 
 from __future__ import annotations
 
-import hashlib
+import random
 from collections import deque
-from collections.abc import Sequence
-from typing import final
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, final
 
 import attrs
-import msgspec
 
-from .calls import CallerKind, Request
-from .content import Scene
-from .records import CallRecord, StoryEntry
+from ..calls import CallerKind, Request
+from ..content import Scene
+from ..records import CallRecord, StoryEntry
+from .base import Caller, GameOver, chain_hash, start_hash
 
-__all__ = ["FALLBACKS", "World"]
+__all__ = ["FALLBACKS", "ManorWorld"]
+
+_CHARACTER = CallerKind.CHARACTER
+_NARRATOR = CallerKind.NARRATOR
+_SUMMARISER = CallerKind.SUMMARISER
+_SCENE_BEAT = CallerKind.SCENE_BEAT
+
+#: Every caller kind, with what a degraded call of it leaves in the story.
+CALLERS: dict[str, Caller] = {
+    _CHARACTER.value: Caller("idle", player=True),
+    _NARRATOR.value: Caller("narration skipped"),
+    _SUMMARISER.value: Caller("stale summary"),
+    _SCENE_BEAT.value: Caller("speechless"),
+}
 
 #: What a degraded call of each caller kind leaves in the story instead of its text.
-FALLBACKS: dict[str, str] = {
-    CallerKind.CHARACTER: "idle",
-    CallerKind.NARRATOR: "narration skipped",
-    CallerKind.SUMMARISER: "stale summary",
-    CallerKind.SCENE_BEAT: "speechless",
-}
+FALLBACKS: dict[str, str] = {kind: caller.fallback for kind, caller in CALLERS.items()}
 
 #: How many recent lines the narrator and summariser see.
 _PROMPT_LINES = 24
@@ -32,12 +43,16 @@ _STORY_KEPT = 2000
 
 @final
 @attrs.define(eq=False)
-class World:
+class ManorWorld:
     """Where the characters are, what was said, the story so far, the latest summary.
 
-    ``hash`` chains every tick's applied outcomes onto the previous hash, so two runs
-    have the same hash after tick N exactly when they did the same things.
+    A character who names a room in their line moves there. The game never ends: a run
+    lasts as many ticks as it is given.
     """
+
+    name: ClassVar[str] = "manor"
+    version: ClassVar[str] = "1"
+    callers: ClassVar[Mapping[str, Caller]] = CALLERS
 
     scene: Scene
     tick: int = 0
@@ -51,14 +66,19 @@ class World:
     _recent: list[str] = attrs.field(factory=list)
 
     @classmethod
-    def from_scene(cls, scene: Scene) -> World:
+    def from_scene(cls, scene: Scene, rng: random.Random) -> ManorWorld:
+        """The characters at their start rooms (``rng`` is not drawn from: the manor's
+        only chance is in its calls' answers)."""
         rooms = scene.spec.rooms
         positions = {
             agent_id: agent.start_room if agent.start_room in rooms else rooms[i % len(rooms)]
             for i, (agent_id, agent) in enumerate(scene.characters.items())
         }
-        seed = msgspec.msgpack.encode([scene.spec.name, scene.spec.seed, sorted(positions.items())])
-        return cls(scene=scene, positions=positions, hash=hashlib.blake2b(seed, digest_size=16).hexdigest())
+        return cls(scene=scene, positions=positions, hash=start_hash([scene.spec.name, scene.spec.seed, sorted(positions.items())]))
+
+    @property
+    def over(self) -> GameOver | None:
+        return None
 
     # -- prompts ----------------------------------------------------------------------
 
@@ -68,21 +88,21 @@ class World:
         tick = self.tick + 1
         scene = self.scene
         requests = [
-            Request(caller=CallerKind.CHARACTER, agent=agent_id, tick=tick, model=agent.model, prompt=self._character_prompt(agent_id))
+            Request(caller=_CHARACTER, agent=agent_id, tick=tick, model=agent.model, prompt=self._character_prompt(agent_id))
             for agent_id, agent in scene.characters.items()
         ]
         recent = "\n".join(self._recent[-_PROMPT_LINES:])
         narrator_id, narrator = scene.narrator
         summariser_id, summariser = scene.summariser
-        requests.append(Request(caller=CallerKind.NARRATOR, agent=narrator_id, tick=tick, model=narrator.model, prompt=f"Narrate what just happened:\n{recent}"))
-        requests.append(Request(caller=CallerKind.SUMMARISER, agent=summariser_id, tick=tick, model=summariser.model, prompt=f"Summarise what was observed:\n{recent}"))
+        requests.append(Request(caller=_NARRATOR, agent=narrator_id, tick=tick, model=narrator.model, prompt=f"Narrate what just happened:\n{recent}"))
+        requests.append(Request(caller=_SUMMARISER, agent=summariser_id, tick=tick, model=summariser.model, prompt=f"Summarise what was observed:\n{recent}"))
         beats = scene.spec.beats
         for i in range(beats.per_tick):
             turn = (tick - 1) * beats.per_tick + i
             speaker = beats.speakers[turn % len(beats.speakers)]
             prompt = beats.prompts[turn % len(beats.prompts)]
             name = scene.characters[speaker].name
-            requests.append(Request(caller=CallerKind.SCENE_BEAT, agent=speaker, tick=tick, model=scene.characters[speaker].model, prompt=f"{prompt} How does {name} react?"))
+            requests.append(Request(caller=_SCENE_BEAT, agent=speaker, tick=tick, model=scene.characters[speaker].model, prompt=f"{prompt} How does {name} react?"))
         return requests
 
     def _character_prompt(self, agent_id: str) -> str:
@@ -112,22 +132,21 @@ class World:
                                           text="", fallback=FALLBACKS[record.caller], reason=record.reason))
                 continue
             entries.append(StoryEntry(tick=self.tick, caller=record.caller, agent=record.agent, speaker=speaker, text=record.text))
-            if record.caller == CallerKind.CHARACTER:
+            if record.caller == _CHARACTER:
                 self.last_lines[record.agent] = record.text
                 room = self._room_named(record.text)
                 if room and room != self.positions[record.agent]:
                     self.positions[record.agent] = room
                     moves.append((record.agent, room))
-            elif record.caller == CallerKind.NARRATOR:
+            elif record.caller == _NARRATOR:
                 self.narration = record.text
-            elif record.caller == CallerKind.SUMMARISER:
+            elif record.caller == _SUMMARISER:
                 self.summary = record.text
-            if record.caller in (CallerKind.CHARACTER, CallerKind.SCENE_BEAT):
+            if record.caller in (_CHARACTER, _SCENE_BEAT):
                 recent.append(f"{speaker}: {record.text}")
         self._recent = recent
         self.story.extend(entries)
-        delta = msgspec.msgpack.encode([[(e.caller, e.agent, e.text, e.fallback, e.reason) for e in entries], moves])
-        self.hash = hashlib.blake2b(bytes.fromhex(self.hash) + delta, digest_size=16).hexdigest()
+        self.hash = chain_hash(self.hash, [[(e.caller, e.agent, e.text, e.fallback, e.reason) for e in entries], moves])
         return entries
 
     def _speaker(self, record: CallRecord) -> str:

@@ -1,0 +1,71 @@
+"""Finding a scene's world: a built-in by name, or a user's class by ``module:Class``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+import sys
+
+from ..content import Scene
+from ..errors import ContentError, one_line
+from .base import World
+
+__all__ = ["BUILT_IN", "create_world", "world_class"]
+
+#: The worlds Manor ships, by the name a scene's ``world`` key gives.
+BUILT_IN: dict[str, str] = {
+    "manor": "manor.worlds.manor:ManorWorld",
+}
+
+#: The world a scene without a ``world`` key plays.
+DEFAULT = "manor"
+
+_REQUIRED = ("name", "version", "callers", "from_scene", "plan", "apply", "over")
+
+
+def world_class(spec: str) -> type[World]:
+    """The world class a scene's ``world`` key names: a built-in (``"werewolf"``), or
+    ``"package.module:Class"`` imported from the working directory or ``PYTHONPATH``.
+
+    Raises:
+        ContentError: no such built-in, the module cannot be imported, it has no such
+            class, or the class lacks what a world must have.
+    """
+    spec = spec or DEFAULT
+    path = BUILT_IN.get(spec, spec)
+    module_name, colon, class_name = path.partition(":")
+    if not colon or not module_name or not class_name:
+        known = ", ".join(BUILT_IN)
+        raise ContentError(f"unknown world '{one_line(spec)}' (built-in worlds: {known}; or 'module:Class' for your own)")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        # ``python -m manor`` puts the working directory on the path; the ``manor``
+        # script does not: a user's world next to their scene must import either way.
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # their module's own error, whatever it is, in one line
+        raise ContentError(f"world '{one_line(spec)}': cannot import {module_name}: {one_line(exc) or type(exc).__name__}") from None
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        raise ContentError(f"world '{one_line(spec)}': {module_name} has no class {class_name}")
+    missing = [attribute for attribute in _REQUIRED if not hasattr(cls, attribute)]
+    if missing:
+        raise ContentError(f"world '{one_line(spec)}': {class_name} is not a world: it has no {', '.join(missing)}")
+    if not cls.callers:
+        raise ContentError(f"world '{one_line(spec)}': {class_name}.callers is empty")
+    return cls
+
+
+def create_world(scene: Scene, seed: int) -> World:
+    """The scene's world before its first tick, its generator seeded from ``seed``.
+
+    Raises:
+        ContentError: the scene's world cannot be found (``world_class``) or refuses
+            the scene (a ``ValueError`` from ``from_scene``, e.g. too few players).
+    """
+    cls = world_class(scene.spec.world)
+    try:
+        return cls.from_scene(scene, random.Random(f"world:{seed}"))
+    except ValueError as exc:
+        raise ContentError(f"{scene.path}: world '{cls.name}': {one_line(exc)}") from None
