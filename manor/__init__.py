@@ -2,9 +2,11 @@
 
 The admission core, as a library: the platform's fail-fast ``SessionLimiter``, the one
 shared ``Gate`` that queues fairly by ticket, providers that stream cold, the layers
-that wrap them in a ``Stack``, and the layered configuration.
+that wrap them in a ``Stack``, and the layered configuration; and the world API a game
+implements (``World``, ``Caller``, ``GameOver``, ``chain_hash``, ``decode_answer``).
 """
 
+from .answers import InvalidAnswer, decode_answer
 from .calls import CALLER_KINDS, Admitted, CallerKind, Done, Event, Opened, Request, Started, TextDelta, Usage
 from .config import Config, Settings, Source, resolve, standard_sources
 from .errors import (
@@ -17,6 +19,7 @@ from .errors import (
     ConfigError,
     ContentError,
     GateTimeout,
+    InvalidOutput,
     ManorError,
     ProviderError,
     RefusedBy,
@@ -41,6 +44,8 @@ from .layers import (
 )
 from .limiter import Session, SessionLimiter, SessionLimiterStatistics
 from .providers import Provider, SimProfile, SimProvider, collect
+from .records import CallRecord, StoryEntry, TickRecord
+from .worlds import Caller, GameOver, World, chain_hash, start_hash
 
 __all__ = [
     "CALLER_KINDS",
@@ -51,6 +56,8 @@ __all__ = [
     "BreakerState",
     "BudgetExceeded",
     "CallError",
+    "CallRecord",
+    "Caller",
     "CallTimeout",
     "CallerKind",
     "CircuitOpen",
@@ -63,7 +70,10 @@ __all__ = [
     "Gate",
     "GateLayer",
     "GateStatistics",
+    "GameOver",
     "GateTimeout",
+    "InvalidAnswer",
+    "InvalidOutput",
     "Layer",
     "ManorError",
     "MetricsLayer",
@@ -85,14 +95,20 @@ __all__ = [
     "Source",
     "Stack",
     "Started",
+    "StoryEntry",
     "TextDelta",
+    "TickRecord",
     "TimeoutLayer",
     "Usage",
+    "World",
     "add_secret",
+    "chain_hash",
     "collect",
+    "decode_answer",
     "error_line",
     "leaves",
     "one_line",
     "resolve",
     "standard_sources",
+    "start_hash",
 ]

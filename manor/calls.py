@@ -56,6 +56,9 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
         prompt: the text sent to the model.
         model: the model name the agent is configured with ("" = the backend's default).
         attempt: 0 for the first try; a retry of the same call counts up.
+        shape: the shape of the answer, a msgspec Struct, or ``None`` for free text.
+            The backend is asked for JSON of it; the tick loop validates the answer
+            (``manor.answers``) and the world reads it with ``decode_answer``.
     """
 
     caller: str
@@ -65,6 +68,7 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     prompt: str = ""
     model: str = ""
     attempt: int = 0
+    shape: type | None = None
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

@@ -110,6 +110,7 @@ def build_engine(
         order=s.run.order,
         tick_deadline=s.run.tick_deadline_s,
         price_per_1k_tokens=s.cost.price_per_1k_tokens,
+        repair_attempts=s.call.repair_attempts,
         instruments=instruments,
     )
     return Engine(loop, scene, config, metrics, cost, breaker, run_id)
@@ -130,6 +131,7 @@ def scene_sim(config: Config, scene: Scene) -> SimProvider:
         names=tuple(agent.name for agent in scene.characters.values()),
         error_rate=s.sim.error_rate,
         hang_rate=s.sim.hang_rate,
+        invalid_rate=s.sim.invalid_rate,
         max_sessions=s.backend.sessions,
     )
 

@@ -13,6 +13,8 @@ boundary (``raise ProviderError(...) from exc``)::
         │                                              Manor's own limiter, or the server's 429
         ├── CallTimeout             call_timeout       the per-call timeout expired
         ├── CircuitOpen             circuit_open       the breaker refused the call
+        ├── InvalidOutput           invalid_output     the answer is not of the request's
+        │                                              shape (``manor.answers``)
         └── ProviderError           provider_error     the backend failed or answered garbage
             └── BudgetExceeded                         the cost budget is spent
 
@@ -34,6 +36,7 @@ __all__ = [
     "CallError",
     "CallTimeout",
     "CircuitOpen",
+    "InvalidOutput",
     "ConfigError",
     "ERROR_CHARS",
     "ContentError",
@@ -57,6 +60,7 @@ REASONS: tuple[str, ...] = (
     "provider_error",
     "circuit_open",
     "cancelled",
+    "invalid_output",
 )
 
 
@@ -172,6 +176,13 @@ class CircuitOpen(CallError):
     """The circuit breaker is open: the call was refused without reaching the backend."""
 
     reason = "circuit_open"
+
+
+class InvalidOutput(CallError):
+    """The backend answered, but not with JSON of the request's shape; the message is
+    the validation error (what a repair quotes back)."""
+
+    reason = "invalid_output"
 
 
 class ProviderError(CallError):

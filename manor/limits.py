@@ -26,6 +26,7 @@ __all__ = [
     "MAX_BEATS_PER_TICK",
     "MAX_BURST",
     "MAX_FAILURES",
+    "MAX_REPAIRS",
     "MAX_ID_LENGTH",
     "MAX_JITTER",
     "MAX_LINE_WIDTH",
@@ -56,6 +57,8 @@ MAX_BEATS_PER_TICK = 1_000
 MAX_TICKS = 10**9
 #: Consecutive failures before the breaker opens.
 MAX_FAILURES = 1_000_000
+#: Repairs of one invalid answer: each is another call through the gate.
+MAX_REPAIRS = 5
 #: Any duration: a week. Longer is indistinguishable from "never" for a run, and a
 #: clock that must reach ``inf`` never gets there.
 MAX_SECONDS = 7 * 24 * 3600.0

@@ -25,6 +25,9 @@ __all__ = ["Batch", "Legacy", "Pipeline", "Policy", "make_policy"]
 
 class Policy(abc.ABC):
     name: ClassVar[str]
+    #: Whether its calls go through the shared gate (the tick loop's repairs of
+    #: invalid answers go the way the policy's calls went).
+    uses_gate: ClassVar[bool] = True
 
     @abc.abstractmethod
     async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
@@ -111,6 +114,7 @@ class Legacy(Policy):
     """
 
     name = "legacy"
+    uses_gate = False
 
     size: int = attrs.field(validator=attrs.validators.ge(1))
     seed: int = 0

@@ -16,7 +16,8 @@ class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
     ``admitted_at`` is when the gate let it through (for the legacy policy, which has no
     gate, when it started); ``None`` if it never was. ``reason`` is the degradation
     reason of a degraded call, ``None`` for an ok one; ``error`` says what failed, in
-    the words of the layer or the server that failed it (``errors.error_line``).
+    the words of the layer or the server that failed it (``errors.error_line``). An
+    ``invalid_output`` call keeps the answer it got in ``text``, and its tokens.
     ``refused_by`` tells, for a ``platform_rejected`` call, who refused it: Manor's own
     platform limiter (the call never reached the backend) or the server (it did, and
     answered 429).
@@ -41,6 +42,9 @@ class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
     error: str = ""
     #: Who refused a ``platform_rejected`` call. Added in save format 2.
     refused_by: Literal["limiter", "server"] | None = None
+    #: How many of the tries were repairs: asked again because an answer was not of
+    #: the request's shape (``manor.answers``). Added in save format 3.
+    repairs: int = 0
 
     @property
     def ok(self) -> bool:

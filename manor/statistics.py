@@ -44,7 +44,8 @@ class PlatformRejections:
     ``bench``, the dashboard and saves: every call degraded ``platform_rejected``, split
     by who refused it — Manor's own platform limiter, or the server (a 429). Tries the
     legacy policy retried after a refusal are not calls that degraded; they are counted
-    apart, as ``retried`` (each superseded try was a refusal: legacy retries nothing else).
+    apart, as ``retried`` (each superseded try that was no repair was a refusal: legacy
+    retries nothing else).
     """
 
     by_limiter: int = 0
@@ -58,7 +59,7 @@ class PlatformRejections:
     def count(self, calls: Iterable[CallRecord]) -> None:
         """Count a tick's calls (the final try of each)."""
         for call in calls:
-            self.retried += call.attempts - 1
+            self.retried += call.attempts - 1 - call.repairs
             if call.reason == "platform_rejected":
                 if call.refused_by == "server":
                     self.by_server += 1

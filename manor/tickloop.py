@@ -11,9 +11,10 @@ import attrs
 import msgspec
 import trio
 
+from .answers import answer_problem, repair_prompt
 from .calls import Admitted, Done, Event, Opened, Request
 from .collector import full_collections_deferred
-from .errors import CallError, RefusedBy, SessionLimitError, error_line
+from .errors import CallError, InvalidOutput, RefusedBy, SessionLimitError, error_line
 from .gate import Gate
 from .instruments import Instrument, Instruments
 from .limiter import SessionLimiter
@@ -55,6 +56,8 @@ class TickLoop:
         tick_deadline: seconds after a tick's start when its outstanding calls are
             cancelled (degraded as ``cancelled``); 0 = none.
         price_per_1k_tokens: what a call's tokens cost, for its record.
+        repair_attempts: times an answer not of its request's shape is asked again
+            (``manor.answers``) before it degrades as ``invalid_output``.
     """
 
     world: World
@@ -67,6 +70,7 @@ class TickLoop:
     order: Order = "longest-first"
     tick_deadline: float = 0.0
     price_per_1k_tokens: float = 0.0
+    repair_attempts: int = 0
     instruments: Instruments = attrs.field(factory=Instruments, converter=lambda i: i if isinstance(i, Instruments) else Instruments(i))
     #: The world's players' caller kinds (``Caller.player``), which barriers hold.
     players: frozenset[str] = attrs.field(
@@ -134,6 +138,8 @@ class TickLoop:
             # them by the cyclic collector while they are out (see manor/collector.py).
             with full_collections_deferred():
                 records = await self.policy.run(self, requests)
+                if self.repair_attempts:
+                    await self._repair(requests, records)
         finally:
             self._in_tick = False
         finished = trio.current_time()
@@ -143,6 +149,37 @@ class TickLoop:
         record = TickRecord(tick=tick, started_at=started, finished_at=finished, calls=tuple(records), world_hash=self.world.hash)
         self.instruments.call("tick_finished", record, story)
         return record
+
+    async def _repair(self, requests: Sequence[Request], records: list[CallRecord]) -> None:
+        """Ask again, with the problem quoted, every call whose answer was not of its
+        request's shape, up to ``repair_attempts`` times; each repair's record replaces
+        the one it repaired (which a save keeps as superseded).
+
+        The repairs of a round are fired together once the tick's calls have all ended,
+        with tickets in planning order, as a group of the tick is: a repair made the
+        moment its answer came back would take its ticket in whatever order trio ran the
+        calls that ended at that instant, and the run would not be the same every time.
+        """
+        stack = self.gated if self.policy.uses_gate else self.direct
+        for repair in range(1, self.repair_attempts + 1):
+            invalid = [i for i, record in enumerate(records) if record.reason == "invalid_output"]
+            if not invalid or trio.current_time() >= self._deadline:
+                return
+            asks = [
+                msgspec.structs.replace(
+                    requests[i],
+                    prompt=repair_prompt(requests[i].prompt, records[i].text, records[i].error),
+                    attempt=records[i].attempts,
+                )
+                for i in invalid
+            ]
+            if stack is self.gated:
+                asks = self.with_tickets(asks)
+            results: list[CallRecord | None] = [None] * len(asks)
+            await self.call_all(enumerate(asks), stack, results, repairs=repair)
+            for i, record in zip(invalid, results, strict=True):
+                assert record is not None
+                records[i] = record
 
     async def run(self, ticks: int, interval: float = 0.0) -> None:
         """Run ``ticks`` ticks, or fewer if the game ends first (``World.over``): free-
@@ -189,10 +226,15 @@ class TickLoop:
         stack: Stack,
         attempts: int,
         finished: Callable[[CallRecord], None] | None = None,
+        repairs: int = 0,
     ) -> CallRecord:
         """``call`` once the instruments have heard it start; ``finished``, if given,
         gets the record too (``call_all`` spawns this directly: a wrapper coroutine
         per call would be one more frame every resumption of the call passes through).
+        ``repairs``: how many of the ``attempts`` were repairs (``_repair``).
+
+        An answer to a request with a shape is validated here: one that does not fit
+        degrades as ``invalid_output``, keeping its text and tokens.
         """
         queued_at = trio.current_time()
         admitted_at: float | None = None
@@ -233,6 +275,10 @@ class TickLoop:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
         finished_at = trio.current_time()
+        if done is not None and failure is None and not cancelled and request.shape is not None:
+            problem = answer_problem(done.text, request.shape)
+            if problem is not None:
+                failure = InvalidOutput(problem)
         if done is not None and failure is None and not cancelled:
             # The ok path: nothing of the degraded record's message is built.
             usage = done.usage
@@ -251,9 +297,10 @@ class TickLoop:
                 output_tokens=usage.output_tokens,
                 cost=usage.total_tokens / 1000 * self.price_per_1k_tokens,
                 attempts=attempts,
+                repairs=repairs,
             )
         else:
-            record = self._degraded(request, queued_at, admitted_at, finished_at, attempts, failure)
+            record = self._degraded(request, queued_at, admitted_at, finished_at, attempts, failure, done if failure else None, repairs)
         instruments.call("call_finished", record)
         if finished is not None:
             finished(record)
@@ -267,9 +314,13 @@ class TickLoop:
         finished_at: float,
         attempts: int,
         failure: CallError | None,
+        answer: Done | None = None,
+        repairs: int = 0,
     ) -> CallRecord:
         """The record of a call that failed with ``failure``, or (``None``) was
-        cancelled at the tick deadline: its reason and its one-line message."""
+        cancelled at the tick deadline: its reason and its one-line message. An
+        ``answer`` that came back but failed (``invalid_output``) keeps its text and
+        tokens: they were spent, and a repair quotes the text."""
         refused_by: RefusedBy | None = None
         if failure is None:
             reason, error = "cancelled", f"cancelled at the tick deadline ({self.tick_deadline:g}s)"
@@ -287,13 +338,14 @@ class TickLoop:
             finished_at=finished_at,
             outcome="degraded",
             reason=reason,
-            text="",
-            input_tokens=0,
-            output_tokens=0,
-            cost=0.0,
+            text=answer.text if answer is not None else "",
+            input_tokens=answer.usage.input_tokens if answer is not None else 0,
+            output_tokens=answer.usage.output_tokens if answer is not None else 0,
+            cost=answer.usage.total_tokens / 1000 * self.price_per_1k_tokens if answer is not None else 0.0,
             attempts=attempts,
             error=error,
             refused_by=refused_by,
+            repairs=repairs,
         )
 
     async def call_all(
@@ -303,10 +355,12 @@ class TickLoop:
         results: list[CallRecord | None],
         *,
         on_finished: Callable[[int], None] | None = None,
+        repairs: int = 0,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Fire every ``(index, request)`` at once; each record lands at ``results[index]``,
-        and then ``on_finished(index)`` is called, if given.
+        and then ``on_finished(index)`` is called, if given. ``repairs``: the repair
+        round these calls are (``_repair``), 0 for a tick's own calls.
 
         The instruments hear the calls start in ticket order (calls without a ticket in
         the order given). The gate admits by ticket, whatever order the calls reach it
@@ -333,16 +387,18 @@ class TickLoop:
             if not outstanding:
                 all_done.set()
 
-        one_by_one = self._arrival_order_matters(stack)
+        # Without the gate (the legacy policy's repairs) who the platform refuses is
+        # decided by arrival: always one by one then.
+        one_by_one = stack is self.direct or self._arrival_order_matters(stack)
         make = self._make
         async with trio.open_nursery() as nursery:
             for index, request in in_order:
                 self.instruments.call("call_started", request)
                 done = functools.partial(finished, index)
                 if one_by_one:
-                    await start_now(nursery, functools.partial(make, request, stack, 1, done))
+                    await start_now(nursery, functools.partial(make, request, stack, request.attempt + 1, done, repairs))
                 else:
-                    nursery.start_soon(make, request, stack, 1, done)
+                    nursery.start_soon(make, request, stack, request.attempt + 1, done, repairs)
             task_status.started()
             if in_order:
                 # One timer for the calls' waits at the gate, not a cancel scope each.

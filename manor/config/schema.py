@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from ..limits import MAX_AGENTS, MAX_FAILURES, Burst, Count, Money, PositiveSeconds, Rate, Seconds, Seed, Size, Ticks
+from ..limits import MAX_AGENTS, MAX_FAILURES, MAX_REPAIRS, Burst, Count, Money, PositiveSeconds, Rate, Seconds, Seed, Size, Ticks
 
 __all__ = ["DERIVED_KEYS", "FORMER_DEFAULTS", "KEYS", "POLICIES", "RETIRED_KEYS", "Settings", "section_type"]
 
@@ -47,6 +47,9 @@ class GateSettings(Section):
 class CallSettings(Section):
     #: Longest a call may take before it degrades as call_timeout.
     timeout_s: PositiveSeconds = 60.0
+    #: Times an answer that is not of its request's shape is asked again, with the
+    #: error quoted, before the call degrades as invalid_output (manor.answers).
+    repair_attempts: Annotated[int, Meta(ge=0, le=MAX_REPAIRS)] = 1
 
 
 class BreakerSettings(Section):
@@ -75,6 +78,8 @@ class SimSettings(Section):
     error_rate: Probability = 0.0
     #: Chance a simulated call never answers.
     hang_rate: Probability = 0.0
+    #: Chance a simulated answer to a request with a shape is not valid JSON of it.
+    invalid_rate: Probability = 0.0
 
 
 class RunSettings(Section):

@@ -14,6 +14,7 @@ import msgspec
 import trio
 from msgspec import Meta
 
+from ..answers import draw_answer
 from ..calls import CallerKind, Done, Event, Request, Started, TextDelta, Usage
 from ..errors import ProviderError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
@@ -77,6 +78,8 @@ class SimProvider(Provider):
         seed: the scene's seed.
         error_rate: chance a call fails with ``ProviderError``.
         hang_rate: chance a call never answers.
+        invalid_rate: chance the answer to a request with a shape is not JSON of it
+            (a request without one draws nothing for it: its answers do not move).
         names: who ``{someone}`` in a line can be (default: the profiles' keys).
         max_sessions: the backend's own concurrency cap; 0 = unlimited (the shared gate
             subsumes it).
@@ -88,6 +91,7 @@ class SimProvider(Provider):
     names: tuple[str, ...] = ()
     error_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     hang_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    invalid_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     max_sessions: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False)
 
@@ -171,6 +175,8 @@ class SimProvider(Provider):
         return latency, fault, self._text(request, profile, rng)
 
     def _text(self, request: Request, profile: SimProfile, rng: random.Random) -> str:
+        if request.shape is not None:
+            return self._shaped(request.shape, profile, rng)
         if request.caller == CallerKind.SUMMARISER:
             lines = [line for line in request.prompt.splitlines() if line.strip()]
             gist = "; ".join(" ".join(line.split()[:7]) for line in lines[-4:])
@@ -182,6 +188,25 @@ class SimProvider(Provider):
         return rng.choice(templates).format(
             object=rng.choice(_OBJECTS), room=rng.choice(_ROOMS), mood=rng.choice(_MOODS), someone=rng.choice(self.names)
         )
+
+    def _shaped(self, shape: type, profile: SimProfile, rng: random.Random) -> str:
+        """Valid JSON of ``shape``, its strings drawn from the cast's names and a line
+        of the agent's; at ``invalid_rate``, an answer that is not."""
+        line = rng.choice(profile.lines or _GENERIC_LINES).format(
+            object=rng.choice(_OBJECTS), room=rng.choice(_ROOMS), mood=rng.choice(_MOODS), someone=rng.choice(self.names)
+        )
+        words = (*self.names, line)
+        valid = draw_answer(shape, rng, words)
+        if self.invalid_rate and rng.random() < self.invalid_rate:
+            return _invalid(valid, rng, words)
+        return valid
+
+
+def _invalid(valid: str, rng: random.Random, words: tuple[str, ...]) -> str:
+    """An answer a model might give instead of ``valid``: cut off, or prose."""
+    if rng.random() < 0.5:
+        return valid[: max(1, len(valid) // 2)]
+    return f"I think {rng.choice(words)}, if you ask me."
 
 
 def _one_timer_end(now: float, latency: float, pieces: int) -> float | None:

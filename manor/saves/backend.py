@@ -73,7 +73,7 @@ def recorded_responses(ticks: Iterable[TickFrame]) -> dict[Key, list[RecordedRes
             if not reached_backend(call):
                 continue
             assert call.admitted_at is not None
-            if call.ok:
+            if call.ok or call.reason == "invalid_output":  # answered, if not in shape
                 kind: Literal["answer", "error", "refused", "unanswered"] = "answer"
             elif call.reason == "provider_error":
                 kind = "error"

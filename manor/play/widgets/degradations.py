@@ -23,6 +23,7 @@ SHORT_REASONS = {
     "provider_error": "error",
     "circuit_open": "circuit",
     "cancelled": "cancelled",
+    "invalid_output": "invalid",
 }
 
 #: Room for "this tick/since start" in a cell, wide and compact (longer counts are cut).

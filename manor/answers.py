@@ -1,0 +1,143 @@
+"""Structured answers: a request may declare the shape of its answer as a msgspec Struct.
+
+The backend is asked for JSON of that shape (the ``openai`` backend sends the JSON schema
+as ``response_format``; the ``command`` and ``agno`` backends put it in the prompt), the
+tick loop decodes and validates the answer with msgspec before the world sees it, and an
+answer that does not fit degrades as ``invalid_output`` with the validation error kept
+(``call.repair_attempts`` re-asks with the error quoted). The world then reads an ok
+record's text with ``decode_answer``, which cannot fail for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import msgspec
+
+from .errors import one_line
+
+__all__ = [
+    "InvalidAnswer",
+    "answer_problem",
+    "decode_answer",
+    "draw_answer",
+    "repair_prompt",
+    "response_schema",
+    "schema_instruction",
+]
+
+S = TypeVar("S")
+
+#: How a model is told what to answer, where the schema goes in the prompt.
+_INSTRUCTION = "Answer with one JSON object and nothing else, matching this JSON schema:\n{schema}"
+
+
+class InvalidAnswer(ValueError):
+    """An answer that is not JSON of its request's shape; the message says why."""
+
+
+@functools.cache
+def _decoder(shape: type[S]) -> msgspec.json.Decoder[S]:
+    return msgspec.json.Decoder(shape)
+
+
+def decode_answer(text: str, shape: type[S]) -> S:
+    """``text`` decoded and validated as ``shape``. Surrounding whitespace and a Markdown
+    code fence around the JSON (```json … ```), which chat models add unasked, are
+    ignored; nothing else is forgiven.
+
+    Raises:
+        InvalidAnswer: not JSON, or JSON that does not fit ``shape`` (msgspec's message:
+            "Expected `str`, got `int` - at `$.target`").
+    """
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.removeprefix("```").removeprefix("json").removesuffix("```").strip()
+    try:
+        return _decoder(shape).decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InvalidAnswer(one_line(exc)) from None
+
+
+def answer_problem(text: str, shape: type) -> str | None:
+    """Why ``text`` is not an answer of ``shape``, or ``None`` if it is one."""
+    try:
+        decode_answer(text, shape)
+    except InvalidAnswer as exc:
+        return str(exc)
+    return None
+
+
+@functools.cache
+def response_schema(shape: type) -> dict[str, Any]:
+    """The JSON schema of ``shape`` as one object (its own definition at the top, the
+    Structs it uses under ``$defs``): what ``response_format`` and prompts carry."""
+    (top,), components = msgspec.json.schema_components([shape], ref_template="#/$defs/{name}")
+    name = top["$ref"].rsplit("/", 1)[-1]
+    schema = dict(components.pop(name))
+    if components:
+        schema["$defs"] = components
+    return schema
+
+
+def schema_instruction(shape: type) -> str:
+    """What to add to a prompt so that a backend without structured output answers in
+    ``shape``."""
+    return _INSTRUCTION.format(schema=json.dumps(response_schema(shape), separators=(",", ":")))
+
+
+def repair_prompt(prompt: str, answer: str, problem: str) -> str:
+    """The prompt of a repair: the original, the answer given, and what was wrong."""
+    return (
+        f"{prompt}\n\nYour previous answer was not valid.\nIt was: {one_line(answer)[:500]}\n"
+        f"The problem: {problem}\nAnswer again with valid JSON only."
+    )
+
+
+def draw_answer(shape: type, rng: random.Random, words: Sequence[str]) -> str:
+    """A valid JSON answer of ``shape``, drawn with ``rng``: an ``enum`` gives one of its
+    values, a string is drawn from ``words`` (the scene's content), an optional field is
+    sometimes left out. The simulator's answer to a shaped request."""
+    schema = response_schema(shape)
+    value = _draw(schema, schema.get("$defs", {}), rng, words)
+    return json.dumps(value)
+
+
+def _draw(schema: dict[str, Any], defs: dict[str, Any], rng: random.Random, words: Sequence[str]) -> Any:
+    if "$ref" in schema:
+        return _draw(defs[schema["$ref"].rsplit("/", 1)[-1]], defs, rng, words)
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    if "const" in schema:
+        return schema["const"]
+    if "anyOf" in schema:
+        options = schema["anyOf"]
+        concrete = [option for option in options if option.get("type") != "null"]
+        if len(concrete) < len(options) and rng.random() < 0.25:
+            return None
+        return _draw(rng.choice(concrete or options), defs, rng, words)
+    kind = schema.get("type")
+    if kind == "object":
+        required = set(schema.get("required", ()))
+        return {
+            name: _draw(field, defs, rng, words)
+            for name, field in schema.get("properties", {}).items()
+            if name in required or rng.random() < 0.5
+        }
+    if kind == "array":
+        low = schema.get("minItems", 0)
+        high = max(low, min(schema.get("maxItems", 3), 3))
+        return [_draw(schema.get("items", {}), defs, rng, words) for _ in range(rng.randint(low, high))]
+    if kind == "integer":
+        return rng.randint(schema.get("minimum", 0), schema.get("maximum", 10))
+    if kind == "number":
+        return round(rng.uniform(schema.get("minimum", 0.0), schema.get("maximum", 1.0)), 3)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "null":
+        return None
+    return rng.choice(words) if words else "something"
