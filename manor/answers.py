@@ -25,15 +25,19 @@ __all__ = [
     "answer_problem",
     "decode_answer",
     "draw_answer",
+    "draw_from_schema",
+    "prompt_with_schema",
     "repair_prompt",
+    "response_format",
     "response_schema",
+    "schema_in_prompt",
     "schema_instruction",
 ]
 
 S = TypeVar("S")
 
 #: How a model is told what to answer, where the schema goes in the prompt.
-_INSTRUCTION = "Answer with one JSON object and nothing else, matching this JSON schema:\n{schema}"
+_INSTRUCTION_HEAD = "Answer with one JSON object and nothing else, matching this JSON schema:\n"
 
 
 class InvalidAnswer(ValueError):
@@ -84,10 +88,39 @@ def response_schema(shape: type) -> dict[str, Any]:
     return schema
 
 
+def response_format(shape: type) -> dict[str, Any]:
+    """The OpenAI chat-completions ``response_format`` asking for JSON of ``shape``.
+
+    Not ``strict``: OpenAI's strict mode refuses schemas with optional fields, which
+    Structs with defaults have; the answer is validated here either way.
+    """
+    return {"type": "json_schema", "json_schema": {"name": shape.__name__, "schema": response_schema(shape)}}
+
+
 def schema_instruction(shape: type) -> str:
     """What to add to a prompt so that a backend without structured output answers in
-    ``shape``."""
-    return _INSTRUCTION.format(schema=json.dumps(response_schema(shape), separators=(",", ":")))
+    ``shape``: a sentence and the schema as one line of JSON."""
+    return _INSTRUCTION_HEAD + json.dumps(response_schema(shape), separators=(",", ":"))
+
+
+def prompt_with_schema(prompt: str, shape: type | None) -> str:
+    """``prompt`` as a backend without structured output (``command``, ``agno``) sends
+    it: with ``schema_instruction`` after it when the request has a shape."""
+    return prompt if shape is None else f"{prompt}\n\n{schema_instruction(shape)}"
+
+
+def schema_in_prompt(prompt: str) -> dict[str, Any] | None:
+    """The schema a prompt made by ``prompt_with_schema`` asks for, or ``None``: how
+    ``manor serve-agent``'s simulated model follows the instruction, as a real one
+    would."""
+    _, head, rest = prompt.rpartition(_INSTRUCTION_HEAD)
+    if not head:
+        return None
+    try:
+        schema = json.loads(rest.split("\n", 1)[0])
+    except ValueError:
+        return None
+    return schema if isinstance(schema, dict) else None
 
 
 def repair_prompt(prompt: str, answer: str, problem: str) -> str:
@@ -102,9 +135,13 @@ def draw_answer(shape: type, rng: random.Random, words: Sequence[str]) -> str:
     """A valid JSON answer of ``shape``, drawn with ``rng``: an ``enum`` gives one of its
     values, a string is drawn from ``words`` (the scene's content), an optional field is
     sometimes left out. The simulator's answer to a shaped request."""
-    schema = response_schema(shape)
-    value = _draw(schema, schema.get("$defs", {}), rng, words)
-    return json.dumps(value)
+    return draw_from_schema(response_schema(shape), rng, words)
+
+
+def draw_from_schema(schema: dict[str, Any], rng: random.Random, words: Sequence[str]) -> str:
+    """``draw_answer`` for a JSON schema as ``response_schema`` makes it (definitions
+    under ``$defs``): what a server that is handed only the schema can draw."""
+    return json.dumps(_draw(schema, schema.get("$defs", {}), rng, words))
 
 
 def _draw(schema: dict[str, Any], defs: dict[str, Any], rng: random.Random, words: Sequence[str]) -> Any:

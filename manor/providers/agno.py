@@ -28,6 +28,7 @@ import httpx
 import msgspec
 import trio
 
+from ..answers import prompt_with_schema
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..config.backends import DEFAULT_SESSION_ID, session_id_problem
 from ..errors import CallError, CallTimeout, ProviderError
@@ -130,7 +131,7 @@ class AgnoProvider(Provider):
         call = RunCall(
             agent_id=self.agent_id,
             run_id=uuid.uuid4().hex,
-            message=request.prompt,
+            message=prompt_with_schema(request.prompt, request.shape),
             session_id=self.session_id.format(run=self.run_id, agent=request.agent),
             stream=self.stream,
         )

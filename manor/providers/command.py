@@ -24,6 +24,7 @@ from typing import IO, final
 import attrs
 import trio
 
+from ..answers import prompt_with_schema
 from ..calls import Done, Event, Request, Started, TextDelta
 from ..errors import ConfigError, ProviderError
 from .base import Provider
@@ -66,10 +67,11 @@ class CommandProvider(Provider):
             if not os.environ.get(name):
                 raise ConfigError(f"command backend: environment variable {name} is not set")
         model = request.model or self.model
+        prompt = prompt_with_schema(request.prompt, request.shape)
         on_command_line = any("{prompt}" in arg for arg in self.argv)
-        argv = [arg.replace("{model}", model).replace("{prompt}", request.prompt) for arg in self.argv]
+        argv = [arg.replace("{model}", model).replace("{prompt}", prompt) for arg in self.argv]
         name = os.path.basename(argv[0])
-        if on_command_line and "\0" in request.prompt:
+        if on_command_line and "\0" in prompt:
             # The OS takes arguments as C strings, which end at the first NUL.
             raise ProviderError(
                 f"{name}: the prompt holds a NUL character, which a command-line argument cannot carry "
@@ -79,7 +81,7 @@ class CommandProvider(Provider):
             # Files, not pipes, for stdin and stderr: the process can never block on
             # them while we read stdout, so no helper tasks are needed around a yield.
             if not on_command_line:
-                stdin.write(request.prompt.encode())
+                stdin.write(prompt.encode())
                 stdin.seek(0)
             try:
                 process = await trio.lowlevel.open_process(

@@ -15,6 +15,7 @@ from typing import Any, final
 import attrs
 import httpx
 
+from ..answers import response_format
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..errors import CallTimeout, ProviderError
 from .base import Provider
@@ -56,7 +57,9 @@ class OpenAIProvider(Provider):
         url = f"{self.base_url.rstrip('/')}/chat/completions"
         messages = [{"role": "system", "content": self.system}] if self.system else []
         messages.append({"role": "user", "content": request.prompt})
-        body = {"model": model, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {"model": model, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
+        if request.shape is not None:
+            body["response_format"] = response_format(request.shape)
         what = f"{model} at {self.base_url}"
         timeout = httpx.Timeout(connect=self.connect_timeout, read=self.read_timeout, write=self.connect_timeout, pool=None)
         try:

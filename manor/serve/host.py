@@ -14,6 +14,7 @@ Agno client, like a real AgentOS) — forever, if it hangs.
 from __future__ import annotations
 
 import math
+import random
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import final
@@ -21,6 +22,7 @@ from typing import final
 import attrs
 import trio
 
+from ..answers import draw_from_schema, schema_in_prompt
 from ..calls import Done, Event, Started, TextDelta, Usage
 from .directives import Directives
 
@@ -68,6 +70,9 @@ class RunSpec:
     directives: Directives = Directives()
     #: The client's session ("" = none), kept for the record.
     session_id: str = ""
+    #: The JSON schema the answer must match (OpenAI's ``response_format``); ``None``:
+    #: the one the text's instruction names, if any (``manor.answers.schema_in_prompt``).
+    schema: dict[str, object] | None = None
 
 
 @attrs.frozen
@@ -314,6 +319,15 @@ class AgentHost:
 
 
 def _answer(spec: RunSpec) -> str:
+    """What the simulated model says: the message quoted, or, asked for JSON of a
+    schema, valid JSON of it drawn from the message (the same message, the same answer)."""
+    schema = spec.schema if spec.schema is not None else schema_in_prompt(spec.text)
+    if schema is not None:
+        return draw_from_schema(schema, random.Random(spec.text), (spec.agent_id, _quote(spec)))
+    return _quote(spec)
+
+
+def _quote(spec: RunSpec) -> str:
     if not spec.text:
         return f"{spec.agent_id} says nothing."
     words = spec.text.split()

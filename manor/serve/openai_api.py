@@ -50,7 +50,7 @@ async def chat_completions(host: AgentHost, request: HttpRequest) -> HttpRespons
     # Any model name is served; it names the agent when it is one.
     agent = model if model in host.agents else host.agents[0]
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": model}
-    events = host.run(RunSpec(meta["id"], agent, text, directives))
+    events = host.run(RunSpec(meta["id"], agent, text, directives, schema=_schema(body.get("response_format"))))
     try:
         first = await anext(events)
     except HostFull as exc:
@@ -123,6 +123,16 @@ def _usage(usage: Usage) -> dict[str, int]:
 def _error(status: int, message: str, kind: str, headers: list[tuple[str, str]] | None = None) -> HttpResponse:
     code = "rate_limit_exceeded" if status == 429 else None
     return HttpResponse.json(status, {"error": {"message": message, "type": kind, "code": code}}, headers or [])
+
+
+def _schema(response_format: Any) -> dict[str, Any] | None:
+    """The schema of a ``{"type": "json_schema", "json_schema": {"schema": …}}``
+    response format; any other format asks for nothing the simulated model can draw."""
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        spec = response_format.get("json_schema")
+        if isinstance(spec, dict) and isinstance(spec.get("schema"), dict):
+            return spec["schema"]
+    return None
 
 
 def _last_user_text(messages: list[Any]) -> str:
