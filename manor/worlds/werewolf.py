@@ -87,6 +87,13 @@ class Rules(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
     reveal_roles: bool = True
 
 
+class _RulesTable(msgspec.Struct, frozen=True):
+    """The ``[rules]`` table where it is in the scene file: msgspec's errors then name
+    its keys as the scene's other errors do (``$.rules.werewolves``)."""
+
+    rules: Rules
+
+
 class Death(msgspec.Struct, frozen=True, array_like=True):
     """A player out of the game: on which day, and by whom (``werewolves`` or ``vote``)."""
 
@@ -147,9 +154,9 @@ class WerewolfWorld:
                 werewolves not outnumbered, two players of one name, or scene beats.
         """
         try:
-            rules = msgspec.convert(scene.spec.rules, Rules)
+            rules = msgspec.convert({"rules": scene.spec.rules}, _RulesTable).rules
         except msgspec.ValidationError as exc:
-            raise ValueError(f"[rules]: {exc}") from None
+            raise ValueError(str(exc)) from None
         cast = list(scene.characters)
         special = rules.werewolves + rules.seers + rules.doctors
         if special > len(cast):
