@@ -40,7 +40,7 @@ from ..content import Scene
 from ..records import CallRecord, StoryEntry
 from .base import Caller, GameOver, chain_hash, start_hash
 
-__all__ = ["CALLERS", "Rules", "WerewolfWorld"]
+__all__ = ["CALLERS", "MAX_PLAYERS", "MODERATOR", "Rules", "WerewolfWorld"]
 
 Role = Literal["werewolf", "seer", "doctor", "villager"]
 Phase = Literal["night", "talk", "vote"]
@@ -67,6 +67,9 @@ MODERATOR = "moderator"
 
 #: How much of a spoken line goes into the prompts (the story keeps all of it).
 _LINE_CHARS = 400
+#: The most players a game takes: every prompt names every living player, so a tick's
+#: prompts grow with the square of the cast.
+MAX_PLAYERS = 1000
 
 
 class Rules(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -150,14 +153,17 @@ class WerewolfWorld:
         """Deal the roles with ``rng``.
 
         Raises:
-            ValueError: a bad ``[rules]`` table, more special roles than players,
-                werewolves not outnumbered, two players of one name, or scene beats.
+            ValueError: a bad ``[rules]`` table, more players than ``MAX_PLAYERS``,
+                more special roles than players, werewolves not outnumbered, two
+                players of one name, or scene beats.
         """
         try:
             rules = msgspec.convert({"rules": scene.spec.rules}, _RulesTable).rules
         except msgspec.ValidationError as exc:
             raise ValueError(str(exc)) from None
         cast = list(scene.characters)
+        if len(cast) > MAX_PLAYERS:
+            raise ValueError(f"a game takes at most {MAX_PLAYERS} players, not {len(cast)}: every prompt names every living player")
         special = rules.werewolves + rules.seers + rules.doctors
         if special > len(cast):
             raise ValueError(f"[rules] deal {special} werewolves, seers and doctors to a cast of {len(cast)}")
