@@ -97,7 +97,7 @@ class _RulesTable(msgspec.Struct, frozen=True):
     rules: Rules
 
 
-class Death(msgspec.Struct, frozen=True, array_like=True):
+class Death(msgspec.Struct, frozen=True):
     """A player out of the game: on which day, and by whom (``werewolves`` or ``vote``)."""
 
     agent: str
@@ -166,7 +166,7 @@ class WerewolfWorld:
             raise ValueError(f"a game takes at most {MAX_PLAYERS} players, not {len(cast)}: every prompt names every living player")
         special = rules.werewolves + rules.seers + rules.doctors
         if special > len(cast):
-            raise ValueError(f"[rules] deal {special} werewolves, seers and doctors to a cast of {len(cast)}")
+            raise ValueError(f"[rules] ask for {special} werewolves, seers and doctors in a cast of {len(cast)}")
         if 2 * rules.werewolves >= len(cast):
             raise ValueError(f"[rules] {rules.werewolves} werewolves in a cast of {len(cast)}: the werewolves must be fewer than the rest")
         names = [agent.name for agent in scene.characters.values()]
