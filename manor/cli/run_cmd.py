@@ -119,8 +119,8 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
-    world = summary["world"]
-    if world["over"]:
+    world = summary.get("world")  # a summary from before worlds could end has none
+    if world and world["over"]:
         console.print(f"game over after {summary['ticks']} ticks: {world['summary']}")
     degradations = Table(title="degradations (reason × caller kind)", title_justify="left")
     degradations.add_column("reason", no_wrap=True)  # a world with many caller kinds narrows them, not it
