@@ -101,7 +101,7 @@ class TickDriver:
         itself (not a degraded call, which is counted) propagates.
         """
         try:
-            while (ticks is None or self._ticks < ticks) and self.loop.world.over is None:
+            while self._goes_on(ticks):
                 while self.paused and not self._steps:
                     await self._wait_for_change()
                 self._tick_is_step = self.paused
@@ -114,7 +114,7 @@ class TickDriver:
                 finally:
                     self._in_tick = False
                 self._ticks += 1
-                if self.interval and not self.paused and (ticks is None or self._ticks < ticks) and self.loop.world.over is None:
+                if self.interval and not self.paused and self._goes_on(ticks):
                     # A pause during the wait starts it at once; resuming restarts it.
                     with trio.move_on_at(started + self.interval):
                         while not self.paused:
@@ -122,6 +122,10 @@ class TickDriver:
             self._finished = True
         finally:
             self.loop.instruments.call("run_finished", self.loop)
+
+    def _goes_on(self, ticks: int | None) -> bool:
+        """Whether another tick is due: the budget is not spent, the game not over."""
+        return (ticks is None or self._ticks < ticks) and self.loop.world.over is None
 
     async def _wait_for_change(self) -> None:
         self._changed = trio.Event()

@@ -14,12 +14,15 @@ from typing import Any
 import attrs
 import msgspec
 import pytest
+import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
 from manor.calls import Request
 from manor.cli import main
 from manor.content import Scene, load_scene
+from manor.driver import TickDriver
 from manor.errors import REASONS, ContentError
 from manor.records import CallRecord, StoryEntry
 from manor.worlds import create_world
@@ -414,6 +417,14 @@ class TestRuns:
         fallbacks = {(entry.caller, entry.fallback) for entry in story if entry.reason == "provider_error"}
         assert {(kind, caller.fallback) for kind, caller in CALLERS.items()} >= fallbacks
         assert {kind for kind, _ in fallbacks} >= {"speech", "vote"}
+
+    @pytest.mark.trio
+    async def test_the_dashboards_driver_stops_when_the_game_ends(self, autojump_clock: trio.testing.MockClock) -> None:
+        engine = make_engine(VILLAGE)
+        driver = TickDriver(engine.loop)
+        await driver.run()  # no tick budget: the game's end ends it
+        assert engine.loop.world.over is not None
+        assert (driver.statistics().state, driver.statistics().ticks) == ("finished", engine.loop.world.tick)
 
     def test_the_same_seed_plays_the_same_game_under_every_policy(self) -> None:
         """No call degrades on the simulator, so the policy changes only the timing."""
