@@ -224,13 +224,15 @@ class WerewolfWorld:
         the summariser."""
         tick = self.tick + 1
         phase, day = self.phase(tick)
+        public = "\n".join(self._public_record(tick))  # the same in every prompt of the tick
         requests: list[Request] = []
         for agent in self.alive():
             caller = self._player_call(agent, phase)
-            if caller is not None:
-                shape = self.shape(caller, agent)[0] if caller in _SHAPE_NAMES else None
-                requests.append(self._request(caller, agent, tick, self._player_prompt(agent, caller, day), shape))
-        public = "\n".join(self._public_record(tick))
+            if caller is None:
+                continue
+            shape, names = self.shape(caller, agent) if caller in _SHAPE_NAMES else (None, {})
+            prompt = self._player_prompt(agent, caller, day, public, ", ".join(names))
+            requests.append(self._request(caller, agent, tick, prompt, shape))
         narrator = self.scene.narrator[0]
         requests.append(self._request("narrator", narrator, tick, (
             f"You narrate a game of Werewolf: {self.scene.spec.name}. In a short paragraph, tell what "
@@ -261,15 +263,16 @@ class WerewolfWorld:
     def _request(self, caller: str, agent: str, tick: int, prompt: str, shape: type[msgspec.Struct] | None) -> Request:
         return Request(caller=caller, agent=agent, tick=tick, model=self.scene.agents[agent].model, prompt=prompt, shape=shape)
 
-    def _player_prompt(self, agent: str, caller: str, day: int) -> str:
+    def _player_prompt(self, agent: str, caller: str, day: int, public: str, choices: str) -> str:
+        """What ``agent`` is asked: who they are, what they alone know, the public
+        record, and the question (naming ``choices`` when the answer names a player)."""
         spec = self.scene.characters[agent]
         lines = [
             f"You are {spec.name}, a player in a game of Werewolf: {self.scene.spec.name}. {spec.persona} Voice: {spec.voice}.",
             f"Your secret role: {self.roles[agent]}.",
             *self._secrets(agent),
-            *self._public_record(self.tick + 1),
+            public,
         ]
-        choices = self._names(self.targets(caller, agent))
         lines.append({
             "wolf": f"It is night {day}. Choose the pack's victim among: {choices}.",
             "seer": f"It is night {day}. Choose whom to inspect among: {choices}.",
