@@ -7,11 +7,13 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import msgspec
 import pytest
 import trio
 
+from manor.answers import decode_answer
 from manor.bench import fastforward, overhead, scheduling
 from manor.bench.instant import InstantProvider
 from manor.bench.plot import charts, check_plot_path, render_svg, write_plot
@@ -384,6 +386,15 @@ class TestInstantProvider:
 
         [done] = trio.run(events)
         assert isinstance(done, Done)
+
+
+    def test_a_shaped_request_gets_a_valid_answer(self) -> None:
+        shape = msgspec.defstruct("Vote", [("target", Literal["Ann", "Bob"])])
+
+        async def done() -> Done:
+            return [event async for event in InstantProvider().invoke(Request(caller="vote", agent="a", shape=shape))][-1]
+
+        assert decode_answer(trio.run(done).text, shape).target in ("Ann", "Bob")  # type: ignore[attr-defined]
 
 
 def test_flags_source_is_what_the_context_sees() -> None:
