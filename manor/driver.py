@@ -20,7 +20,8 @@ __all__ = ["DriverState", "DriverStatistics", "TickDriver"]
 
 #: ``running``: ticks follow one another; ``pausing``: paused, the tick under way still
 #: finishes; ``paused``: between ticks, waiting; ``stepping``: paused, running the
-#: ticks asked for by ``step``; ``finished``: the tick budget is spent.
+#: ticks asked for by ``step``; ``finished``: the tick budget is spent, or the game is
+#: over (``World.over``).
 DriverState = Literal["running", "pausing", "paused", "stepping", "finished"]
 
 
@@ -93,13 +94,14 @@ class TickDriver:
     # -- running ------------------------------------------------------------------------
 
     async def run(self, ticks: int | None = None) -> None:
-        """Drive the loop until cancelled, or until ``ticks`` ticks have run.
+        """Drive the loop until cancelled, until ``ticks`` ticks have run, or until the
+        game is over (as ``TickLoop.run`` stops).
 
         Instruments get ``run_finished`` however it ends. An error of the tick loop
         itself (not a degraded call, which is counted) propagates.
         """
         try:
-            while ticks is None or self._ticks < ticks:
+            while self._goes_on(ticks):
                 while self.paused and not self._steps:
                     await self._wait_for_change()
                 self._tick_is_step = self.paused
@@ -112,7 +114,7 @@ class TickDriver:
                 finally:
                     self._in_tick = False
                 self._ticks += 1
-                if self.interval and not self.paused and (ticks is None or self._ticks < ticks):
+                if self.interval and not self.paused and self._goes_on(ticks):
                     # A pause during the wait starts it at once; resuming restarts it.
                     with trio.move_on_at(started + self.interval):
                         while not self.paused:
@@ -120,6 +122,10 @@ class TickDriver:
             self._finished = True
         finally:
             self.loop.instruments.call("run_finished", self.loop)
+
+    def _goes_on(self, ticks: int | None) -> bool:
+        """Whether another tick is due: the budget is not spent, the game not over."""
+        return (ticks is None or self._ticks < ticks) and self.loop.world.over is None
 
     async def _wait_for_change(self) -> None:
         self._changed = trio.Event()

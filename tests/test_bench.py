@@ -7,11 +7,13 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import msgspec
 import pytest
 import trio
 
+from manor.answers import decode_answer
 from manor.bench import fastforward, overhead, scheduling
 from manor.bench.instant import InstantProvider
 from manor.bench.plot import charts, check_plot_path, render_svg, write_plot
@@ -19,8 +21,11 @@ from manor.bench.report import evaluate_targets
 from manor.bench.suite import BenchContext, BenchError
 from manor.calls import CallerKind, Done, Request
 from manor.cli import main
+from manor.bench.games import NextGame
 from manor.config import flags_source, standard_sources
+from manor.content import load_scene
 from manor.records import CallRecord, TickRecord
+from scenes_fixture import make_engine, run_engine
 
 POLICIES = ("batch", "pipeline", "fifo", "longest_first", "longest_first_mean", "longest_first_actual")
 FIGURES = ("makespan_mean_s", "makespan_p95_s", "lower_bound_mean_s", "efficiency")
@@ -63,10 +68,12 @@ class TestSmoke:
         assert sched["speedup"] == pytest.approx(sched["batch"]["makespan_mean_s"] / sched["pipeline"]["makespan_mean_s"], rel=1e-3)
         assert [point["gate_size"] for point in sched["gate_sweep"]] == [1, 2, 3, 4, 5, 6]
         assert [point["characters"] for point in sched["cast_sweep"]] == [10, 20, 50]
-        assert [point["scene"] for point in sched["scene_sweep"]] == ["tea_party", "wacky_manor"]
+        assert [point["scene"] for point in sched["scene_sweep"]] == ["tea_party", "wacky_manor", "werewolf_village"]
         assert sched["setup"]["order"] == "longest-first"
         # Against fifo: the default scene is a shipped one, so it is compared once.
-        assert [point["at"] for point in sched["versus_fifo"]] == ["the scene", "scene tea_party", "10 characters", "20 characters", "50 characters"]
+        assert [point["at"] for point in sched["versus_fifo"]] == [
+            "the scene", "scene tea_party", "scene werewolf_village", "10 characters", "20 characters", "50 characters",
+        ]  # fmt: skip
         assert sched["prediction"]["predictor"]["calls"] == sched["prediction"]["mean"]["calls"] > 0
         assert sched["gap"]["prediction"] == pytest.approx(sched["gap"]["scatter"] + sched["gap"]["estimation"], abs=2e-4)
         assert sched["legacy"]["calls"] > 0
@@ -381,6 +388,15 @@ class TestInstantProvider:
         assert isinstance(done, Done)
 
 
+    def test_a_shaped_request_gets_a_valid_answer(self) -> None:
+        shape = msgspec.defstruct("Vote", [("target", Literal["Ann", "Bob"])])
+
+        async def done() -> Done:
+            return [event async for event in InstantProvider().invoke(Request(caller="vote", agent="a", shape=shape))][-1]
+
+        assert decode_answer(trio.run(done).text, shape).target in ("Ann", "Bob")  # type: ignore[attr-defined]
+
+
 def test_flags_source_is_what_the_context_sees() -> None:
     """Settings given to the context are the ones its runs use; a suite's own
     overrides (a gate size for the sweep) beat the user's flags."""
@@ -388,3 +404,27 @@ def test_flags_source_is_what_the_context_sees() -> None:
     context = BenchContext(sources=sources)
     assert context.configure()[0].settings.gate.size == 2
     assert context.configure({"gate.size": 4})[0].settings.gate.size == 4
+
+
+class TestGameWorlds:
+    """A world whose game ends (Werewolf): a suite plays game after game and gets every
+    tick it asked for; the scale suite says why it cannot measure it."""
+
+    def test_next_game_keeps_a_loop_going(self) -> None:
+        scene = load_scene("werewolf_village")
+        engine = make_engine(scene)
+        next_game = NextGame(scene, 5)
+        engine.loop.add_instrument(next_game)
+        ticks = run_engine(engine, 60)
+        assert len(ticks) == 60 and next_game.games >= 3
+        assert {len(tick.calls) for tick in ticks} > {5, 10}  # nights, days, and fewer as players die
+        assert ticks[0].tick == 1 and 1 in [tick.tick for tick in ticks[1:]]  # a new game starts at its tick 1
+
+    def test_a_quick_bench_of_werewolf(self, capsys: pytest.CaptureFixture[str]) -> None:
+        result = bench_json(capsys, "--quick", "--scene", "werewolf_village", "--suite", "overhead", "--suite", "fastforward",
+                            "--suite", "scale", "--suite", "replay")  # fmt: skip
+        assert result["suites"] == ["overhead", "fastforward", "scale", "replay"]
+        assert "scale" not in result and result["skipped"]["scale"].endswith("The Werewolves of Hollowmere plays world 'werewolf'")
+        assert result["overhead"]["manor_calls_per_s"] > 0 and result["fastforward"]["ticks"] == fastforward.TICKS_QUICK
+        assert result["fastforward"]["same_records"] is True
+        assert result["replay"]["verified"] is True and 3 <= result["replay"]["ticks"] <= 18

@@ -43,11 +43,12 @@ from .. import interrupts
 from ..calls import Event, Request
 from ..config import Config
 from ..content import Scene
-from ..engine import Engine, build_engine, scene_sim
+from ..engine import Engine, build_engine, scene_seed, scene_sim
 from ..instruments import Instrument
 from ..providers import Provider
 from ..records import StoryEntry, TickRecord
 from ..statistics import RunStatistics
+from .games import NextGame
 from .suite import BenchContext, Suite
 
 __all__ = ["SUITE", "TICKS", "TICKS_QUICK", "Streamed", "trio_ticks"]
@@ -119,9 +120,11 @@ def _clock_run(run: Callable[[], Any], jumps: list[float] | None = None) -> floa
 
 
 def _engine(config: Config, scene: Scene, streamed: bool, *instruments: Instrument) -> Engine:
-    """``manor run``'s engine on the scene's simulator: with its statistics instrument."""
+    """``manor run``'s engine on the scene's simulator: with its statistics instrument
+    (and a game that ends followed by the next, to run every tick asked for)."""
     sim: Provider = scene_sim(config, scene)
-    return build_engine(config, scene, backend=Streamed(sim) if streamed else sim, instruments=[RunStatistics(), *instruments])
+    instruments = (RunStatistics(), *instruments, NextGame(scene, scene_seed(config, scene)))
+    return build_engine(config, scene, backend=Streamed(sim) if streamed else sim, instruments=instruments)
 
 
 def _requests(ticks: Sequence[TickRecord]) -> list[list[Request]]:

@@ -147,6 +147,8 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
         _replay(console, result["replay"])
     if "play" in result:
         _play(console, result["play"])
+    for name, reason in result.get("skipped", {}).items():
+        console.print(f"{name}: skipped: {reason}")
     _targets(console, result["targets"])
 
 

@@ -23,7 +23,8 @@ Progress = Callable[[Suite, int], Callable[[int], None]]
 
 def run_bench(names: Sequence[str], context: BenchContext, progress: Progress | None = None) -> dict[str, Any]:
     """Run the suites called ``names`` (in the order of ``SUITES``) and return the
-    result: the scene, each suite's figures under its name, and the targets.
+    result: the scene, each suite's figures under its name (or, under ``skipped``, why
+    it could not measure the scene), and the targets.
 
     Raises:
         ConfigError: a bad setting.
@@ -38,6 +39,10 @@ def run_bench(names: Sequence[str], context: BenchContext, progress: Progress | 
         "suites": [suite.name for suite in suites],
     }
     for suite in suites:
+        reason = suite.skip(context)
+        if reason is not None:
+            result.setdefault("skipped", {})[suite.name] = reason
+            continue
         advance = progress(suite, suite.units(context)) if progress else context.advance
         result[suite.name] = suite.run(attrs.evolve(context, advance=advance))
     result["targets"] = evaluate_targets(result)

@@ -45,6 +45,7 @@ from ..config import Source
 from ..engine import build_engine
 from ..errors import ManorError
 from ..providers.base import Provider
+from ..worlds import ManorWorld, world_class
 from .instant import InstantProvider
 from .overhead import drain, trio_tick
 from .suite import BenchContext, BenchError, Suite
@@ -181,6 +182,16 @@ def units(context: BenchContext) -> int:
     return len(_sizes(context))
 
 
+def skip(context: BenchContext) -> str | None:
+    """Why the scene cannot be measured here: only a world whose every character calls
+    every tick (the Wacky Manor) has a cost per call that a cast size alone sets."""
+    _, scene = context.configure()
+    world = world_class(scene.spec.world)
+    if world is not ManorWorld:
+        return f"it measures generated casts of the Wacky Manor, where every character calls every tick; {scene.spec.name} plays world '{world.name}'"
+    return None
+
+
 def run(context: BenchContext) -> list[dict[str, Any]]:
     context.configure()  # a bad setting fails here, in one line, not in a worker
     points = []
@@ -195,4 +206,5 @@ SUITE = Suite(
     title="tick wall time, cost per call and peak memory at 100 to 100,000 agents (real clock)",
     units=units,
     run=run,
+    skip=skip,
 )

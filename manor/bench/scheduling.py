@@ -2,7 +2,8 @@
 
 Virtual clock, so every figure is exact and the same on every machine. A *draw* is one
 tick: configuration by configuration, the suite runs one free-running run of R ticks of
-the scene on its simulated backend. The backend keys every call's latency on (seed,
+the scene on its simulated backend (a game that ends is followed by the next one,
+``NextGame``). The backend keys every call's latency on (seed,
 agent, caller, tick), so tick r of every configuration draws the same latencies — the
 comparison between policies is paired, draw by draw. Tick 1 of a run predicts (for
 longest-first) from the scene's latency profiles; later ticks from each caller's own
@@ -35,12 +36,13 @@ from .. import interrupts
 from ..calls import CALLER_KINDS, Request
 from ..config import Config, Settings
 from ..content import Scene, bundled_scenes
-from ..engine import build_engine, scene_sim
+from ..engine import build_engine, scene_seed, scene_sim
 from ..instruments import Instrument
 from ..prediction import Predictor
 from ..providers import SimProvider
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..statistics import RunStatistics, percentile
+from .games import NextGame
 from .suite import BenchContext, Suite
 
 __all__ = ["ACTUAL", "CAST_SIZES", "MEAN", "ORACLES", "SUITE", "VARIANTS", "ActualLatency", "MeanLatency", "lower_bound", "summarise"]
@@ -203,7 +205,8 @@ class _Runs:
             collector, statistics = _TickCollector(self.context), RunStatistics()
             # The profiles' latencies, whatever backends manor.toml routes agents to.
             backend = scene_sim(config, scene)
-            engine = build_engine(config, scene, backend=backend, instruments=[collector, statistics])
+            next_game = NextGame(scene, scene_seed(config, scene))
+            engine = build_engine(config, scene, backend=backend, instruments=[collector, statistics, next_game])
             scored = _ScoredPredictor(ORACLES[oracle](backend) if oracle else engine.loop.predictor)
             engine.loop.predictor = scored
             clock = trio.testing.MockClock(autojump_threshold=0)
@@ -211,7 +214,8 @@ class _Runs:
             ticks = collector.ticks
             self._done[key] = _Outcome(
                 figures=summarise(ticks, engine.loop.gate.size),
-                calls_per_tick=len(ticks[0].calls) if ticks else 0,
+                # A game's ticks differ (a night asks fewer players than a day): the mean.
+                calls_per_tick=round(sum(len(tick.calls) for tick in ticks) / len(ticks)) if ticks else 0,
                 gate_size=engine.loop.gate.size,
                 statistics=statistics,
                 prediction=scored.figures(),

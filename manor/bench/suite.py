@@ -72,9 +72,11 @@ class Suite:
         title: a line saying what it measures.
         units: how many units of work it will report through ``context.advance``.
         run: does the work and returns the suite's figures.
+        skip: why the suite cannot measure the context's scene, or ``None`` if it can.
     """
 
     name: str
     title: str
     units: Callable[[BenchContext], int]
     run: Callable[[BenchContext], Any]
+    skip: Callable[[BenchContext], str | None] = lambda context: None

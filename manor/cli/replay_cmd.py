@@ -12,7 +12,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..calls import CALLER_KINDS
 from ..errors import REASONS, ConfigError
 from ..saves import Replay, read_save, recorded_summary, replay
 from ..statistics import PlatformRejections
@@ -116,9 +115,11 @@ def print_comparison(console: Console, name: str, summary: dict[str, Any], chang
         ("tick makespan max (s)", lambda f: seconds(f, "max")),
         ("world hash", lambda f: f["world_hash"][:12] + "…"),
     ]
+    if recorded["world"]["over"] or summary["world"]["over"]:
+        rows.append(("game over", lambda f: f["world"]["summary"] or "not over"))
     for label, figure in rows:
         table.add_row(label, figure(recorded), figure(summary))
-    for kind in CALLER_KINDS:
+    for kind in summary["degradations"]:  # the world's caller kinds, in its order
         for reason in REASONS:
             was, now = recorded["degradations"][kind][reason], summary["degradations"][kind][reason]
             if was or now:

@@ -14,7 +14,6 @@ from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..calls import CALLER_KINDS
 from ..engine import build_engine, configure, make_clock
 from ..forecast import gate_overload
 from ..errors import REASONS
@@ -120,12 +119,16 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    world = summary.get("world")  # a summary from before worlds could end has none
+    if world and world["over"]:
+        console.print(f"game over after {summary['ticks']} ticks: {world['summary']}")
     degradations = Table(title="degradations (reason × caller kind)", title_justify="left")
-    degradations.add_column("reason")
-    for kind in CALLER_KINDS:
+    degradations.add_column("reason", no_wrap=True)  # a world with many caller kinds narrows them, not it
+    kinds = list(summary["degradations"])  # the world's caller kinds, in its order
+    for kind in kinds:
         degradations.add_column(kind, justify="right")
     for reason in REASONS:
-        counts = [summary["degradations"][kind][reason] for kind in CALLER_KINDS]
+        counts = [summary["degradations"][kind][reason] for kind in kinds]
         degradations.add_row(reason, *(Text(str(n), style="bold red" if n else "") for n in counts))
     console.print(degradations)
     errors = errors_table(summary["errors"])

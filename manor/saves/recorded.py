@@ -110,7 +110,10 @@ def recorded_summary(save: Save) -> dict[str, Any]:
     # RunStatistics names the run's settings from an engine; one built (never run) with
     # the recorded settings names them as the recording had them. Its backend is never
     # called: a placeholder, so backends the recording named need not be defined here.
-    summary = stats.summary(build_engine(recorded_config(save), save.scene, backend=SimProvider()))
+    engine = build_engine(recorded_config(save), save.scene, backend=SimProvider())
+    for frame in save.ticks:  # the world as the recording left it: whether, and how, the game ended
+        engine.loop.world.apply(frame.record.calls)
+    summary = stats.summary(engine)
     calls = [call for frame in save.ticks for call in (*frame.record.calls, *frame.superseded)]
     summary["peak_platform_sessions"] = peak_platform_sessions(calls)
     return summary

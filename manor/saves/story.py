@@ -7,6 +7,7 @@ rebuilt by applying each recorded tick to a fresh world — no call is made, no 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
@@ -61,9 +62,15 @@ def story_lines(save: Save) -> Iterator[StoryLine]:
         entries = world.apply(record.calls)
         if world.hash != record.world_hash:
             raise SaveError(f"{save.name}: tick {record.tick} does not rebuild the recorded world; its story cannot be told")
-        # The world makes one entry per call, in planning order.
-        for entry, call in zip(entries, record.calls, strict=True):
-            yield StoryLine(entry, call.error)
+        # A degraded turn's entry gets its call's error: the entries of one caller and
+        # agent come in the order of their calls (a world may add entries of its own).
+        errors: dict[tuple[str, str], deque[str]] = {}
+        for call in record.calls:
+            if not call.ok:
+                errors.setdefault((call.caller, call.agent), deque()).append(call.error)
+        for entry in entries:
+            waiting = errors.get((entry.caller, entry.agent)) if entry.fallback else None
+            yield StoryLine(entry, waiting.popleft() if waiting else "")
 
 
 def story_text(title: str, lines: Sequence[StoryLine], format: Format) -> str:

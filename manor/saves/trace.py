@@ -1,7 +1,7 @@
 """A save as a Chrome trace (the trace-event JSON that Perfetto and chrome://tracing open).
 
-Layout: one process per caller kind (character, narrator, summariser, scene beat), one
-thread — a track — per agent in it; on each track a span for the time a call waited at
+Layout: one process per caller kind of the save's world (the manor's: character,
+narrator, summariser, scene beat), one thread — a track — per agent in it; on each track a span for the time a call waited at
 the gate and one for the time it ran. A "gate" process holds the counters (calls in
 flight at the gate, calls queued at it) and a "ticks" track with one span per tick;
 every tick start is also a global instant marker. Times are microseconds from the start
@@ -11,11 +11,10 @@ of the first tick.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..calls import CALLER_KINDS
 from ..errors import SaveError
 from ..output import write_output
 from ..records import CallRecord
@@ -23,7 +22,6 @@ from .reader import Save
 
 __all__ = ["chrome_trace", "write_trace"]
 
-_GATE_PID = len(CALLER_KINDS) + 1
 _TICKS_TID = 1
 _MICROSECONDS = 1_000_000
 
@@ -36,19 +34,21 @@ def chrome_trace(save: Save) -> dict[str, Any]:
         return round((t - origin) * _MICROSECONDS, 3)
 
     tids = {agent_id: i for i, agent_id in enumerate(save.scene.agents, start=1)}
-    events: list[dict[str, Any]] = [*_names(save, tids)]
+    kinds = save.header.world_callers
+    gate_pid = len(kinds) + 1
+    events: list[dict[str, Any]] = [*_names(save, kinds, tids)]
     calls: list[CallRecord] = []
     for frame in save.ticks:
         tick = frame.record
-        events.append({"name": f"tick {tick.tick}", "ph": "i", "s": "g", "ts": ts(tick.started_at), "pid": _GATE_PID, "tid": _TICKS_TID})
+        events.append({"name": f"tick {tick.tick}", "ph": "i", "s": "g", "ts": ts(tick.started_at), "pid": gate_pid, "tid": _TICKS_TID})
         events.append({
             "name": f"tick {tick.tick}", "cat": "tick", "ph": "X", "ts": ts(tick.started_at), "dur": ts(tick.finished_at) - ts(tick.started_at),
-            "pid": _GATE_PID, "tid": _TICKS_TID, "args": {"calls": len(tick.calls), "world_hash": tick.world_hash},
+            "pid": gate_pid, "tid": _TICKS_TID, "args": {"calls": len(tick.calls), "world_hash": tick.world_hash},
         })  # fmt: skip
         for call in (*frame.superseded, *tick.calls):
             calls.append(call)
-            events.extend(_spans(call, CALLER_KINDS.index(call.caller) + 1, tids[call.agent], ts))
-    events.extend(_counters(calls, ts))
+            events.extend(_spans(call, kinds.index(call.caller) + 1, tids[call.agent], ts))
+    events.extend(_counters(calls, gate_pid, ts))
     policy = next((row.value for row in save.header.settings if row.key == "run.policy"), "")
     return {
         "traceEvents": events,
@@ -81,22 +81,23 @@ def write_trace(save: Save, path: str | Path) -> int:
     return len(trace["traceEvents"])
 
 
-def _names(save: Save, tids: dict[str, int]) -> Iterable[dict[str, Any]]:
+def _names(save: Save, kinds: Sequence[str], tids: dict[str, int]) -> Iterable[dict[str, Any]]:
     """Metadata events: a name and a sort order for every process and track."""
 
     def meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
 
-    for pid, kind in enumerate(CALLER_KINDS, start=1):
+    gate_pid = len(kinds) + 1
+    for pid, kind in enumerate(kinds, start=1):
         yield meta("process_name", pid, 0, {"name": kind.replace("_", " ")})
         yield meta("process_sort_index", pid, 0, {"sort_index": pid})
-    yield meta("process_name", _GATE_PID, 0, {"name": "gate"})
-    yield meta("process_sort_index", _GATE_PID, 0, {"sort_index": 0})
-    yield meta("thread_name", _GATE_PID, _TICKS_TID, {"name": "ticks"})
+    yield meta("process_name", gate_pid, 0, {"name": "gate"})
+    yield meta("process_sort_index", gate_pid, 0, {"sort_index": 0})
+    yield meta("thread_name", gate_pid, _TICKS_TID, {"name": "ticks"})
     used = {(call.caller, call.agent) for frame in save.ticks for call in (*frame.superseded, *frame.record.calls)}
     agents = save.scene.agents
-    for caller, agent in sorted(used, key=lambda used: (CALLER_KINDS.index(used[0]), tids[used[1]])):
-        pid, tid = CALLER_KINDS.index(caller) + 1, tids[agent]
+    for caller, agent in sorted(used, key=lambda used: (kinds.index(used[0]), tids[used[1]])):
+        pid, tid = kinds.index(caller) + 1, tids[agent]
         yield meta("thread_name", pid, tid, {"name": f"{agents[agent].name} ({agent})"})
         yield meta("thread_sort_index", pid, tid, {"sort_index": tid})
 
@@ -119,7 +120,7 @@ def _spans(call: CallRecord, pid: int, tid: int, ts: Callable[[float], float]) -
         yield {"name": ran, "cat": "call", "ph": "X", "ts": ts(call.admitted_at), "dur": max(0.0, ts(call.finished_at) - ts(call.admitted_at)), "pid": pid, "tid": tid, "args": args}
 
 
-def _counters(calls: Iterable[CallRecord], ts: Callable[[float], float]) -> Iterable[dict[str, Any]]:
+def _counters(calls: Iterable[CallRecord], gate_pid: int, ts: Callable[[float], float]) -> Iterable[dict[str, Any]]:
     """Calls in flight at the gate and queued at it, at every instant either changes.
 
     Without a gate (the legacy policy) a call is "in flight" while it holds a platform
@@ -138,4 +139,4 @@ def _counters(calls: Iterable[CallRecord], ts: Callable[[float], float]) -> Iter
         queued += queue
         # One sample per instant, after every change at that instant.
         if index + 1 == len(changes) or changes[index + 1][0] != time:
-            yield {"name": "gate", "ph": "C", "ts": ts(time), "pid": _GATE_PID, "tid": 0, "args": {"in flight": in_flight, "queued": queued}}
+            yield {"name": "gate", "ph": "C", "ts": ts(time), "pid": gate_pid, "tid": 0, "args": {"in flight": in_flight, "queued": queued}}

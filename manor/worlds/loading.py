@@ -16,6 +16,7 @@ __all__ = ["BUILT_IN", "create_world", "world_class"]
 #: The worlds Manor ships, by the name a scene's ``world`` key gives.
 BUILT_IN: dict[str, str] = {
     "manor": "manor.worlds.manor:ManorWorld",
+    "werewolf": "manor.worlds.werewolf:WerewolfWorld",
 }
 
 #: The world a scene without a ``world`` key plays.
