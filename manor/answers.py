@@ -112,12 +112,12 @@ def prompt_with_schema(prompt: str, shape: type | None) -> str:
 def schema_in_prompt(prompt: str) -> dict[str, Any] | None:
     """The schema a prompt made by ``prompt_with_schema`` asks for, or ``None``: how
     ``manor serve-agent``'s simulated model follows the instruction, as a real one
-    would."""
-    _, head, rest = prompt.rpartition(_INSTRUCTION_HEAD)
+    would (whitespace may have been folded on the way, as its directives parser does)."""
+    _, head, rest = prompt.rpartition(_INSTRUCTION_HEAD.rstrip())
     if not head:
         return None
     try:
-        schema = json.loads(rest.split("\n", 1)[0])
+        schema, _ = json.JSONDecoder().raw_decode(rest.lstrip())
     except ValueError:
         return None
     return schema if isinstance(schema, dict) else None
@@ -134,7 +134,9 @@ def repair_prompt(prompt: str, answer: str, problem: str) -> str:
 def draw_answer(shape: type, rng: random.Random, words: Sequence[str]) -> str:
     """A valid JSON answer of ``shape``, drawn with ``rng``: an ``enum`` gives one of its
     values, a string is drawn from ``words`` (the scene's content), an optional field is
-    sometimes left out. The simulator's answer to a shaped request."""
+    sometimes left out. The simulator's answer to a shaped request. What a schema
+    cannot say in those terms (a string's ``pattern``, ``minLength``) is not drawn to
+    fit: give such choices as a ``Literal`` (an ``enum``)."""
     return draw_from_schema(response_schema(shape), rng, words)
 
 

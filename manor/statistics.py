@@ -133,6 +133,9 @@ class RunStatistics(Instrument):
         self.cost = 0.0
         self.rejections = PlatformRejections()
         self.errors = ErrorMessages()
+        #: Repairs asked (``call.repair_attempts``), and the calls they made ok.
+        self.repairs_asked = 0
+        self.repaired = 0
 
     def run_started(self, loop: TickLoop) -> None:
         if not self.calls:
@@ -147,6 +150,9 @@ class RunStatistics(Instrument):
             self.input_tokens += call.input_tokens
             self.output_tokens += call.output_tokens
             self.cost += call.cost
+            if call.repairs:
+                self.repairs_asked += call.repairs
+                self.repaired += call.ok
             if call.ok:
                 self.ok += 1
             else:
@@ -198,6 +204,7 @@ class RunStatistics(Instrument):
             "degraded": self.degraded,
             "degradations": self.degradation_counts(kinds),
             "platform_rejections": self.rejections.as_dict(),
+            "repairs": {"asked": self.repairs_asked, "repaired": self.repaired},
             "errors": self.errors.most_common(kinds=kinds),
             "peak_platform_sessions": platform.peak,
             "tick_seconds": self.tick_seconds(),

@@ -116,6 +116,9 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
         ("cost", f"{summary['cost']:g}"),
         ("world hash", summary["world_hash"]),
     ]
+    repairs = summary.get("repairs")  # a summary from before structured answers has none
+    if repairs and repairs["asked"]:
+        rows.insert(6, ("answers re-asked / repaired", f"{repairs['asked']} / {repairs['repaired']}"))
     for row in rows:
         table.add_row(*row)
     console.print(table)
