@@ -36,6 +36,7 @@ from .errors import ConfigError
 from .gate import Gate
 from .instruments import Instrument
 from .limiter import SessionLimiter
+from .providers import Provider
 from .records import CallRecord, StoryEntry, TickRecord
 from .statistics import RunStatistics, tick_seconds
 from .tickets import TicketOffice
@@ -253,12 +254,15 @@ def build_fleet(
     configured: Sequence[tuple[Config, Scene]],
     *,
     instruments: Callable[[int], Iterable[Instrument]] = lambda index: (),
+    backends: Callable[[int], Provider | None] = lambda index: None,
 ) -> Fleet:
     """A fleet of the worlds ``configure_worlds`` returned, sharing one gate, platform
     limiter and ticket office sized by the first world's settings (all share them).
 
     Args:
         instruments: world number -> more instruments for that world's loop.
+        backends: world number -> the backend to wrap (``None``: each agent's
+            configured one, as ``build_engine``).
 
     Raises:
         ConfigError: an agent on a backend no table defines, or an environment
@@ -273,8 +277,9 @@ def build_fleet(
     for index, (config, scene) in enumerate(configured):
         statistics, service = RunStatistics(), WorldService()
         engine = build_engine(
-            config, scene, instruments=[statistics, service, *instruments(index)], gate=gate, limiter=limiter, tickets=office.counter(index)
-        )
+            config, scene, backend=backends(index), instruments=[statistics, service, *instruments(index)],
+            gate=gate, limiter=limiter, tickets=office.counter(index),
+        )  # fmt: skip
         worlds.append(FleetWorld(index, engine, statistics, service))
     return Fleet(tuple(worlds), gate, limiter, office)
 
