@@ -3,8 +3,9 @@
 The platform's session limit belongs to the account, not to a world. A fleet runs N
 worlds side by side in one trio run, each a whole engine (its world, policy, predictor,
 breaker, backend), sharing the account's parts: one ``Gate`` of the platform limit − 1,
-one platform ``SessionLimiter``, and one ``TicketOffice`` that deals the gate's tickets
-across the worlds (round-robin at each instant: the same every run, and fair).
+in which each world queues in a lane of its own and the lanes take turns
+(``manor.lanes``: fair), one platform ``SessionLimiter``, and one ``TicketOffice`` that
+deals the tickets of each instant in world order (``manor.tickets``: the same every run).
 
 Under the virtual clock a fleet is exact and repeatable like a single run: the same
 worlds and seeds give the same records and hashes every time. World ``i`` runs its
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any, final
 
 import attrs
@@ -41,7 +41,20 @@ from .records import CallRecord, StoryEntry, TickRecord
 from .statistics import RunStatistics, tick_seconds
 from .tickets import TicketOffice
 
-__all__ = ["DEFAULT_WORLDS", "FLEET", "MAX_WORLDS", "SHARED_KEYS", "Fleet", "FleetWorld", "WorldService", "build_fleet", "configure_worlds", "fairness", "fleet_clock", "jain_index"]
+__all__ = [
+    "DEFAULT_WORLDS",
+    "FLEET",
+    "MAX_WORLDS",
+    "SHARED_KEYS",
+    "Fleet",
+    "FleetWorld",
+    "WorldService",
+    "build_fleet",
+    "configure_worlds",
+    "fairness",
+    "fleet_clock",
+    "jain_index",
+]
 
 #: The ordinal of what the fleet sets for each world (its scene, its seed): above the
 #: command line, whose ``--seed`` and ``--scene`` are the fleet's starting point.
@@ -223,9 +236,14 @@ def configure_worlds(sources: Sequence[Source], worlds: int | None = None, scene
 
 
 def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
+    """The worlds agree on the account's settings, and on none the fleet refuses.
+
+    Raises:
+        ConfigError: see ``configure_worlds``.
+    """
     for key in SHARED_KEYS:
         first: dict[object, str] = {}  # each value, and where its first world got it
-        for index, (config, scene) in enumerate(configured):
+        for index, (config, _) in enumerate(configured):
             first.setdefault(config.value(key), f"world {index}: {config.origins[key]}")
         if len(first) > 1:
             values = ", ".join(f"{value} ({where})" for value, where in first.items())
@@ -234,19 +252,19 @@ def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
                 f"the worlds of a fleet share one platform and one gate, but their {key} differs: {values}; "
                 f"set {key} once for every world (on the command line, in manor.toml or as {env})"
             )
-    settings = configured[0][0].settings
-    if any(config.settings.run.policy == "legacy" for config, _ in configured):
-        origin = next(config.origins["run.policy"] for config, _ in configured if config.settings.run.policy == "legacy")
-        raise ConfigError(
-            f"{origin}: run.policy = legacy: a fleet's worlds share one gate, and legacy has none "
-            "(who the fail-fast platform turns away would depend on which world trio runs first); use pipeline or batch"
-        )
-    limit, size = settings.platform.limit, settings.gate.size
+    for config, _ in configured:
+        if config.settings.run.policy == "legacy":
+            raise ConfigError(
+                f"{config.origins['run.policy']}: run.policy = legacy: a fleet's worlds share one gate, and legacy has none "
+                "(who the fail-fast platform turns away would depend on which world trio runs first); use pipeline or batch"
+            )
+    config = configured[0][0]
+    limit, size = config.settings.platform.limit, config.settings.gate.size
     assert size is not None  # resolve() derives it
     if limit and size > limit:
         raise ConfigError(
-            f"{configured[0][0].origins['gate.size']}: gate.size {size} is above platform.limit {limit}: in a fleet, "
-            "which world's calls the platform turns away would depend on which world trio runs first; keep the gate at or below the limit"
+            f"{config.origins['gate.size']}: gate.size {size} is above platform.limit {limit}: in a fleet, which world's "
+            "calls the platform turns away would depend on which world trio runs first; keep the gate at or below the limit"
         )
 
 
