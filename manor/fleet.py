@@ -138,7 +138,7 @@ class Fleet:
 
     def summary(self) -> dict[str, Any]:
         """The fleet's figures, as ``manor fleet --json`` prints them: ``worlds`` (each
-        the object ``manor run --json`` prints, with ``world``, ``elapsed_s`` and
+        the object ``manor run --json`` prints, with ``index``, ``elapsed_s`` and
         ``calls_per_s``), ``total`` and ``fairness``."""
         worlds = [self._world_summary(world) for world in self.worlds]
         return {"worlds": worlds, "total": self._total(worlds), "fairness": fairness(worlds)}
@@ -150,20 +150,21 @@ class Fleet:
         finished = world.service.finished_at
         elapsed = 0.0 if finished is None or self._started_at is None else finished - self._started_at
         return {
-            "world": world.index,
+            "index": world.index,
             **summary,
             "elapsed_s": round(elapsed, 6),
             "calls_per_s": round(summary["ok"] / elapsed, 6) if elapsed > 0 else None,
         }
 
     def _total(self, worlds: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        degradations = worlds[0]["degradations"]
-        degradations = {kind: dict.fromkeys(reasons, 0) for kind, reasons in degradations.items()}
+        # Every world's caller kinds (worlds of other games have other kinds), in order.
+        degradations: dict[str, dict[str, int]] = {}
         rejections = dict.fromkeys(worlds[0]["platform_rejections"], 0)
         for world in worlds:
             for kind, reasons in world["degradations"].items():
+                counts = degradations.setdefault(kind, dict.fromkeys(reasons, 0))
                 for reason, count in reasons.items():
-                    degradations[kind][reason] += count
+                    counts[reason] += count
             for key, count in world["platform_rejections"].items():
                 rejections[key] += count
         return {

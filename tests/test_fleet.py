@@ -134,7 +134,7 @@ class TestSummary:
         fleet, _ = _run(_configured(3, **{"gate.timeout_s": 10.0}), 4)
         summary = fleet.summary()
         worlds, total = summary["worlds"], summary["total"]
-        assert [world["world"] for world in worlds] == [0, 1, 2]
+        assert [world["index"] for world in worlds] == [0, 1, 2]
         assert [world["seed"] for world in worlds] == [1789, 1790, 1791]
         assert total["calls"] == sum(world["calls"] for world in worlds) == 3 * 4 * 14
         assert total["degraded"] == sum(world["degraded"] for world in worlds) > 0

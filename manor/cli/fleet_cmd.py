@@ -17,7 +17,6 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import interrupts
-from ..calls import CALLER_KINDS
 from ..errors import REASONS, ConfigError, SaveError
 from ..fleet import DEFAULT_WORLDS, MAX_WORLDS, Fleet, build_fleet, configure_worlds, fleet_clock
 from ..forecast import gate_overload
@@ -195,7 +194,7 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
         rate = "—" if world["calls_per_s"] is None else f"{world['calls_per_s']:.3f}"
         degraded = Text(str(world["degraded"]), style="bold red" if world["degraded"] else "")
         table.add_row(
-            str(world["world"]), *([world["scene"]] if len(scenes) > 1 else []), str(world["seed"]),
+            str(world["index"]), *([world["scene"]] if len(scenes) > 1 else []), str(world["seed"]),
             str(world["calls"]), degraded, f"{world['tick_seconds']['mean']:.3f}", rate, str(world["peak_platform_sessions"]),
             world["world_hash"][:8],
         )  # fmt: skip
@@ -220,15 +219,16 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    kinds = list(total["degradations"])  # the worlds' caller kinds
     degradations = Table(title="degradations, all worlds (reason × caller kind)", title_justify="left")
     degradations.add_column("reason")
-    for kind in CALLER_KINDS:
+    for kind in kinds:
         degradations.add_column(kind, justify="right")
     for reason in REASONS:
-        counts = [total["degradations"][kind][reason] for kind in CALLER_KINDS]
+        counts = [total["degradations"][kind][reason] for kind in kinds]
         degradations.add_row(reason, *(Text(str(n), style="bold red" if n else "") for n in counts))
     console.print(degradations)
-    errors = errors_table(_merged_errors(worlds))
+    errors = errors_table(_merged_errors(worlds, kinds))
     if errors is not None:
         errors.title = "what failed, all worlds (most common messages per reason and caller kind)"
         console.print(errors)
@@ -238,15 +238,16 @@ def _figure(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
-def _merged_errors(worlds: Sequence[dict[str, Any]], per_group: int = 5) -> list[dict[str, Any]]:
-    """The worlds' most common error messages, counted together: ``errors`` rows."""
+def _merged_errors(worlds: Sequence[dict[str, Any]], kinds: Sequence[str], per_group: int = 5) -> list[dict[str, Any]]:
+    """The worlds' most common error messages, counted together: ``errors`` rows, by
+    reason and then caller kind (``kinds``, in order)."""
     counts: Counter[tuple[str, str, str]] = Counter()
     for world in worlds:
         for row in world["errors"]:
             counts[row["reason"], row["caller"], row["message"]] += row["count"]
     rows = []
     for reason in REASONS:
-        for caller in CALLER_KINDS:
+        for caller in kinds:
             group = [(message, count) for (r, c, message), count in counts.most_common() if (r, c) == (reason, caller)]
             rows += [{"reason": reason, "caller": caller, "message": message, "count": count} for message, count in group[:per_group]]
     return rows
