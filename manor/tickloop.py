@@ -21,6 +21,7 @@ from .ordered_start import start_now
 from .policies import Policy
 from .ordering import longest_first
 from .prediction import Predictor
+from .tickets import Tickets
 from .providers.base import answer_only
 from .layers import Stack
 from .records import CallRecord, TickRecord
@@ -55,6 +56,9 @@ class TickLoop:
         tick_deadline: seconds after a tick's start when its outstanding calls are
             cancelled (degraded as ``cancelled``); 0 = none.
         price_per_1k_tokens: what a call's tokens cost, for its record.
+        tickets: where the gate tickets come from: ``None``, straight from ``gate``;
+            the worlds of a fleet share a gate and are dealt theirs by its
+            ``TicketOffice``.
     """
 
     world: World
@@ -67,6 +71,7 @@ class TickLoop:
     order: Order = "longest-first"
     tick_deadline: float = 0.0
     price_per_1k_tokens: float = 0.0
+    tickets: Tickets | None = None
     instruments: Instruments = attrs.field(factory=Instruments, converter=lambda i: i if isinstance(i, Instruments) else Instruments(i))
     #: The world's players' caller kinds (``Caller.player``), which barriers hold.
     players: frozenset[str] = attrs.field(
@@ -109,10 +114,11 @@ class TickLoop:
             return longest_first([latency(request) for request in requests], self.gate.size)
         return indices
 
-    def with_tickets(self, requests: Sequence[Request]) -> list[Request]:
-        """Issue gate tickets to ``requests`` (in ticket order); returned in their order."""
+    async def with_tickets(self, requests: Sequence[Request]) -> list[Request]:
+        """Issue gate tickets to ``requests`` (in ticket order); returned in their order.
+        Straight from the gate, this does not yield."""
         order = self.ticket_order(requests)
-        tickets = self.gate.issue(len(requests))
+        tickets = self.gate.issue(len(requests)) if self.tickets is None else await self.tickets.issue(len(requests))
         stamped = list(requests)
         for ticket, index in zip(tickets, order, strict=True):
             stamped[index] = msgspec.structs.replace(requests[index], ticket=ticket)

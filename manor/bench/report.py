@@ -23,6 +23,9 @@ FASTFORWARD_RATIO = 0.5
 PLAY_RATIO = 0.9
 #: Peak resident memory of a process running ticks of 100,000 agents, MB.
 SCALE_PEAK_RSS_MB = 1024
+#: Equal worlds get equal service: Jain's index of their calls per second, and the
+#: shortest world's mean tick over the longest's, at least this.
+FLEET_FAIRNESS = 0.95
 
 
 def _target(name: str, goal: str, value: float | None, met: bool | None, note: str = "") -> dict[str, Any]:
@@ -66,6 +69,23 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         ratio = play["ratio"]
         beside = f"the instrument alone, headless: {play['ratio_instrument']:.3f}"
         targets.append(_target("play.ratio", f">= {PLAY_RATIO}", ratio, ratio >= PLAY_RATIO, beside))
+    fleet = result.get("fleet")
+    if fleet:
+        targets.extend(_fleet_targets(fleet))
+    return targets
+
+
+def _fleet_targets(fleet: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Equal worlds get equal service, in every fleet of more than one world. (The
+    Redis gate's targets join these when its rows are measured beside ``in_process``.)"""
+    targets = []
+    for point in fleet["in_process"]:
+        if point["worlds"] < 2:
+            continue
+        for key, what in (("jain_calls_per_s", "Jain's index of calls/s"), ("makespan_min_max", "shortest / longest mean tick")):
+            value = point[key]
+            name = f"fleet.in_process {point['worlds']} worlds: {what}"
+            targets.append(_target(name, f">= {FLEET_FAIRNESS}", value, None if value is None else value >= FLEET_FAIRNESS))
     return targets
 
 
@@ -147,6 +167,8 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
         _replay(console, result["replay"])
     if "play" in result:
         _play(console, result["play"])
+    if "fleet" in result:
+        _fleet(console, result["fleet"])
     _targets(console, result["targets"])
 
 
@@ -299,6 +321,33 @@ def _play(console: Console, figures: Mapping[str, Any]) -> None:
         rate = figures[f"{name}_calls_per_s"]
         table.add_row(label, f"{rate:,.0f}", f"{figures[f'{name}_us_per_call']:.1f}", f"{rate / headless:.3f}")
     console.print(table)
+
+
+def _fleet(console: Console, figures: Mapping[str, Any]) -> None:
+    setup = figures["setup"]
+    table = _table(
+        f"fleet — worlds of {setup['scene']} (seeds {setup['seed']}, +1, ...), {setup['ticks']} ticks each, one gate of "
+        f"{setup['gate_size']} / platform {setup['platform_limit']}, pipeline, {setup['order']}, no gate timeout (virtual clock, s)",
+        "worlds", "calls", "tick", "bound", "effic.", "worst", "busy", "Jain", "min/max",
+    )  # fmt: skip
+    for point in figures["in_process"]:
+        table.add_row(
+            str(point["worlds"]), str(point["calls_per_tick"]), f"{point['makespan_mean_s']:.3f}", f"{point['lower_bound_mean_s']:.3f}",
+            f"{point['efficiency']:.3f}", f"{point['efficiency_worst_world']:.3f}", f"{point['gate_busy']:.3f}",
+            _optional(point["jain_calls_per_s"]), _optional(point["makespan_min_max"]),
+        )  # fmt: skip
+    table.caption = (
+        "The in-process gate. calls: a tick of every world; tick: the mean makespan; bound: the mean fair-share bound, "
+        "max(longest call, total call time x worlds / gate size); effic.: bound / makespan, mean over every world's ticks "
+        "(worst: the lowest world's mean); busy: the gate's slot time used / had; Jain: Jain's index of the worlds' "
+        "calls/s; min/max: the shortest world's mean tick / the longest's"
+    )
+    table.caption_justify = "left"
+    console.print(table)
+
+
+def _optional(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
 
 
 def _targets(console: Console, targets: list[Mapping[str, Any]]) -> None:

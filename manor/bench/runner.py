@@ -7,14 +7,19 @@ from typing import Any
 
 import attrs
 
-from . import fastforward, overhead, play, replay, scale, scheduling
+from . import fastforward, fleet, overhead, play, replay, scale, scheduling
 from .report import evaluate_targets
 from .suite import BenchContext, Suite
 
-__all__ = ["SUITES", "Progress", "run_bench"]
+__all__ = ["DEFAULT_SUITES", "SUITES", "Progress", "run_bench"]
 
 #: Every suite, in the order ``manor bench`` runs them.
-SUITES: dict[str, Suite] = {suite.name: suite for suite in (scheduling.SUITE, overhead.SUITE, fastforward.SUITE, scale.SUITE, replay.SUITE, play.SUITE)}
+SUITES: dict[str, Suite] = {
+    suite.name: suite for suite in (scheduling.SUITE, overhead.SUITE, fastforward.SUITE, scale.SUITE, replay.SUITE, play.SUITE, fleet.SUITE)
+}
+#: The suites ``manor bench`` runs when none is named: all but ``fleet``, which runs on
+#: request (``--suite fleet``), so that a plain ``manor bench`` is what it was.
+DEFAULT_SUITES: tuple[str, ...] = tuple(name for name in SUITES if name != "fleet")
 
 #: Told a suite is starting and how many units it will do; returns the suite's
 #: ``advance`` callback.

@@ -21,7 +21,7 @@ from textual.binding import Binding
 from ..driver import TickDriver
 from ..engine import Engine, build_engine, scene_seed, scene_sim
 from ..saves import ReplayBackend, Save, recorded_config, recorded_responses
-from ..saves.replay import LiveChanges, RecordingCheck
+from ..saves.replay import LiveChanges, RecordingCheck, recorded_admissions
 from .app import PlayApp
 from .clock import PacedClock
 from .messages import Seek
@@ -45,10 +45,13 @@ def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck, L
     # longer known) are drawn as the recorded run drew them.
     backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(config, scene))
     state = DashboardState(scene)
-    check = RecordingCheck(save.records)
+    # One world of a fleet: the shared gate's admissions come from the recording.
+    admissions = recorded_admissions(save)
+    shared = [] if admissions is None else [admissions]
+    check = RecordingCheck(save.records, times=admissions is not None and config.settings.run.clock != "real")
     run = config.settings.run
     changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=run.batch_size, skip=())
-    engine = build_engine(config, scene, backend=backend, instruments=[state, check, changes])
+    engine = build_engine(config, scene, backend=backend, instruments=[state, check, changes, *shared], layers=shared)
     return engine, state, check, changes
 
 
