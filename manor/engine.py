@@ -13,7 +13,7 @@ import trio.testing
 
 from .config import Config, Source, resolve, scene_source, with_backends
 from .content import Scene, load_scene
-from .gate import Gate
+from .gate import Gate, SharedGate
 from .instruments import Instrument
 from .layers import BreakerLayer, CostLayer, GateLayer, MetricsLayer, PlatformLayer, Stack, TimeoutLayer
 from .limiter import SessionLimiter
@@ -24,7 +24,7 @@ from .providers.routing import routing_provider
 from .tickloop import TickLoop
 from .world import World
 
-__all__ = ["Engine", "build_engine", "configure", "make_clock", "scene_seed", "scene_sim"]
+__all__ = ["Engine", "build_engine", "configure", "make_clock", "make_gate", "scene_seed", "scene_sim"]
 
 
 @final
@@ -71,6 +71,7 @@ def build_engine(
     backend: Provider | None = None,
     instruments: Iterable[Instrument] = (),
     run_id: str | None = None,
+    gate: SharedGate | None = None,
 ) -> Engine:
     """Build the engine the settings describe, for ``scene``.
 
@@ -78,6 +79,9 @@ def build_engine(
         backend: the backend to wrap; by default each agent's configured backend (the
             simulated one, seeded, unless manor.toml names others).
         run_id: the run's id (``Engine.run_id``); by default a fresh random hex id.
+        gate: the gate every call goes through; by default an in-process ``Gate`` from
+            the settings, whatever ``gate.url`` says (a replay never shares its gate):
+            the commands that run live pass ``make_gate``'s.
 
     Raises:
         ConfigError: (only without ``backend``) an agent on a backend no table defines,
@@ -92,7 +96,8 @@ def build_engine(
         config.backends.check_environment((chosen.backend for chosen in assignment.values()), os.environ)
         backend = routing_provider(assignment, config.backends, scene_sim(config, scene), run_id)
     assert s.gate.size is not None  # resolve() derives it
-    gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
+    if gate is None:
+        gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
     limiter = SessionLimiter(s.platform.limit)
     metrics = MetricsLayer()
     cost = CostLayer(price_per_1k_tokens=s.cost.price_per_1k_tokens, budget=s.cost.budget)
@@ -112,6 +117,30 @@ def build_engine(
         instruments=instruments,
     )
     return Engine(loop, scene, config, metrics, cost, breaker, run_id)
+
+
+def make_gate(config: Config, scene: Scene) -> SharedGate:
+    """The gate the settings describe for a live run of ``scene``: shared through Redis
+    when ``gate.url`` is set, else this process's own. Call it before the run's trio
+    run, and enter the gate's ``connected()`` inside it, around the run.
+
+    A shared gate's server is reached once here, so that a command whose server is
+    down ends in one line before it creates a save or takes the screen.
+
+    Raises:
+        SharedGateError: ``gate.url`` is set, but the server cannot be reached or the
+            Redis client is not installed.
+    """
+    s = config.settings.gate
+    assert s.size is not None  # resolve() derives it
+    if not s.url:
+        return Gate(size=s.size, rate=s.rate, burst=s.burst)
+    from .gate_redis import RedisGate  # Redis is touched only for a shared gate
+
+    world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
+    gate = RedisGate(s.url, s.name, size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
+    gate.check_reachable()
+    return gate
 
 
 def scene_seed(config: Config, scene: Scene) -> int:
