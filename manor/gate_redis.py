@@ -679,17 +679,19 @@ async def gate_status(url: str, name: str) -> GateStatus | None:
     return GateStatus(redacted_url(url), name, probe.statistics(), float(reply[0][3]) / 1000, holders)
 
 
-async def resize_shared_gate(url: str, name: str, size: int) -> GateStatus | None:
+async def resize_shared_gate(url: str, name: str, size: int) -> tuple[GateStatus, GateStatus] | None:
     """Set the size of the shared gate ``name`` at ``url``: every process using it sees
-    it within a second. ``None`` if no process has used the gate.
+    it within a second. The gate before and after; ``None`` if no process has used it.
 
     Raises:
         SharedGateError: the server cannot be reached.
     """
-    if await gate_status(url, name) is None:
+    before = await gate_status(url, name)
+    if before is None:
         return None
     await _one_transition(url, name, "resize", size)
-    return await gate_status(url, name)
+    after = await gate_status(url, name)
+    return None if after is None else (before, after)
 
 
 async def _one_transition(url: str, name: str, *args: object) -> Sequence[Any]:
