@@ -366,15 +366,19 @@ class RedisGate:
             SharedGateError: the server cannot be reached.
         """
 
-        async def ping() -> None:
+        async def ping() -> str | None:
             async with self._new_client() as client:
+                # Caught in here: the client's task group would wrap it in an exception group.
                 try:
                     with trio.fail_after(CONNECT_TIMEOUT_S):
                         await client.ping()
                 except (self._coredis.exceptions.RedisError, OSError, trio.TooSlowError) as exc:
-                    raise SharedGateError(f"gate {self.where}: cannot reach Redis: {_describe(exc)}") from None
+                    return _describe(exc)
+            return None
 
-        trio.run(ping)
+        failure = trio.run(ping)
+        if failure is not None:
+            raise SharedGateError(f"gate {self.where}: cannot reach Redis: {failure}")
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[RedisGate]:
@@ -384,31 +388,36 @@ class RedisGate:
         Raises:
             SharedGateError: the server cannot be reached (one line naming it).
         """
+        failure = None
         async with self._new_client() as client:
             self._client = client
             self._script = client.register_script(_SCRIPT)
             try:
                 reply = await self._call("join", *self._identity(), "0")
             except _Lost as exc:
-                raise SharedGateError(f"gate {self.where}: cannot reach Redis: {exc}") from None
-            self._joined(reply)
-            try:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._send, name=f"gate {self.name}: send")
-                    nursery.start_soon(self._receive_grants, name=f"gate {self.name}: grants")
-                    nursery.start_soon(self._keep, name=f"gate {self.name}: heartbeat")
-                    try:
-                        yield self
-                    finally:
-                        nursery.cancel_scope.cancel()
+                failure = str(exc)  # raised once out of the client, whose task group would wrap it
+            else:
+                self._joined(reply)
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._send, name=f"gate {self.name}: send")
+                        nursery.start_soon(self._receive_grants, name=f"gate {self.name}: grants")
+                        nursery.start_soon(self._keep, name=f"gate {self.name}: heartbeat")
+                        try:
+                            yield self
+                        finally:
+                            nursery.cancel_scope.cancel()
+                finally:
+                    with trio.CancelScope(shield=True), trio.move_on_after(OPERATION_TIMEOUT_S):
+                        try:
+                            await self._call("leave", self._pid)
+                        except _Lost:
+                            pass  # what this process held expires with its leases
             finally:
-                with trio.CancelScope(shield=True), trio.move_on_after(OPERATION_TIMEOUT_S):
-                    try:
-                        await self._call("leave", self._pid)
-                    except _Lost:
-                        pass  # what this process held expires with its leases
                 self._available = False
                 self._client = None
+        if failure is not None:
+            raise SharedGateError(f"gate {self.where}: cannot reach Redis: {failure}")
 
     def _new_client(self) -> coredis.Redis[str]:
         return self._coredis.Redis.from_url(
