@@ -197,3 +197,37 @@ class TestCommandLine:
             lambda: subprocess.run([sys.executable, "-m", "manor", "gate", "status", "--gate-url", redis_url, "--gate-name", "never-used"], capture_output=True, text=True, check=False, env=_environment())
         )
         assert missing.returncode == 1 and missing.stderr.startswith("manor: error: gate never-used at ")
+
+
+class TestBenchmark:
+    def test_the_suite_measures_admissions_and_makespans_across_processes(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        from manor.bench import redis_gate
+        from manor.bench.suite import BenchContext
+        from manor.config import standard_sources
+        from manor.config.layering import flags_source
+
+        monkeypatch.setattr(redis_gate, "PROCESSES", (1, 2))
+        monkeypatch.setattr(redis_gate, "ADMISSION_S_QUICK", 0.5)
+        monkeypatch.setattr(redis_gate, "TICKS_QUICK", 1)
+        sources = standard_sources(flags=flags_source({"gate.url": redis_url}, {}), environ={})
+        figures = redis_gate.run(BenchContext(sources=sources, quick=True))
+        assert figures["available"] and figures["url"] == redis_url
+        assert [point["processes"] for point in figures["admission"]] == [1, 2]
+        for point in figures["admission"]:
+            assert point["admitted"] > 0 and point["latency_after_release_ms"]["samples"] > 0
+            assert 0 < point["fairness"] <= 1
+        for point in figures["makespan"]:
+            assert point["ratio"] > 0 and point["degraded"] == 0
+        assert figures["ratio"] == min(point["ratio"] for point in figures["makespan"])
+
+    def test_without_redis_the_suite_says_so(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from manor.bench import redis_gate
+        from manor.bench.report import evaluate_targets
+        from manor.bench.suite import BenchContext
+        from manor.config import standard_sources
+
+        monkeypatch.setattr(redis_gate.shutil, "which", lambda name: None)
+        figures = redis_gate.run(BenchContext(sources=standard_sources(environ={}), quick=True))
+        assert figures == {"available": False, "note": "no Redis reachable: set --gate-url (or MANOR_GATE_URL), or install redis-server"}
+        (target,) = evaluate_targets({"redis-gate": figures})
+        assert target["met"] is None and "no Redis reachable" in target["note"]

@@ -23,6 +23,9 @@ FASTFORWARD_RATIO = 0.5
 PLAY_RATIO = 0.9
 #: Peak resident memory of a process running ticks of 100,000 agents, MB.
 SCALE_PEAK_RSS_MB = 1024
+#: Tick makespans of worlds sharing the gate through Redis, at least this fraction of
+#: the same worlds' on the in-process gate (in-process makespan / Redis makespan).
+REDIS_GATE_RATIO = 0.9
 
 
 def _target(name: str, goal: str, value: float | None, met: bool | None, note: str = "") -> dict[str, Any]:
@@ -61,6 +64,14 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         same = fastforward["same_records"]
         targets.append(_target("fastforward.same_records", "1 (identical to the streamed run)", float(same), same))
     targets.extend(_scale_targets(result.get("scale") or []))
+    shared = result.get("redis-gate")
+    if shared:
+        goal = f">= {REDIS_GATE_RATIO}"
+        if shared["available"]:
+            ratio = shared["ratio"]
+            targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, ratio, ratio >= REDIS_GATE_RATIO))
+        else:
+            targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, None, None, shared["note"]))
     play = result.get("play")
     if play:
         ratio = play["ratio"]
@@ -147,6 +158,8 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
         _replay(console, result["replay"])
     if "play" in result:
         _play(console, result["play"])
+    if "redis-gate" in result:
+        _redis_gate(console, result["redis-gate"])
     _targets(console, result["targets"])
 
 
@@ -299,6 +312,32 @@ def _play(console: Console, figures: Mapping[str, Any]) -> None:
         rate = figures[f"{name}_calls_per_s"]
         table.add_row(label, f"{rate:,.0f}", f"{figures[f'{name}_us_per_call']:.1f}", f"{rate / headless:.3f}")
     console.print(table)
+
+
+def _redis_gate(console: Console, figures: Mapping[str, Any]) -> None:
+    if not figures["available"]:
+        console.print(f"redis-gate — {figures['note']}")
+        return
+    admission = _table(
+        f"redis-gate — admissions, gate {figures['gate_size']} shared by every process on {figures['url']}, "
+        f"{figures['waiters_per_process']} callers a process acquiring and releasing at once",
+        "processes", "admissions/s", "latency after a release p50 / p95 (ms)", "fairness",
+    )
+    for point in figures["admission"]:
+        latency = point["latency_after_release_ms"]
+        admission.add_row(str(point["processes"]), f"{point['admissions_per_s']:,.0f}", f"{latency['p50']:.2f} / {latency['p95']:.2f}", f"{point['fairness']:.3f}")
+    console.print(admission)
+    makespan = _table(
+        f"redis-gate — tick makespans, one world a process against the same worlds in one process on the "
+        f"in-process gate, {figures['ticks']} ticks, latencies ×{figures['latency_scale']:g} in real time",
+        "processes", "in-process (s)", "redis (s)", "ratio", "fairness",
+    )
+    for point in figures["makespan"]:
+        makespan.add_row(
+            str(point["processes"]), f"{point['in_process_makespan_mean_s']:.3f}", f"{point['redis_makespan_mean_s']:.3f}",
+            f"{point['ratio']:.3f}", f"{point['fairness']:.3f}",
+        )  # fmt: skip
+    console.print(makespan)
 
 
 def _targets(console: Console, targets: list[Mapping[str, Any]]) -> None:

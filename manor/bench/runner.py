@@ -7,14 +7,16 @@ from typing import Any
 
 import attrs
 
-from . import fastforward, overhead, play, replay, scale, scheduling
+from . import fastforward, overhead, play, redis_gate, replay, scale, scheduling
 from .report import evaluate_targets
 from .suite import BenchContext, Suite
 
 __all__ = ["SUITES", "Progress", "run_bench"]
 
 #: Every suite, in the order ``manor bench`` runs them.
-SUITES: dict[str, Suite] = {suite.name: suite for suite in (scheduling.SUITE, overhead.SUITE, fastforward.SUITE, scale.SUITE, replay.SUITE, play.SUITE)}
+SUITES: dict[str, Suite] = {
+    suite.name: suite for suite in (scheduling.SUITE, overhead.SUITE, fastforward.SUITE, scale.SUITE, replay.SUITE, play.SUITE, redis_gate.SUITE)
+}
 
 #: Told a suite is starting and how many units it will do; returns the suite's
 #: ``advance`` callback.
