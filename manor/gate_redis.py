@@ -397,7 +397,7 @@ class RedisGate:
             except _Lost as exc:
                 failure = str(exc)  # raised once out of the client, whose task group would wrap it
             else:
-                self._joined(reply)
+                self._joined(reply, again=False)
                 try:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(self._send, name=f"gate {self.name}: send")
@@ -431,12 +431,13 @@ class RedisGate:
     def _identity(self) -> list[object]:
         return [self._pid, socket.gethostname(), os.getpid(), self.world, self._size, self._rate, self._burst, round(self.lease_s * 1000)]
 
-    def _joined(self, reply: list[Any]) -> None:
-        """Joined (or joined again): the gate's settings are the server's."""
+    def _joined(self, reply: list[Any], *, again: bool) -> None:
+        """Joined (or, ``again``, after the server was lost): the gate's settings are
+        the server's."""
         created = reply[2][0] == "1"
         figures = reply[0]
         size, rate, burst, lease_ms = int(figures[0]), float(figures[1]), int(figures[2]), float(figures[3])
-        if not created and (size, rate, burst) != (self._size, self._rate, self._burst) and self._resize_to is None:
+        if not (created or again) and (size, rate, burst) != (self._size, self._rate, self._burst):
             self.notice = (
                 f"gate {self.where} is in use with size {size}"
                 + (f", rate {rate:g}/s, burst {burst}" if rate else "")
@@ -553,7 +554,7 @@ class RedisGate:
                 await trio.sleep(pause * self._random.uniform(0.5, 1.5))
                 pause = min(BACKOFF_S[1], pause * 2)
                 continue
-            self._joined(reply)
+            self._joined(reply, again=True)
             self._kick()  # a size asked for while the server was away
             return
 

@@ -444,3 +444,13 @@ class TestCrashes:
         monkeypatch.setitem(sys.modules, "coredis", None)
         with pytest.raises(SharedGateError, match=r"pip install 'manor\[redis\]'"):
             RedisGate("redis://127.0.0.1:1/0", "x", size=1)
+
+
+def test_the_dashboard_has_a_gate_unavailable_row_only_for_a_shared_gate() -> None:
+    """Only a gate on a server can be lost: its panel has the row, the in-process one not."""
+    from manor.errors import REASONS
+    from manor.play.widgets.degradations import SHORT_REASONS, shown_reasons
+
+    assert shown_reasons(shared_gate=True) == REASONS
+    assert shown_reasons(shared_gate=False) == tuple(reason for reason in REASONS if reason != "gate_unavailable")
+    assert set(SHORT_REASONS) == set(REASONS)
