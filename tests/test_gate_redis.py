@@ -364,7 +364,8 @@ class TestCrashes:
                 child.wait()
                 started = trio.current_time()
                 permits = [await gate.acquire(timeout=10), await gate.acquire(timeout=10)]
-                assert trio.current_time() - started < 1.0 + 2 * gate_redis.POLL_S + 1.0
+                # Within the lease and a heartbeat or two (generous: a loaded machine).
+                assert trio.current_time() - started < 1.0 + 5.0
                 for permit in permits:
                     permit.release()
             status = await _settled(redis_url, name)
