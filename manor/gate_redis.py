@@ -409,15 +409,22 @@ class RedisGate:
                             nursery.cancel_scope.cancel()
                 finally:
                     with trio.CancelScope(shield=True), trio.move_on_after(OPERATION_TIMEOUT_S):
-                        try:
-                            await self._call("leave", self._pid)
-                        except _Lost:
-                            pass  # what this process held expires with its leases
+                        await self._leave()
             finally:
                 self._available = False
                 self._client = None
         if failure is not None:
             raise SharedGateError(f"gate {self.where}: cannot reach Redis: {failure}")
+
+    async def _leave(self) -> None:
+        """Give back every permit and place in line of this process, on a connection of
+        its own: when the run was cancelled (Ctrl-C), so were the client's connections,
+        whose tasks run inside it. What cannot be given back expires with its lease."""
+        async with self._new_client() as client:
+            try:
+                await client.register_script(_SCRIPT)(keys=[self._prefix], args=["leave", self._pid])
+            except (self._coredis.exceptions.RedisError, OSError):
+                pass
 
     def _new_client(self) -> coredis.Redis[str]:
         return self._coredis.Redis.from_url(

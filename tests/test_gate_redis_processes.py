@@ -110,6 +110,20 @@ class TestProcessesShareOneGate:
         assert status.statistics.peak_in_flight <= size
 
     @pytest.mark.trio
+    async def test_a_process_stopped_by_ctrl_c_gives_its_permits_back_at_once(self, tmp_path: Path, redis_url: str) -> None:
+        gate = f"stop-{uuid.uuid4().hex[:8]}"
+        async with serving(capacity=2, latency=0.5) as (url, _):
+            process = _manor_run(_config(tmp_path, url), redis_url, gate, 2, 1, "--ticks", "50")
+            with trio.fail_after(60):
+                while not await _holds_permits(redis_url, gate, process.pid):
+                    await trio.sleep(0.02)
+            process.send_signal(signal.SIGINT)
+            _, stderr = await trio.to_thread.run_sync(lambda: process.communicate(timeout=60))
+            status = await _status(redis_url, gate)  # at once: no lease had to expire
+        assert process.returncode == 130 and stderr.decode().startswith("manor: interrupted")
+        assert status.holders == () and status.statistics.in_flight == 0
+
+    @pytest.mark.trio
     async def test_redis_killed_mid_run_degrades_calls_and_the_runs_finish_with_their_saves(self, tmp_path: Path, redis_server: RedisServer) -> None:
         gate, size, ticks = "lost", 3, 8
         async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
