@@ -17,17 +17,20 @@ from .errors import (
     ConfigError,
     ContentError,
     GateTimeout,
+    GateUnavailable,
     ManorError,
     ProviderError,
     RefusedBy,
     SaveError,
     SessionLimitError,
+    SharedGateError,
     add_secret,
     error_line,
     leaves,
     one_line,
+    redacted_url,
 )
-from .gate import Gate, GateStatistics, Permit
+from .gate import Gate, GateStatistics, Permit, SharedGate, SharedPermit
 from .layers import (
     BreakerLayer,
     BreakerState,
@@ -64,6 +67,7 @@ __all__ = [
     "GateLayer",
     "GateStatistics",
     "GateTimeout",
+    "GateUnavailable",
     "Layer",
     "ManorError",
     "MetricsLayer",
@@ -80,6 +84,9 @@ __all__ = [
     "SessionLimiter",
     "SessionLimiterStatistics",
     "Settings",
+    "SharedGate",
+    "SharedGateError",
+    "SharedPermit",
     "SimProfile",
     "SimProvider",
     "Source",
@@ -93,6 +100,7 @@ __all__ = [
     "error_line",
     "leaves",
     "one_line",
+    "redacted_url",
     "resolve",
     "standard_sources",
 ]

@@ -13,7 +13,7 @@ import trio.testing
 
 from .config import Config, Source, resolve, scene_source, with_backends
 from .content import Scene, load_scene
-from .gate import Gate
+from .gate import Gate, SharedGate
 from .instruments import Instrument
 from .layers import BreakerLayer, CostLayer, GateLayer, Layer, MetricsLayer, PlatformLayer, Stack, TimeoutLayer
 from .limiter import SessionLimiter
@@ -25,7 +25,7 @@ from .tickets import Tickets
 from .tickloop import TickLoop
 from .worlds import create_world
 
-__all__ = ["Engine", "build_engine", "configure", "make_clock", "scene_seed", "scene_sim"]
+__all__ = ["Engine", "build_engine", "configure", "make_clock", "make_gate", "scene_seed", "scene_sim"]
 
 
 @final
@@ -72,7 +72,7 @@ def build_engine(
     backend: Provider | None = None,
     instruments: Iterable[Instrument] = (),
     run_id: str | None = None,
-    gate: Gate | None = None,
+    gate: SharedGate | None = None,
     limiter: SessionLimiter | None = None,
     tickets: Tickets | None = None,
     layers: Iterable[Layer] = (),
@@ -85,7 +85,9 @@ def build_engine(
         run_id: the run's id (``Engine.run_id``); by default a fresh random hex id.
         gate, limiter, tickets: the gate, the platform's session limiter and the
             dealer of gate tickets this engine shares with others (the worlds of a
-            fleet, ``manor.fleet``); by default its own, as the settings size them.
+            fleet, ``manor.fleet``); by default its own, as the settings size them:
+            an in-process ``Gate``, whatever ``gate.url`` says (a replay never shares
+            its gate), so the commands that run live pass ``make_gate``'s.
         layers: more layers for the calls through the gate (a replay's recorded
             admissions).
 
@@ -126,6 +128,30 @@ def build_engine(
         instruments=instruments,
     )
     return Engine(loop, scene, config, metrics, cost, breaker, run_id)
+
+
+def make_gate(config: Config, scene: Scene) -> SharedGate:
+    """The gate the settings describe for a live run of ``scene``: shared through Redis
+    when ``gate.url`` is set, else this process's own. Call it before the run's trio
+    run, and enter the gate's ``connected()`` inside it, around the run.
+
+    A shared gate's server is reached once here, so that a command whose server is
+    down ends in one line before it creates a save or takes the screen.
+
+    Raises:
+        SharedGateError: ``gate.url`` is set, but the server cannot be reached or the
+            Redis client is not installed.
+    """
+    s = config.settings.gate
+    assert s.size is not None  # resolve() derives it
+    if not s.url:
+        return Gate(size=s.size, rate=s.rate, burst=s.burst)
+    from .gate_redis import RedisGate  # Redis is touched only for a shared gate
+
+    world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
+    gate = RedisGate(s.url, s.name, size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
+    gate.check_reachable()
+    return gate
 
 
 def scene_seed(config: Config, scene: Scene) -> int:

@@ -11,13 +11,19 @@ independent of the order in which trio happens to run tasks (see DESIGN.md,
 A ticket is issued in a *lane* (by default lane 0). The worlds of a fleet share one
 gate, a lane each, and the lanes take turns (``manor.lanes``): ticket order within a
 lane, one ticket per lane in turn across them. With one lane it is plain ticket order.
+
+``SharedGate`` is what the tick loop and the gate layer need of a gate. ``Gate`` is the
+in-process one, exact and deterministic; ``manor.gate_redis.RedisGate`` keeps the same
+semantics across processes and machines, its state in Redis.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from typing import final
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import AsyncContextManager, Protocol, final
 
 import attrs
 import trio
@@ -25,7 +31,7 @@ import trio
 from .errors import GateTimeout
 from .lanes import Lanes
 
-__all__ = ["Gate", "GateStatistics", "Permit"]
+__all__ = ["Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
 
 # A waiter's stages, in the order it goes through them.
 _ISSUED = 0  # ticket issued, its caller has not arrived at acquire() yet
@@ -52,6 +58,44 @@ class GateStatistics:
     tokens_available: float | None
     total_wait: float
     max_wait: float
+
+
+class SharedPermit(Protocol):
+    """The right to one call in flight, from any ``SharedGate``."""
+
+    @property
+    def ticket(self) -> int: ...
+    @property
+    def queued_at(self) -> float: ...
+    @property
+    def admitted_at(self) -> float: ...
+    def release(self) -> None: ...
+
+
+class SharedGate(Protocol):
+    """What the tick loop and the gate layer need of the one gate every caller shares:
+    tickets issued up front and admitted in their order, a permit per call in flight,
+    a size that can change while running, and a snapshot of its figures.
+
+    ``connected()`` is entered around a run: the in-process gate needs nothing, a gate
+    whose state lives on a server connects to it there (and says in one line when it
+    cannot).
+    """
+
+    @property
+    def rate(self) -> float: ...
+    @property
+    def burst(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @size.setter
+    def size(self, size: int) -> None: ...
+    def issue(self, count: int = 1) -> range: ...
+    def withdraw(self, ticket: int) -> None: ...
+    async def acquire(self, ticket: int | None = None, *, timeout: float = math.inf) -> SharedPermit: ...
+    async def keep_time(self, until: trio.Event) -> None: ...
+    def statistics(self) -> GateStatistics: ...
+    def connected(self) -> AsyncContextManager[object]: ...
 
 
 @attrs.define(eq=False)
@@ -292,6 +336,11 @@ class Gate:
                 watched, self._watched = self._watched, []
                 for _, _, waiter in watched:
                     _wake(waiter)  # parked without a scope: it must time itself now
+
+    @asynccontextmanager
+    async def connected(self) -> AsyncIterator[Gate]:
+        """Nothing to connect to: the in-process gate is ready as built."""
+        yield self
 
     def statistics(self) -> GateStatistics:
         """A snapshot; the bucket level is as of the last admission event."""

@@ -14,7 +14,7 @@ import trio
 from .calls import Admitted, Done, Event, Opened, Request
 from .collector import full_collections_deferred
 from .errors import CallError, RefusedBy, SessionLimitError, error_line
-from .gate import Gate
+from .gate import SharedGate
 from .instruments import Instrument, Instruments
 from .limiter import SessionLimiter
 from .ordered_start import start_now
@@ -62,7 +62,7 @@ class TickLoop:
     """
 
     world: World
-    gate: Gate
+    gate: SharedGate
     limiter: SessionLimiter
     gated: Stack
     direct: Stack

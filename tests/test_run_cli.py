@@ -72,6 +72,7 @@ class TestJson:
         assert list(summary["degradations"]) == ["character", "narrator", "summariser", "scene_beat"]
         assert list(summary["degradations"]["character"]) == [
             "gate_timeout", "platform_rejected", "call_timeout", "provider_error", "circuit_open", "cancelled",
+            "gate_unavailable",
         ]  # fmt: skip
         seconds = summary["tick_seconds"]
         assert set(seconds) == {"mean", "p50", "p95", "max"}

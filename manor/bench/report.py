@@ -26,6 +26,9 @@ SCALE_PEAK_RSS_MB = 1024
 #: Equal worlds get equal service: Jain's index of their calls per second, and the
 #: shortest world's mean tick over the longest's, at least this.
 FLEET_FAIRNESS = 0.95
+#: Tick makespans of worlds sharing the gate through Redis, at least this fraction of
+#: the same worlds' on the in-process gate (in-process makespan / Redis makespan).
+REDIS_GATE_RATIO = 0.9
 
 
 def _target(name: str, goal: str, value: float | None, met: bool | None, note: str = "") -> dict[str, Any]:
@@ -64,6 +67,14 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         same = fastforward["same_records"]
         targets.append(_target("fastforward.same_records", "1 (identical to the streamed run)", float(same), same))
     targets.extend(_scale_targets(result.get("scale") or []))
+    shared = result.get("redis-gate")
+    if shared:
+        goal = f">= {REDIS_GATE_RATIO}"
+        if shared["available"]:
+            ratio = shared["ratio"]
+            targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, ratio, ratio >= REDIS_GATE_RATIO))
+        else:
+            targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, None, None, shared["note"]))
     play = result.get("play")
     if play:
         ratio = play["ratio"]
@@ -169,6 +180,8 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
         _play(console, result["play"])
     if "fleet" in result:
         _fleet(console, result["fleet"])
+    if "redis-gate" in result:
+        _redis_gate(console, result["redis-gate"])
     _targets(console, result["targets"])
 
 
@@ -348,6 +361,32 @@ def _fleet(console: Console, figures: Mapping[str, Any]) -> None:
 
 def _optional(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
+
+
+def _redis_gate(console: Console, figures: Mapping[str, Any]) -> None:
+    if not figures["available"]:
+        console.print(f"redis-gate — {figures['note']}")
+        return
+    admission = _table(
+        f"redis-gate — admissions, gate {figures['gate_size']} shared by every process on {figures['url']}, "
+        f"{figures['waiters_per_process']} callers a process acquiring and releasing at once",
+        "processes", "admissions/s", "latency after a release p50 / p95 (ms)", "fairness",
+    )
+    for point in figures["admission"]:
+        latency = point["latency_after_release_ms"]
+        admission.add_row(str(point["processes"]), f"{point['admissions_per_s']:,.0f}", f"{latency['p50']:.2f} / {latency['p95']:.2f}", f"{point['fairness']:.3f}")
+    console.print(admission)
+    makespan = _table(
+        f"redis-gate — tick makespans, one world a process against the same worlds in one process on the "
+        f"in-process gate, {figures['ticks']} ticks, latencies ×{figures['latency_scale']:g} in real time",
+        "processes", "in-process (s)", "redis (s)", "ratio", "fairness",
+    )
+    for point in figures["makespan"]:
+        makespan.add_row(
+            str(point["processes"]), f"{point['in_process_makespan_mean_s']:.3f}", f"{point['redis_makespan_mean_s']:.3f}",
+            f"{point['ratio']:.3f}", f"{point['fairness']:.3f}",
+        )  # fmt: skip
+    console.print(makespan)
 
 
 def _targets(console: Console, targets: list[Mapping[str, Any]]) -> None:

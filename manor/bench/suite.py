@@ -72,9 +72,13 @@ class Suite:
         title: a line saying what it measures.
         units: how many units of work it will report through ``context.advance``.
         run: does the work and returns the suite's figures.
+        by_default: ``manor bench`` without ``--suite`` runs it (one that needs a
+            server, as Redis, or that a plain ``manor bench`` did not run before, as
+            the fleet, runs only when asked for).
     """
 
     name: str
     title: str
     units: Callable[[BenchContext], int]
     run: Callable[[BenchContext], Any]
+    by_default: bool = True

@@ -29,7 +29,7 @@ from ..config import Config
 from ..config.schema import POLICIES
 from ..content import Scene
 from ..driver import TickDriver
-from ..engine import Engine, build_engine, scene_seed
+from ..engine import Engine, build_engine, make_gate, scene_seed
 from ..forecast import gate_overload
 from ..errors import ManorError, leaves
 from ..policies import make_policy
@@ -41,6 +41,7 @@ from .messages import EngineStopped
 from .speed import SECONDS_PER_TICK, describe, faster, nearest, starting_speed
 from .state import DashboardState
 from .widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, StatusLine, StoryLog
+from .widgets.degradations import shown_reasons
 
 __all__ = ["PlayApp", "build_app", "engine_failure"]
 
@@ -138,7 +139,7 @@ class PlayApp(App[None]):
         with Horizontal(id="top"):
             yield LatencyPanel(id="latency")
             yield GatePanel(id="gate")
-            yield DegradationPanel(id="degradations")
+            yield DegradationPanel(id="degradations", reasons=shown_reasons(shared_gate=bool(self.engine.config.settings.gate.url)))
         with Horizontal(id="bottom"):
             yield AgentsTable(id="agents")
             yield StoryLog(id="story")
@@ -150,6 +151,8 @@ class PlayApp(App[None]):
         yield from ()
 
     def on_mount(self) -> None:
+        # A shared gate's panel has a row more (gate_unavailable).
+        self.set_class(bool(self.engine.config.settings.gate.url), "shared-gate")
         self.quit_on_signals()
         if self.writer is not None:
             self.notify(f"recording to {self.writer.path} (--no-save: no recording)", title="saving", markup=False)
@@ -188,8 +191,12 @@ class PlayApp(App[None]):
             self.guest.start(self.engine_main, clock=self.clock)
 
     async def engine_main(self) -> None:
-        """What the guest trio run runs: the tick driver."""
-        await self.driver.run(self.ticks)
+        """What the guest trio run runs: the tick driver, with the gate connected."""
+        gate = self.engine.loop.gate
+        async with gate.connected():
+            if (notice := getattr(gate, "notice", None)) is not None:
+                self.notify(notice, title="shared gate", severity="warning", timeout=20, markup=False)
+            await self.driver.run(self.ticks)
 
     async def stop_engine(self) -> None:
         """Cancel the engine and wait until its trio run has ended."""
@@ -452,7 +459,7 @@ def build_app(
         SaveError: the save file exists (without ``force``) or cannot be created.
     """
     state = DashboardState(scene)
-    engine = build_engine(config, scene, instruments=[state])
+    engine = build_engine(config, scene, instruments=[state], gate=make_gate(config, scene))
     run = config.settings.run
     calibrate = clock == "auto"
     if clock == "auto":
