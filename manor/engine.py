@@ -130,13 +130,17 @@ def build_engine(
     return Engine(loop, scene, config, metrics, cost, breaker, run_id)
 
 
-def make_gate(config: Config, scene: Scene) -> SharedGate:
+def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> SharedGate:
     """The gate the settings describe for a live run of ``scene``: shared through Redis
     when ``gate.url`` is set, else this process's own. Call it before the run's trio
     run, and enter the gate's ``connected()`` inside it, around the run.
 
     A shared gate's server is reached once here, so that a command whose server is
     down ends in one line before it creates a save or takes the screen.
+
+    Args:
+        world: what this process runs, as ``manor gate status`` lists it; by default
+            the scene and its seed (a fleet names its worlds).
 
     Raises:
         SharedGateError: ``gate.url`` is set, but the server cannot be reached or the
@@ -148,7 +152,8 @@ def make_gate(config: Config, scene: Scene) -> SharedGate:
         return Gate(size=s.size, rate=s.rate, burst=s.burst)
     from .gate_redis import RedisGate  # Redis is touched only for a shared gate
 
-    world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
+    if world is None:
+        world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
     gate = RedisGate(s.url, s.name, size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
     gate.check_reachable()
     return gate

@@ -2,7 +2,7 @@
 
 The platform's session limit belongs to the account, not to a world. A fleet runs N
 worlds side by side in one trio run, each a whole engine (its world, policy, predictor,
-breaker, backend), sharing the account's parts: one ``Gate`` of the platform limit − 1,
+breaker, backend), sharing the account's parts: one gate of the platform limit − 1,
 in which each world queues in a lane of its own and the lanes take turns
 (``manor.lanes``: fair), one platform ``SessionLimiter``, and one ``TicketOffice`` that
 deals the tickets of each instant in world order (``manor.tickets``: the same every run).
@@ -16,6 +16,11 @@ own seed, as ``manor run`` would.
 Two things a single run allows are refused, because what they decide would depend on
 which world's task trio runs first: the ``legacy`` policy (no gate: every world at the
 fail-fast platform at once) and a gate larger than the platform limit.
+
+The fleet's gate can itself be shared with other processes through Redis (``gate.url``,
+``manor.gate_redis``): the worlds' lanes then take turns in the order this process
+sends its waiters to the server, which serves the processes first come, first served.
+Such a fleet runs on the real clock, so it is not repeatable.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from .config.layering import FLAGS
 from .content import Scene
 from .engine import Engine, build_engine, configure, scene_seed
 from .errors import ConfigError
-from .gate import Gate
+from .gate import Gate, SharedGate
 from .instruments import Instrument
 from .limiter import SessionLimiter
 from .providers import Provider
@@ -113,7 +118,7 @@ class Fleet:
     """
 
     worlds: tuple[FleetWorld, ...]
-    gate: Gate
+    gate: SharedGate
     limiter: SessionLimiter
     office: TicketOffice
     _started_at: float | None = attrs.field(default=None, init=False)
@@ -272,6 +277,7 @@ def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
 def build_fleet(
     configured: Sequence[tuple[Config, Scene]],
     *,
+    gate: SharedGate | None = None,
     instruments: Callable[[int], Iterable[Instrument]] = lambda index: (),
     backends: Callable[[int], Provider | None] = lambda index: None,
 ) -> Fleet:
@@ -279,6 +285,9 @@ def build_fleet(
     limiter and ticket office sized by the first world's settings (all share them).
 
     Args:
+        gate: the gate every world shares; by default an in-process ``Gate``, so
+            ``manor fleet`` passes ``make_gate``'s (shared through Redis when
+            ``gate.url`` is set).
         instruments: world number -> more instruments for that world's loop.
         backends: world number -> the backend to wrap (``None``: each agent's
             configured one, as ``build_engine``).
@@ -289,7 +298,8 @@ def build_fleet(
     """
     s = configured[0][0].settings
     assert s.gate.size is not None  # resolve() derives it
-    gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
+    if gate is None:
+        gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
     limiter = SessionLimiter(s.platform.limit)
     office = TicketOffice(gate)
     worlds = []

@@ -8,7 +8,9 @@ the in-process ``manor.gate.Gate``:
 - admitted in global ticket order: a waiter gets its global ticket when it joins the line
   at the server, and a process sends its waiters there in its own ticket order (a ticket
   issued ahead of time holds back the ones behind it, as in the in-process gate), so a
-  tick keeps its planned order and processes are served first come, first served;
+  tick keeps its planned order and processes are served first come, first served; the
+  worlds of a fleet in one process send theirs in lanes that take turns
+  (``manor.lanes``), one waiter each;
 - a wait longer than ``gate.timeout_s`` degrades as ``gate_timeout``; the optional token
   bucket is shared, and a token taken by a waiter that then gives up is refunded;
 - ``size`` can be changed from any process (or ``manor gate resize``); every process
@@ -50,6 +52,7 @@ import trio
 
 from .errors import GateTimeout, GateUnavailable, SharedGateError, add_secret, one_line, redacted_url
 from .gate import GateStatistics
+from .lanes import Lanes
 
 if TYPE_CHECKING:
     import coredis
@@ -213,8 +216,9 @@ class RedisGate:
 
     _next_ticket: int = attrs.field(default=0, init=False)
     _waiters: dict[int, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
-    # Issued tickets in order, until sent (or gone): a process's order at the server.
-    _line: deque[int] = attrs.field(factory=deque, init=False, repr=False)
+    # Issued tickets in order, in their lanes, until sent (or gone): a process's order
+    # at the server.
+    _line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
     _waiting: dict[str, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
     _held: set[str] = attrs.field(factory=set, init=False, repr=False)
     # What the sender sends next.
@@ -287,15 +291,16 @@ class RedisGate:
 
     # -- tickets ----------------------------------------------------------------------
 
-    def issue(self, count: int = 1) -> range:
-        """Reserve ``count`` tickets; they join the server's line in this order once
-        their callers arrive. Every ticket must reach ``acquire`` or be withdrawn."""
+    def issue(self, count: int = 1, lane: int = 0) -> range:
+        """Reserve ``count`` tickets in ``lane``; they join the server's line in this
+        order once their callers arrive (taking turns with the tickets of other lanes).
+        Every ticket must reach ``acquire`` or be withdrawn."""
         first = self._next_ticket
         self._next_ticket += count
         tickets = range(first, first + count)
         for ticket in tickets:
             self._waiters[ticket] = _Waiter(ticket)
-            self._line.append(ticket)
+            self._line.append(ticket, lane)
         return tickets
 
     def withdraw(self, ticket: int) -> None:
@@ -492,16 +497,16 @@ class RedisGate:
                 self._lose(str(exc))
 
     def _take_arrivals(self) -> list[_Waiter]:
-        """The waiters that may join the server's line now: the arrived ones before
-        the first issued ticket whose caller has not arrived."""
+        """The waiters that may join the server's line now: the arrived ones, lane by
+        lane in turn, before the first issued ticket whose caller has not arrived."""
         arrivals = []
         line, waiters = self._line, self._waiters
         while line:
-            waiter = waiters.get(line[0])
+            waiter = waiters.get(line.head())
             if waiter is None or waiter.stage == _FAILED:
-                line.popleft()  # withdrawn, gave up, or failed: it holds nobody back
+                line.drop()  # withdrawn, gave up, or failed: it holds nobody back
             elif waiter.stage == _ARRIVED:
-                line.popleft()
+                line.served()
                 waiter.stage = _SENT
                 waiter.id = f"{self._pid}:{waiter.ticket}"
                 self._waiting[waiter.id] = waiter

@@ -23,7 +23,7 @@ import attrs
 import trio
 import trio.testing
 
-from .gate import Gate
+from .gate import SharedGate
 
 __all__ = ["TicketOffice", "Tickets"]
 
@@ -57,7 +57,7 @@ class TicketOffice:
         gate: the gate every world shares.
     """
 
-    gate: Gate
+    gate: SharedGate
     _asks: list[_Ask] = attrs.field(factory=list, init=False)
     _asked: trio.Event = attrs.field(factory=trio.Event, init=False)
 

@@ -93,6 +93,27 @@ class TestTheSharedGateProtocol:
         assert admitted == list(tickets)
 
     @pytest.mark.trio
+    async def test_tickets_in_lanes_are_admitted_in_turns(self, make_gate: GateFactory) -> None:
+        """A fleet's worlds on one gate: a lane each, one ticket of each lane in turn."""
+        async with make_gate(size=1) as gate:
+            held = await gate.acquire(timeout=10)
+            first, second = gate.issue(3, lane=0), gate.issue(3, lane=1)
+            admitted: list[int] = []
+
+            async def call(ticket: int) -> None:
+                permit = await gate.acquire(ticket, timeout=10)
+                admitted.append(permit.ticket)
+                await trio.sleep(0.005)
+                permit.release()
+
+            async with trio.open_nursery() as nursery:
+                for ticket in [*first, *second]:  # the first lane's callers arrive first
+                    nursery.start_soon(call, ticket)
+                    await trio.sleep(0.01)
+                held.release()
+        assert admitted == [ticket for pair in zip(first, second, strict=True) for ticket in pair]
+
+    @pytest.mark.trio
     async def test_a_withdrawn_ticket_does_not_stall_the_ones_behind_it(self, make_gate: GateFactory) -> None:
         async with make_gate(size=2) as gate:
             first, second = gate.issue(2)

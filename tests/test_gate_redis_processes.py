@@ -85,6 +85,34 @@ class TestProcessesShareOneGate:
         assert status.statistics.peak_in_flight == size and status.statistics.admitted == calls
 
     @pytest.mark.trio
+    async def test_a_fleet_shares_the_gate_with_other_processes(self, tmp_path: Path, redis_url: str) -> None:
+        """``manor fleet`` of two worlds and a ``manor run`` on one gate of 3, a server of
+        capacity 3 that refuses the fourth run: every call of the three worlds answered,
+        and the fleet is one process at the gate."""
+        gate, size, ticks = f"fleet-{uuid.uuid4().hex[:8]}", 3, 2
+        async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
+            config = _config(tmp_path, url)
+            argv = [
+                sys.executable, "-m", "manor", "fleet", "--worlds", "2", "--json", "--config", str(config), "--seed", "1",
+                "--gate-url", redis_url, "--gate-name", gate, "--gate-size", str(size), "--platform-limit", "0", "--ticks", str(ticks),
+            ]  # fmt: skip
+            fleet = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=_environment())
+            single = _manor_run(config, redis_url, gate, size, 3, "--ticks", str(ticks))
+            with trio.fail_after(60):
+                while (status := await gate_status(redis_url, gate)) is None or len(status.holders) < 2:
+                    await trio.sleep(0.02)
+            assert {holder.world for holder in status.holders} == {"fleet of 2 worlds of The Wacky Manor", "The Wacky Manor seed 3"}
+            fleet_summary, _ = await _finished(fleet)
+            single_summary, _ = await _finished(single)
+            server = await stats(url)
+        assert server["rejected"] == 0 and server["peak_running"] <= size
+        assert [world["seed"] for world in fleet_summary["worlds"]] == [1, 2]
+        assert all(world["ok"] == world["calls"] == ticks * CALLS_PER_TICK for world in [*fleet_summary["worlds"], single_summary])
+        assert fleet_summary["total"]["gate_size"] == size
+        status = await _status(redis_url, gate)
+        assert status.holders == () and status.statistics.admitted == 3 * ticks * CALLS_PER_TICK
+
+    @pytest.mark.trio
     async def test_a_process_killed_holding_permits_gives_them_back_within_the_lease(self, tmp_path: Path, redis_url: str) -> None:
         """kill -9 of a process while its calls hold the gate: the others carry on (their
         calls wait at most about a lease), and no permit is left at the server."""
@@ -155,10 +183,11 @@ class TestProcessesShareOneGate:
 
 
 class TestCommandLine:
-    def test_an_unreachable_redis_at_start_is_one_line_and_no_save(self, tmp_path: Path) -> None:
-        save = tmp_path / "x.msav"
+    @pytest.mark.parametrize(("command", "save_flag", "save_name"), [("run", "--save", "x.msav"), ("fleet", "--save-dir", "runs")])
+    def test_an_unreachable_redis_at_start_is_one_line_and_no_save(self, tmp_path: Path, command: str, save_flag: str, save_name: str) -> None:
+        save = tmp_path / save_name
         result = subprocess.run(
-            [sys.executable, "-m", "manor", "run", "--gate-url", "redis://127.0.0.1:1/0", "--save", str(save)],
+            [sys.executable, "-m", "manor", command, "--gate-url", "redis://127.0.0.1:1/0", save_flag, str(save)],
             capture_output=True, text=True, check=False, env=_environment(), cwd=tmp_path,
         )  # fmt: skip
         assert result.returncode == 1

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import interrupts
+from ..engine import make_gate
 from ..errors import REASONS, ConfigError, SaveError
 from ..fleet import DEFAULT_WORLDS, MAX_WORLDS, Fleet, build_fleet, configure_worlds, fleet_clock
 from ..forecast import gate_overload
@@ -40,7 +41,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "in one process, as worlds on one provider account would run: every call of every world through "
         "one gate of the platform limit - 1, the worlds' lanes taking turns at it. Prints each world's "
         "figures (those of 'manor run'), the totals, and how fairly the gate served the worlds. With the "
-        "simulated backend the clock is virtual: exact and repeatable, like 'manor run'.",
+        "simulated backend the clock is virtual: exact and repeatable, like 'manor run'. With --gate-url the "
+        "gate is shared through Redis with other processes too (on the real clock).",
     )
     parser.add_argument("--worlds", type=_worlds, default=None, metavar="N", help=f"worlds to run, 1 to {MAX_WORLDS:,} (default: one per --scenes entry, else {DEFAULT_WORLDS})")
     parser.add_argument(
@@ -85,8 +87,10 @@ def run(args: argparse.Namespace) -> int:
     if args.scenes and args.setting_run_scene is not None:
         raise ConfigError("command line: --scene and --scenes both name the worlds' scenes; give one of them")
     configured = configure_worlds(sources_from_args(args), args.worlds, args.scenes)
+    scenes = sorted({scene.spec.name for _, scene in configured})
+    gate = make_gate(*configured[0], world=f"fleet of {len(configured)} worlds of {', '.join(scenes)}")
     paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
-    fleet = build_fleet(configured)
+    fleet = build_fleet(configured, gate=gate)
     if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
     writers = [
@@ -101,16 +105,22 @@ def run(args: argparse.Namespace) -> int:
     def after() -> str:
         return _ran(fleet, args.save_dir, writers)
 
+    async def main() -> None:
+        async with gate.connected():
+            if (notice := getattr(gate, "notice", None)) is not None:
+                print(f"manor: warning: {notice}", file=sys.stderr)
+            await fleet.run(ticks, interval)
+
     try:
         if args.json or not console.is_terminal:
-            interrupts.run(fleet.run, ticks, interval, clock=clock, after=after)
+            interrupts.run(main, clock=clock, after=after)
         else:
             columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
             with Progress(*columns, console=console, transient=True) as progress:
                 bar = _ProgressBar(progress, progress.add_task("ticks", total=ticks * len(fleet.worlds)))
                 for world in fleet.worlds:
                     world.engine.loop.add_instrument(bar)
-                interrupts.run(fleet.run, ticks, interval, clock=clock, after=after)
+                interrupts.run(main, clock=clock, after=after)
     except KeyboardInterrupt as exc:
         if isinstance(exc, interrupts.Interrupted):
             raise
