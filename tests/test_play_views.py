@@ -254,6 +254,19 @@ class TestStoryFilter:
 
         drive(app, scenario)
 
+    def test_in_a_replay_the_arrows_move_in_the_prompt_not_the_replay(self) -> None:
+        app = replay_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            await pilot.press("slash", "a", "b", "left", "x", "home", "q")
+            await pilot.pause(0.2)
+            assert app.query_one(StoryFilterInput).value == "qaxb"
+            assert app.state.tick == 1 and app._seeking is None and app.is_running
+
+        drive(app, scenario)
+
     def test_d_hides_and_shows_degraded_turns(self) -> None:
         app = replay_app()
 

@@ -93,6 +93,7 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,question_mark,q", "dismiss", "close"),
     ]
+    AUTO_FOCUS = "*"  # the scroll box: the arrows scroll a long help
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):

@@ -19,6 +19,7 @@ from statistics import fmean
 import trio
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.widgets import Input
 
 from ..driver import TickDriver
 from ..engine import Engine, build_engine, scene_seed, scene_sim
@@ -133,6 +134,8 @@ class ReplayApp(PlayApp):
         return self._makespans, self._degraded
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "seek" and isinstance(self.focused, Input):
+            return False  # the arrows, Home and End move in the story's filter prompt
         return action not in self.LIVE_ONLY and super().check_action(action, parameters)
 
     # -- drawing ----------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
@@ -70,18 +69,21 @@ class DegradationPanel(Static):
         cells = [[counts(now, ever) for now, ever in row] for row in grid]
         headings = [_KIND_HEADINGS.get(kind, kind) for kind in kinds]
         widths = tuple(max(base, len(heading), *(fit_width(row[k]) for row in cells)) for k, heading in enumerate(headings))
-        table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False, expand=False)
         labels = [SHORT_REASONS.get(reason, reason) if compact else reason for reason in reasons]
-        table.add_column("reason", style="dim", no_wrap=True, width=max(map(len, labels)))
+        first = max(map(len, labels))
+        # Plain aligned text, as the gate panel: a rich Table costs ten times as much to
+        # draw, and the title names a new tick every tick.
+        text = Text(no_wrap=True, overflow="crop")
+        text.append(f"{'reason':<{first}}", style="bold")
         for heading, width in zip(headings, widths, strict=True):
-            # A fixed width keeps the panel's size, so a redraw needs no layout pass.
-            table.add_column(heading, justify="right", no_wrap=True, width=width)
+            text.append(f" {heading:>{width}}", style="bold")
         for label_, row, forms in zip(labels, grid, cells, strict=True):
-            texts = []
+            text.append(f"\n{label_:<{first}}", style="dim")
             for (now, ever), form, width in zip(row, forms, widths, strict=True):
                 style = "bold red" if now else "red" if ever else "dim"
-                texts.append(Text(fit(width, form), style=style))
-            table.add_row(label_, *texts)
+                text.append(" ")
+                text.append(f"{fit(width, form):>{width}}", style=style)
+        # A fixed width keeps the panel's size, so a redraw needs no layout pass.
         relayout = compact != self._compact or widths != self._widths
-        self.update(table, layout=relayout)
+        self.update(text, layout=relayout)
         self._compact, self._widths = compact, widths
