@@ -11,6 +11,8 @@ from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Sparkline, Static
 
+from manor.config import flags_source, standard_sources
+from manor.engine import configure
 from manor.play.clock import PacedClock
 from manor.play.history import AgentHistoryScreen
 from manor.play.makespans import RunChartScreen
@@ -175,6 +177,23 @@ class TestHistory:
             await until(pilot, lambda: table.row_count == 3, "tick 3's call")
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is app.default_screen, "back")
+
+        drive(app, scenario)
+
+    def test_the_cursor_keys_keep_the_cursor_in_view(self) -> None:
+        """With a thousand rows: End, Home, page and arrow keys move the cursor, the view follows."""
+        config, scene = configure(standard_sources(flags=flags_source({"run.agents": 1000}, {}), environ={}))
+        app = build_app(config, scene, paused=True, clock=PacedClock(math.inf))
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            agents = app.query_one(AgentsTable)
+            await settled(pilot)
+            assert agents.row_count > 1000
+            visible = agents.size.height - 1
+            for keys, row in ((("end",), agents.row_count - 1), (("home",), 0), (("pagedown", "down"), visible + 1), (("up",), visible)):
+                await pilot.press(*keys)
+                assert agents.cursor == row
+                assert agents.scroll_y <= agents.cursor < agents.scroll_y + visible
 
         drive(app, scenario)
 

@@ -30,7 +30,7 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("`←` / `→`, `[` / `]`, `Home` / `End`", "—", "seek one tick, ten ticks, to the start / end; a click on the bar seeks too"),
     ("`e`", "—", "seek to the next tick in which a call degraded (or say at once that none lies ahead)"),
     ("`r`", "—", "restart from tick 0"),
-    ("`↑` / `↓`, `PgUp` / `PgDn`", "move the agents table's cursor", "same"),
+    ("`↑` / `↓`, `PgUp` / `PgDn`", "move the agents table's cursor (`Home` / `End`: to the first / last row)", "same (`Home` / `End` seek)"),
     ("`Enter`, a click on a row", "that agent's history: its calls over the run, one per tick; `Esc` back", "same, read from the save, up to the tick shown"),
     ("`m`", "every tick's makespan, the cursor at the tick shown; `Esc` or `m` back", "the whole recording"),
     ("`/`", "filter the story by a name or words as you type; `Enter` keeps the filter, `Esc` clears it", "same"),

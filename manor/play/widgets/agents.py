@@ -45,9 +45,9 @@ _REASON = Style(color="red")
 
 
 class AgentsTable(ScrollView, can_focus=True):
-    """One row per caller under a fixed header. The arrow and page keys move the
-    cursor (the view follows it), the wheel scrolls; ``Enter`` or a click on a row
-    asks for that caller's history (an ``AgentChosen`` message)."""
+    """One row per caller under a fixed header. The arrow, page, ``Home`` and ``End``
+    keys move the cursor (the view follows it), the wheel scrolls; ``Enter`` or a click
+    on a row asks for that caller's history (an ``AgentChosen`` message)."""
 
     BORDER_TITLE = "agents"
     BORDER_SUBTITLE = "enter: history"
@@ -56,6 +56,8 @@ class AgentsTable(ScrollView, can_focus=True):
         Binding("down", "move(1)", "down", show=False),
         Binding("pageup", "page(-1)", "page up", show=False),
         Binding("pagedown", "page(1)", "page down", show=False),
+        Binding("home", "move(-1_000_000_000)", "first row", show=False),
+        Binding("end", "move(1_000_000_000)", "last row", show=False),
         Binding("enter", "choose", "history", show=False),
     ]
 
