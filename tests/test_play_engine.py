@@ -4,6 +4,7 @@ clock, under plain ``trio.run`` — no Textual."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from collections.abc import Mapping, Sequence
 
 import pytest
@@ -352,6 +353,15 @@ class TestDashboardState:
         assert all(call.agent == row.agent and call.caller == row.caller for row in state.rows.values() for call in row.calls)
         assert DashboardState(e.scene, calls_kept=0).calls_per_caller == 0
         assert DashboardState(e.scene, calls_kept=1).calls_per_caller == 1
+
+    def test_the_degradations_are_counted_by_the_worlds_caller_kinds(self) -> None:
+        """A world of kinds of its own: the counts are its kinds, not the manor's four."""
+        state = DashboardState(engine().scene)
+        world = SimpleNamespace(callers={"wolf": None, "seer": None})
+        state.run_started(SimpleNamespace(world=world, policy=SimpleNamespace(name="pipeline")))  # type: ignore[arg-type]
+        state.tick_started(1, [])
+        assert list(state.degradations_total) == list(state.degradations_tick) == ["wolf", "seer"]
+        assert all(list(reasons) == list(REASONS) for reasons in state.degradations_total.values())
 
     def test_a_caller_kind_the_dashboard_does_not_know_is_shown_by_its_name(self) -> None:
         """A world's own kind of caller (the lead's open caller kinds): a row labelled

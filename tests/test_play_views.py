@@ -96,6 +96,27 @@ class TestFigures:
 
         drive(app, scenario)
 
+    def test_the_degraded_panel_has_a_column_for_each_of_the_worlds_caller_kinds(self) -> None:
+        """A world of kinds of its own: its columns, none of the manor's; a kind it did
+        not declare gets one once it has a count."""
+        from textual.app import App, ComposeResult
+
+        class Panel(App[None]):
+            def compose(self) -> ComposeResult:
+                yield DegradationPanel(kinds=("wolf", "seer"), id="degradations")
+
+        app = Panel()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            panel = app.query_one(DegradationPanel)
+            assert text_of(panel).split("\n")[0].split() == ["reason", "wolf", "seer"]
+            counts = {"wolf": {"gate_timeout": 0}, "seer": {"gate_timeout": 0}, "ghost": {"gate_timeout": 2}}
+            panel.show(counts, counts, label="tick 1")
+            await pilot.pause()
+            assert text_of(panel).split("\n")[0].split() == ["reason", "wolf", "seer", "ghost"]
+
+        drive(app, scenario)  # type: ignore[arg-type]
+
     def test_the_gate_panel_abbreviates_a_long_rejected_row(self) -> None:
         from manor.statistics import PlatformRejections
 

@@ -150,7 +150,8 @@ class PlayApp(App[None]):
 
     def compose(self) -> ComposeResult:
         shared_gate = bool(self.engine.config.settings.gate.url)
-        yield Dashboard(self.compose_controls, reasons=shown_reasons(shared_gate=shared_gate), id="dashboard")
+        kinds, reasons = tuple(self.engine.loop.world.callers), shown_reasons(shared_gate=shared_gate)
+        yield Dashboard(self.compose_controls, kinds=kinds, reasons=reasons, id="dashboard")
         yield StoryFilterInput(id="story-filter", disabled=True)
         yield Footer()
 

@@ -131,6 +131,9 @@ class DashboardState(Instrument):
         self.degraded_ticks = bytearray()
         # Admission-to-answer latencies of the tick under way's calls, for its p50.
         self._latencies: list[float] = []
+        #: caller kind -> reason -> count, zeros included, on the tick shown and since
+        #: the start: the manor world's kinds until a run starts, then its world's (a
+        #: kind no world declared is added as it is counted).
         self.degradations_tick = empty_degradations()
         self.degradations_total = empty_degradations()
         self.calls_total = 0
@@ -173,12 +176,15 @@ class DashboardState(Instrument):
 
     def run_started(self, loop: TickLoop) -> None:
         self._loop = loop
+        if not self.calls_total:
+            self.degradations_tick = empty_degradations(loop.world.callers)
+            self.degradations_total = empty_degradations(loop.world.callers)
 
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
         self.current_tick = tick
         if self._loop is not None:
             self.tick_policy = self._loop.policy.name
-        self.degradations_tick = empty_degradations()
+        self.degradations_tick = empty_degradations(self.degradations_total)  # every kind so far
         self._latencies = []
         self.planned, self.queued, self.running, self.finished = len(requests), 0, 0, 0
         rows, dirty = self._by_call, self.dirty

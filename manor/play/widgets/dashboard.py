@@ -24,13 +24,14 @@ class Dashboard(Vertical):
 
     Args:
         controls: the widgets under the status line (a replay's position bar).
-        reasons: the degradation reasons the degraded panel has a row for.
+        kinds, reasons: the caller kinds (the world's) and the degradation reasons the
+            degraded panel has a column and a row for.
     """
 
-    def __init__(self, controls: Callable[[], ComposeResult], *, reasons: Sequence[str], id: str | None = None) -> None:
+    def __init__(self, controls: Callable[[], ComposeResult], *, kinds: Sequence[str], reasons: Sequence[str], id: str | None = None) -> None:
         super().__init__(id=id)
         self._controls = controls
-        self._reasons = tuple(reasons)
+        self._kinds, self._reasons = tuple(kinds), tuple(reasons)
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")
@@ -38,7 +39,7 @@ class Dashboard(Vertical):
         with Horizontal(id="top"):
             yield LatencyPanel(id="latency")
             yield GatePanel(id="gate")
-            yield DegradationPanel(reasons=self._reasons, id="degradations")
+            yield DegradationPanel(kinds=self._kinds, reasons=self._reasons, id="degradations")
         with Horizontal(id="bottom"):
             yield AgentsTable(id="agents")
             yield StoryLog(id="story")

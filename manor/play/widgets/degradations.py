@@ -45,6 +45,7 @@ class DegradationPanel(Static):
     zero shows as 0. Its title names the tick.
 
     Args:
+        kinds: the caller kinds it has a column for from the start (the world's).
         reasons: the reasons it has a row for from the start (``shown_reasons``).
     """
 
@@ -54,12 +55,13 @@ class DegradationPanel(Static):
     _shown: tuple[object, ...] | None = None
     _widths: tuple[int, ...] = ()
 
-    def __init__(self, *, reasons: Sequence[str] = REASONS, id: str | None = None) -> None:
+    def __init__(self, *, kinds: Sequence[str] = CALLER_KINDS, reasons: Sequence[str] = REASONS, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.kinds = tuple(kinds)
         self.reasons = tuple(reasons)
 
     def on_mount(self) -> None:
-        empty = {kind: dict.fromkeys(REASONS, 0) for kind in CALLER_KINDS}
+        empty = {kind: dict.fromkeys(REASONS, 0) for kind in self.kinds}
         self.show(empty, empty)
 
     def show(self, tick: Counts, total: Counts, *, label: str = "", compact: bool = False) -> None:
@@ -70,9 +72,9 @@ class DegradationPanel(Static):
             label: which tick ``tick`` counts (``tick 12``, ``tick 13…`` while it runs).
             compact: shorten the reasons and cells (for 80 columns).
         """
-        # The manor world's kinds and the panel's reasons always, in report order; a
-        # world's own kind, or a reason the panel does not list, once it has a count.
-        kinds = [*CALLER_KINDS, *(kind for kind in total if kind not in CALLER_KINDS)]
+        # The panel's kinds and reasons always, in report order; a kind the world did
+        # not declare, or a reason the panel does not list, once it has a count.
+        kinds = [*self.kinds, *(kind for kind in total if kind not in self.kinds)]
         listed = set(self.reasons)
         reasons = [*self.reasons, *sorted({r for kind in total.values() for r, n in kind.items() if n and r not in listed})]
         grid = [[(tick.get(kind, {}).get(reason, 0), total.get(kind, {}).get(reason, 0)) for kind in kinds] for reason in reasons]
