@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -71,6 +71,24 @@ def make_gate(request: pytest.FixtureRequest, redis_url: str) -> GateFactory:
     return factory
 
 
+async def _admitted(gate: SharedGate, arrivals: Iterable[int]) -> list[int]:
+    """The tickets in the order ``gate`` admits them, their callers arriving in the
+    order of ``arrivals``, 10 ms apart, each holding its permit for 5 ms."""
+    admitted: list[int] = []
+
+    async def call(ticket: int) -> None:
+        permit = await gate.acquire(ticket, timeout=10)
+        admitted.append(permit.ticket)
+        await trio.sleep(0.005)
+        permit.release()
+
+    async with trio.open_nursery() as nursery:
+        for ticket in arrivals:
+            nursery.start_soon(call, ticket)
+            await trio.sleep(0.01)
+    return admitted
+
+
 class TestTheSharedGateProtocol:
     """What the tick loop relies on, the same from both gates (in real time)."""
 
@@ -78,39 +96,15 @@ class TestTheSharedGateProtocol:
     async def test_tickets_issued_ahead_are_admitted_in_their_order(self, make_gate: GateFactory) -> None:
         async with make_gate(size=1) as gate:
             tickets = gate.issue(4)
-            admitted: list[int] = []
-
-            async def call(ticket: int) -> None:
-                permit = await gate.acquire(ticket, timeout=10)
-                admitted.append(permit.ticket)
-                await trio.sleep(0.005)
-                permit.release()
-
-            async with trio.open_nursery() as nursery:
-                for ticket in reversed(tickets):  # arrive in the reverse order
-                    nursery.start_soon(call, ticket)
-                    await trio.sleep(0.01)
+            admitted = await _admitted(gate, reversed(tickets))  # arrive in the reverse order
         assert admitted == list(tickets)
 
     @pytest.mark.trio
     async def test_tickets_in_lanes_are_admitted_in_turns(self, make_gate: GateFactory) -> None:
         """A fleet's worlds on one gate: a lane each, one ticket of each lane in turn."""
         async with make_gate(size=1) as gate:
-            held = await gate.acquire(timeout=10)
             first, second = gate.issue(3, lane=0), gate.issue(3, lane=1)
-            admitted: list[int] = []
-
-            async def call(ticket: int) -> None:
-                permit = await gate.acquire(ticket, timeout=10)
-                admitted.append(permit.ticket)
-                await trio.sleep(0.005)
-                permit.release()
-
-            async with trio.open_nursery() as nursery:
-                for ticket in [*first, *second]:  # the first lane's callers arrive first
-                    nursery.start_soon(call, ticket)
-                    await trio.sleep(0.01)
-                held.release()
+            admitted = await _admitted(gate, [*first, *second])  # the first lane's callers arrive first
         assert admitted == [ticket for pair in zip(first, second, strict=True) for ticket in pair]
 
     @pytest.mark.trio
