@@ -13,18 +13,19 @@ import trio.testing
 
 from .config import Config, Source, resolve, scene_source, with_backends
 from .content import Scene, load_scene
-from .gate import Gate
+from .gate import Gate, SharedGate
 from .instruments import Instrument
-from .layers import BreakerLayer, CostLayer, GateLayer, MetricsLayer, PlatformLayer, Stack, TimeoutLayer
+from .layers import BreakerLayer, CostLayer, GateLayer, Layer, MetricsLayer, PlatformLayer, Stack, TimeoutLayer
 from .limiter import SessionLimiter
 from .policies import make_policy
 from .prediction import LatencyPredictor
 from .providers import Provider, SimProvider
 from .providers.routing import routing_provider
+from .tickets import Tickets
 from .tickloop import TickLoop
 from .worlds import create_world
 
-__all__ = ["Engine", "build_engine", "configure", "make_clock", "scene_seed", "scene_sim"]
+__all__ = ["Engine", "build_engine", "configure", "make_clock", "make_gate", "scene_seed", "scene_sim"]
 
 
 @final
@@ -71,6 +72,10 @@ def build_engine(
     backend: Provider | None = None,
     instruments: Iterable[Instrument] = (),
     run_id: str | None = None,
+    gate: SharedGate | None = None,
+    limiter: SessionLimiter | None = None,
+    tickets: Tickets | None = None,
+    layers: Iterable[Layer] = (),
 ) -> Engine:
     """Build the engine the settings describe, for ``scene``.
 
@@ -78,6 +83,13 @@ def build_engine(
         backend: the backend to wrap; by default each agent's configured backend (the
             simulated one, seeded, unless manor.toml names others).
         run_id: the run's id (``Engine.run_id``); by default a fresh random hex id.
+        gate, limiter, tickets: the gate, the platform's session limiter and the
+            dealer of gate tickets this engine shares with others (the worlds of a
+            fleet, ``manor.fleet``); by default its own, as the settings size them:
+            an in-process ``Gate``, whatever ``gate.url`` says (a replay never shares
+            its gate), so the commands that run live pass ``make_gate``'s.
+        layers: more layers for the calls through the gate (a replay's recorded
+            admissions).
 
     Raises:
         ConfigError: (only without ``backend``) an agent on a backend no table defines,
@@ -93,8 +105,10 @@ def build_engine(
         config.backends.check_environment((chosen.backend for chosen in assignment.values()), os.environ)
         backend = routing_provider(assignment, config.backends, scene_sim(config, scene), run_id)
     assert s.gate.size is not None  # resolve() derives it
-    gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
-    limiter = SessionLimiter(s.platform.limit)
+    if gate is None:
+        gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
+    if limiter is None:
+        limiter = SessionLimiter(s.platform.limit)
     metrics = MetricsLayer()
     cost = CostLayer(price_per_1k_tokens=s.cost.price_per_1k_tokens, budget=s.cost.budget)
     breaker = BreakerLayer(failures=s.breaker.failures, cooldown=s.breaker.cooldown_s)
@@ -103,7 +117,7 @@ def build_engine(
         world=create_world(scene, seed),
         gate=gate,
         limiter=limiter,
-        gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s)]),
+        gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s), *layers]),
         direct=Stack(backend, shared),
         policy=make_policy(s.run.policy, s.run.batch_size, seed),
         predictor=LatencyPredictor({agent_id: agent.sim.latency_s for agent_id, agent in scene.agents.items()}),
@@ -111,9 +125,39 @@ def build_engine(
         tick_deadline=s.run.tick_deadline_s,
         price_per_1k_tokens=s.cost.price_per_1k_tokens,
         repair_attempts=s.call.repair_attempts,
+        tickets=tickets,
         instruments=instruments,
     )
     return Engine(loop, scene, config, metrics, cost, breaker, run_id)
+
+
+def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> SharedGate:
+    """The gate the settings describe for a live run of ``scene``: shared through Redis
+    when ``gate.url`` is set, else this process's own. Call it before the run's trio
+    run, and enter the gate's ``connected()`` inside it, around the run.
+
+    A shared gate's server is reached once here, so that a command whose server is
+    down ends in one line before it creates a save or takes the screen.
+
+    Args:
+        world: what this process runs, as ``manor gate status`` lists it; by default
+            the scene and its seed (a fleet names its worlds).
+
+    Raises:
+        SharedGateError: ``gate.url`` is set, but the server cannot be reached or the
+            Redis client is not installed.
+    """
+    s = config.settings.gate
+    assert s.size is not None  # resolve() derives it
+    if not s.url:
+        return Gate(size=s.size, rate=s.rate, burst=s.burst)
+    from .gate_redis import RedisGate  # Redis is touched only for a shared gate
+
+    if world is None:
+        world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
+    gate = RedisGate(s.url, s.name, size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
+    gate.check_reachable()
+    return gate
 
 
 def scene_seed(config: Config, scene: Scene) -> int:

@@ -7,8 +7,10 @@ boundary (``raise ProviderError(...) from exc``)::
     ├── ConfigError             a bad setting: names its source and key
     ├── ContentError            a bad agent or scene file: names the file
     ├── SaveError               a save file that cannot be read or written
+    ├── SharedGateError         the shared gate's server (Redis) cannot be reached at start
     └── CallError               one model call failed; ``reason`` is its degradation reason
         ├── GateTimeout             gate_timeout       waited too long at the shared gate
+        ├── GateUnavailable         gate_unavailable   the shared gate's server was lost
         ├── SessionLimitError       platform_rejected  the platform's fail-fast "I'm full":
         │                                              Manor's own limiter, or the server's 429
         ├── CallTimeout             call_timeout       the per-call timeout expired
@@ -29,6 +31,7 @@ Messages say what failed, not who called: the record names the agent.
 from __future__ import annotations
 
 from typing import ClassVar, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
     "REASONS",
@@ -41,15 +44,18 @@ __all__ = [
     "ERROR_CHARS",
     "ContentError",
     "GateTimeout",
+    "GateUnavailable",
     "ManorError",
     "ProviderError",
     "RefusedBy",
     "SaveError",
     "SessionLimitError",
+    "SharedGateError",
     "add_secret",
     "error_line",
     "leaves",
     "one_line",
+    "redacted_url",
 ]
 
 #: Every degradation reason, in the order the dashboard and reports show them.
@@ -61,6 +67,7 @@ REASONS: tuple[str, ...] = (
     "circuit_open",
     "cancelled",
     "invalid_output",
+    "gate_unavailable",
 )
 
 
@@ -82,6 +89,17 @@ def add_secret(value: str) -> None:
     than 4 characters are not masked (they would mask ordinary words)."""
     if len(value) >= 4:
         _SECRETS.add(value)
+
+
+def redacted_url(url: str) -> str:
+    """``url`` as it may be shown or saved: a password in it replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def error_line(error: BaseException | str) -> str:
@@ -126,6 +144,11 @@ class SaveError(ManorError):
     """A save file cannot be read or written. The message names the file."""
 
 
+class SharedGateError(ManorError):
+    """A gate shared across processes cannot be used: its server cannot be reached when
+    a run starts, or refuses the gate's scripts. The message names the server."""
+
+
 class CallError(ManorError):
     """One model call failed; ``reason`` is the degradation it is counted under."""
 
@@ -136,6 +159,13 @@ class GateTimeout(CallError):
     """The call waited at the shared gate longer than its timeout."""
 
     reason = "gate_timeout"
+
+
+class GateUnavailable(CallError):
+    """The shared gate's server (Redis) was lost: the call was not let through, since
+    nobody could tell whether the platform had room. Calls already running go on."""
+
+    reason = "gate_unavailable"
 
 
 #: Who refused a ``platform_rejected`` call: Manor's own platform limiter (the call never

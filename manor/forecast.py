@@ -12,27 +12,36 @@ if TYPE_CHECKING:
 __all__ = ["gate_overload"]
 
 
-def gate_overload(engine: Engine) -> str | None:
+def gate_overload(*engines: Engine) -> str | None:
     """One line, when a tick's predicted work at the gate exceeds the gate's timeout.
 
     The work is the tick's predicted call time shared among the gate's slots (the sum of
     the predicted latencies over the gate size): the time its last call would wait to be
     let through. Longer than ``gate.timeout_s``, and most calls of every tick degrade
     as ``gate_timeout``. ``None`` when it fits, or when the policy uses no gate.
+
+    Given the worlds of a fleet (which share the first one's gate), the work is a tick
+    of every world: the worlds' ticks overlap at the one gate.
     """
-    loop = engine.loop
+    loop = engines[0].loop
     if loop.policy.name == "legacy":
         return None
-    requests = loop.world.plan()
-    work = sum(loop.predictor.latency(request) for request in requests) / loop.gate.size
-    timeout = engine.config.settings.gate.timeout_s
+    calls = 0
+    total = 0.0
+    for engine in engines:
+        requests = engine.loop.world.plan()
+        calls += len(requests)
+        total += sum(engine.loop.predictor.latency(request) for request in requests)
+    work = total / loop.gate.size
+    timeout = engines[0].config.settings.gate.timeout_s
     if work <= timeout:
         return None
+    what = f"a tick's {calls} calls need" if len(engines) == 1 else f"a tick of each of the {len(engines)} worlds, {calls} calls, needs"
     return (
-        f"a tick's {len(requests)} calls need about {work:.0f} s at the gate (their predicted time over "
+        f"{what} about {work:.0f} s at the gate (their predicted time over "
         f"{loop.gate.size} slots) but a call waits at most {timeout:g} s (gate.timeout_s): most will degrade "
         f"as gate_timeout; raise --gate-timeout to {math.ceil(work)}, or give the gate more slots: "
-        f"--platform-limit {_size_for(work * loop.gate.size, timeout) + 1} if your provider allows that many sessions"
+        f"--platform-limit {_size_for(total, timeout) + 1} if your provider allows that many sessions"
     )
 
 

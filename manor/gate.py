@@ -7,21 +7,31 @@ when it arrives, i.e. arrival order. A ticket issued ahead of time is a promise:
 tickets behind it wait until it arrives, or is withdrawn. That is what makes admission
 independent of the order in which trio happens to run tasks (see DESIGN.md,
 "Determinism"): the tick loop issues a tick's tickets up front, in planning order.
+
+A ticket is issued in a *lane* (by default lane 0). The worlds of a fleet share one
+gate, a lane each, and the lanes take turns (``manor.lanes``): ticket order within a
+lane, one ticket per lane in turn across them. With one lane it is plain ticket order.
+
+``SharedGate`` is what the tick loop and the gate layer need of a gate. ``Gate`` is the
+in-process one, exact and deterministic; ``manor.gate_redis.RedisGate`` keeps the same
+semantics across processes and machines, its state in Redis.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
-from typing import final
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import AsyncContextManager, Protocol, final
 
 import attrs
 import trio
 
 from .errors import GateTimeout
+from .lanes import Lanes
 
-__all__ = ["Gate", "GateStatistics", "Permit"]
+__all__ = ["Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
 
 # A waiter's stages, in the order it goes through them.
 _ISSUED = 0  # ticket issued, its caller has not arrived at acquire() yet
@@ -50,9 +60,49 @@ class GateStatistics:
     max_wait: float
 
 
+class SharedPermit(Protocol):
+    """The right to one call in flight, from any ``SharedGate``."""
+
+    @property
+    def ticket(self) -> int: ...
+    @property
+    def queued_at(self) -> float: ...
+    @property
+    def admitted_at(self) -> float: ...
+    def release(self) -> None: ...
+
+
+class SharedGate(Protocol):
+    """What the tick loop and the gate layer need of the one gate every caller shares:
+    tickets issued up front (in lanes that take turns, for a fleet's worlds) and
+    admitted in their order, a permit per call in flight, a size that can change while
+    running, and a snapshot of its figures.
+
+    ``connected()`` is entered around a run: the in-process gate needs nothing, a gate
+    whose state lives on a server connects to it there (and says in one line when it
+    cannot).
+    """
+
+    @property
+    def rate(self) -> float: ...
+    @property
+    def burst(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @size.setter
+    def size(self, size: int) -> None: ...
+    def issue(self, count: int = 1, lane: int = 0) -> range: ...
+    def withdraw(self, ticket: int) -> None: ...
+    async def acquire(self, ticket: int | None = None, *, timeout: float = math.inf) -> SharedPermit: ...
+    async def keep_time(self, until: trio.Event) -> None: ...
+    def statistics(self) -> GateStatistics: ...
+    def connected(self) -> AsyncContextManager[object]: ...
+
+
 @attrs.define(eq=False)
 class _Waiter:
     ticket: int
+    lane: int = 0
     stage: int = _ISSUED
     queued_at: float = 0.0
     deadline: float = math.inf
@@ -114,10 +164,12 @@ class Gate:
     _burst: int = attrs.field(alias="burst", default=1, validator=attrs.validators.ge(1))
 
     _waiters: dict[int, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
-    # Tickets in order, for the slot stage and the token stage; entries that have left
-    # are dropped lazily when they reach the front.
-    _slot_line: deque[int] = attrs.field(factory=deque, init=False, repr=False)
-    _token_line: deque[int] = attrs.field(factory=deque, init=False, repr=False)
+    # Tickets in the order they are served, for the token stage and the slot stage;
+    # entries that have left are dropped lazily when they reach the front. With a token
+    # bucket, a ticket joins the slot line when it gets its token, so that both stages
+    # serve the lanes in the same turns.
+    _token_line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
+    _slot_line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
     _next_ticket: int = attrs.field(default=0, init=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _waiting: int = attrs.field(default=0, init=False)
@@ -164,8 +216,9 @@ class Gate:
 
     # -- tickets ----------------------------------------------------------------------
 
-    def issue(self, count: int = 1) -> range:
-        """Reserve ``count`` tickets, admitted in this order once their callers arrive.
+    def issue(self, count: int = 1, lane: int = 0) -> range:
+        """Reserve ``count`` tickets in ``lane``, admitted in this order once their
+        callers arrive (taking turns with the tickets of other lanes).
 
         Every ticket issued must reach ``acquire`` or be ``withdraw``-n: tickets behind
         it wait for it.
@@ -173,11 +226,10 @@ class Gate:
         first = self._next_ticket
         self._next_ticket += count
         tickets = range(first, first + count)
+        line = self._token_line if self._rate else self._slot_line
         for ticket in tickets:
-            self._waiters[ticket] = _Waiter(ticket)
-            self._slot_line.append(ticket)
-            if self._rate:
-                self._token_line.append(ticket)
+            self._waiters[ticket] = _Waiter(ticket, lane)
+            line.append(ticket, lane)
         return tickets
 
     def withdraw(self, ticket: int) -> None:
@@ -286,6 +338,11 @@ class Gate:
                 for _, _, waiter in watched:
                     _wake(waiter)  # parked without a scope: it must time itself now
 
+    @asynccontextmanager
+    async def connected(self) -> AsyncIterator[Gate]:
+        """Nothing to connect to: the in-process gate is ready as built."""
+        yield self
+
     def statistics(self) -> GateStatistics:
         """A snapshot; the bucket level is as of the last admission event."""
         return GateStatistics(
@@ -366,20 +423,21 @@ class Gate:
         eta = self._refilled_at + max(0.0, 1.0 - self._tokens) / self._rate
         return max(eta, math.nextafter(self._refilled_at, math.inf))
 
-    def _front(self, line: deque[int], stage: int) -> _Waiter | None:
-        """The first waiter in ``line`` that has not yet passed ``stage``."""
+    def _front(self, line: Lanes, stage: int) -> _Waiter | None:
+        """The waiter whose turn it is in ``line``, dropping those that have passed
+        ``stage`` (or left)."""
         while line:
-            waiter = self._waiters.get(line[0])
+            waiter = self._waiters.get(line.head())
             if waiter is not None and waiter.stage <= stage:
                 return waiter
-            line.popleft()
+            line.drop()
         return None
 
     def _is_token_head(self, waiter: _Waiter) -> bool:
         return waiter.stage == _WAIT_TOKEN and self._front(self._token_line, _WAIT_TOKEN) is waiter
 
     def _dispatch(self, now: float | None = None) -> None:
-        """Hand out tokens, then slots, strictly in ticket order, as far as they go.
+        """Hand out tokens, then slots, strictly in turn, as far as they go.
 
         ``now`` is the current time if the caller has just read it (the clock is read
         only when a deadline needs it otherwise)."""
@@ -398,7 +456,8 @@ class Gate:
                     break
                 self._tokens = max(0.0, self._tokens - 1.0)
                 head.stage = _WAIT_SLOT
-                self._token_line.popleft()
+                self._token_line.served()
+                self._slot_line.append(head.ticket, head.lane)
         while self._in_flight < self._size:
             head = self._front(self._slot_line, _WAIT_SLOT)
             if head is None or head.stage != _WAIT_SLOT:
@@ -408,7 +467,7 @@ class Gate:
                     now = trio.current_time()
                 if _expired(head, now):
                     break
-            self._slot_line.popleft()
+            self._slot_line.served()
             del self._waiters[head.ticket]
             head.stage = _ADMITTED
             self._waiting -= 1

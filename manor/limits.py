@@ -22,6 +22,9 @@ __all__ = [
     "AgentId",
     "Burst",
     "Count",
+    "GateName",
+    "GateUrl",
+    "LeaseSeconds",
     "MAX_AGENTS",
     "MAX_BEATS_PER_TICK",
     "MAX_BURST",
@@ -29,12 +32,14 @@ __all__ = [
     "MAX_REPAIRS",
     "MAX_ID_LENGTH",
     "MAX_JITTER",
+    "MAX_LEASE_SECONDS",
     "MAX_LINE_WIDTH",
     "MAX_MONEY",
     "MAX_RATE",
     "MAX_SECONDS",
     "MAX_SIZE",
     "MAX_TICKS",
+    "MIN_LEASE_SECONDS",
     "Money",
     "PositiveSeconds",
     "Rate",
@@ -72,6 +77,9 @@ MAX_JITTER = 3.0
 MAX_ID_LENGTH = 64
 #: The widest field in a simulated line template (``{someone:>20}``).
 MAX_LINE_WIDTH = 200
+#: A shared gate's lease: long enough to be renewed over a loaded network, short
+#: enough that a killed process's permits come back within minutes.
+MIN_LEASE_SECONDS, MAX_LEASE_SECONDS = 0.5, 3600.0
 
 
 Seconds = Annotated[float, Meta(ge=0, le=MAX_SECONDS)]
@@ -89,3 +97,8 @@ Ticks = Annotated[int, Meta(ge=0, le=MAX_TICKS)]
 Seed = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 #: Letters, digits, ``_`` and ``-``: a file name on every system, never a path.
 AgentId = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")]
+#: A Redis server, or nothing.
+GateUrl = Annotated[str, Meta(max_length=2000, pattern=r"^$|^(redis|rediss|unix)://")]
+#: Part of every key of the gate at the server.
+GateName = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_.-]+$")]
+LeaseSeconds = Annotated[float, Meta(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]

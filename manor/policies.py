@@ -43,7 +43,7 @@ class Pipeline(Policy):
 
     async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
         results: list[CallRecord | None] = [None] * len(requests)
-        await loop.call_all(enumerate(loop.with_tickets(requests)), loop.gated, results)
+        await loop.call_all(enumerate(await loop.with_tickets(requests)), loop.gated, results)
         return _complete(results)
 
 
@@ -72,7 +72,7 @@ class Batch(Policy):
         first = waves[0] if waves else []
         # Tickets are issued when a group is fired: the first wave with the others.
         opening = first + others
-        stamped = loop.with_tickets([requests[i] for i in opening])
+        stamped = await loop.with_tickets([requests[i] for i in opening])
         # The barrier waits for the first wave only; the others run on beside the waves.
         waiting = set(first)
         wave_done = trio.Event()
@@ -93,7 +93,7 @@ class Batch(Policy):
             )
             await wave_done.wait()
             for wave in waves[1:]:
-                tickets = loop.with_tickets([requests[i] for i in wave])
+                tickets = await loop.with_tickets([requests[i] for i in wave])
                 await loop.call_all(zip(wave, tickets, strict=True), loop.gated, results)
         return _complete(results)
 

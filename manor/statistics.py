@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .tickloop import TickLoop
 
-__all__ = ["ErrorMessages", "PlatformRejections", "RunStatistics", "empty_degradations", "percentile"]
+__all__ = ["ErrorMessages", "PlatformRejections", "RunStatistics", "empty_degradations", "percentile", "tick_seconds"]
 
 
 def empty_degradations(kinds: Iterable[str] = CALLER_KINDS) -> dict[str, dict[str, int]]:
@@ -35,6 +35,16 @@ def percentile(values: Sequence[float], q: float) -> float:
     rank = (len(ordered) - 1) * q / 100
     low, high = math.floor(rank), math.ceil(rank)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def tick_seconds(spans: Sequence[float]) -> dict[str, float]:
+    """Tick makespans as reports show them: mean, p50, p95 and max, in seconds."""
+    return {
+        "mean": round(sum(spans) / len(spans), 6) if spans else 0.0,
+        "p50": round(percentile(spans, 50), 6),
+        "p95": round(percentile(spans, 95), 6),
+        "max": round(max(spans, default=0.0), 6),
+    }
 
 
 @final
@@ -176,13 +186,7 @@ class RunStatistics(Instrument):
         return self.calls - self.ok
 
     def tick_seconds(self) -> dict[str, float]:
-        spans = self.makespans
-        return {
-            "mean": round(sum(spans) / len(spans), 6) if spans else 0.0,
-            "p50": round(percentile(spans, 50), 6),
-            "p95": round(percentile(spans, 95), 6),
-            "max": round(max(spans, default=0.0), 6),
-        }
+        return tick_seconds(self.makespans)
 
     def summary(self, engine: Engine) -> dict[str, Any]:
         """The run's figures, as ``manor run --json`` prints them."""

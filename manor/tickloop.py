@@ -15,13 +15,14 @@ from .answers import answer_problem, repair_prompt
 from .calls import Admitted, Done, Event, Opened, Request
 from .collector import full_collections_deferred
 from .errors import CallError, InvalidOutput, RefusedBy, SessionLimitError, error_line
-from .gate import Gate
+from .gate import SharedGate
 from .instruments import Instrument, Instruments
 from .limiter import SessionLimiter
 from .ordered_start import start_now
 from .policies import Policy
 from .ordering import longest_first
 from .prediction import Predictor
+from .tickets import Tickets
 from .providers.base import answer_only
 from .layers import Stack
 from .records import CallRecord, TickRecord
@@ -58,10 +59,13 @@ class TickLoop:
         price_per_1k_tokens: what a call's tokens cost, for its record.
         repair_attempts: times an answer not of its request's shape is asked again
             (``manor.answers``) before it degrades as ``invalid_output``.
+        tickets: where the gate tickets come from: ``None``, straight from ``gate``;
+            the worlds of a fleet share a gate and are dealt theirs by its
+            ``TicketOffice``.
     """
 
     world: World
-    gate: Gate
+    gate: SharedGate
     limiter: SessionLimiter
     gated: Stack
     direct: Stack
@@ -71,6 +75,7 @@ class TickLoop:
     tick_deadline: float = 0.0
     price_per_1k_tokens: float = 0.0
     repair_attempts: int = 0
+    tickets: Tickets | None = None
     instruments: Instruments = attrs.field(factory=Instruments, converter=lambda i: i if isinstance(i, Instruments) else Instruments(i))
     #: The world's players' caller kinds (``Caller.player``), which barriers hold.
     players: frozenset[str] = attrs.field(
@@ -113,10 +118,11 @@ class TickLoop:
             return longest_first([latency(request) for request in requests], self.gate.size)
         return indices
 
-    def with_tickets(self, requests: Sequence[Request]) -> list[Request]:
-        """Issue gate tickets to ``requests`` (in ticket order); returned in their order."""
+    async def with_tickets(self, requests: Sequence[Request]) -> list[Request]:
+        """Issue gate tickets to ``requests`` (in ticket order); returned in their order.
+        Straight from the gate, this does not yield."""
         order = self.ticket_order(requests)
-        tickets = self.gate.issue(len(requests))
+        tickets = self.gate.issue(len(requests)) if self.tickets is None else await self.tickets.issue(len(requests))
         stamped = list(requests)
         for ticket, index in zip(tickets, order, strict=True):
             stamped[index] = msgspec.structs.replace(requests[index], ticket=ticket)
@@ -174,7 +180,7 @@ class TickLoop:
                 for i in invalid
             ]
             if stack is self.gated:
-                asks = self.with_tickets(asks)
+                asks = await self.with_tickets(asks)
             results: list[CallRecord | None] = [None] * len(asks)
             await self.call_all(enumerate(asks), stack, results, repairs=repair)
             for i, record in zip(invalid, results, strict=True):

@@ -11,6 +11,8 @@ import attrs
 import pytest
 from hypothesis import settings
 
+from redis_server import RedisServer
+
 # Derandomized by default, so that the gate-operations figure below can be quoted and a
 # CI failure reproduces locally. HYPOTHESIS_PROFILE=explore hunts with fresh seeds.
 # (Hypothesis also draws, now and then, literal constants found in the project's loaded
@@ -72,3 +74,24 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"({ops.acquires} acquire calls + {ops.releases} releases; "
             f"{ops.withdrawals} withdrawals; {ops.examples} examples)"
         )
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real redis-server for the session, on a free loopback port. Tests share it and
+    keep apart by gate name."""
+    server = RedisServer().start()
+    try:
+        yield server.url
+    finally:
+        server.kill()
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A redis-server of the test's own, which it may kill and start again."""
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -31,6 +31,7 @@ from manor import (
     Gate,
     GateLayer,
     GateTimeout,
+    GateUnavailable,
     InvalidOutput,
     MetricsLayer,
     Opened,
@@ -490,7 +491,7 @@ async def test_the_metrics_layer_times_calls_by_caller_kind(autojump_clock: trio
 
 def test_every_call_error_names_a_known_degradation_reason() -> None:
     """Each CallError subclass maps to one of the reasons the dashboard counts."""
-    classes = [GateTimeout, SessionLimitError, CallTimeout, CircuitOpen, InvalidOutput, ProviderError, BudgetExceeded]
+    classes = [GateTimeout, GateUnavailable, SessionLimitError, CallTimeout, CircuitOpen, InvalidOutput, ProviderError, BudgetExceeded]
     assert all(issubclass(cls, CallError) for cls in classes)
     assert {cls.reason for cls in classes} == set(REASONS) - {"cancelled"}
     assert math.isinf(GateLayer(Gate(size=1)).timeout)

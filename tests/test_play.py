@@ -613,3 +613,13 @@ class TestReplay:
     def test_a_missing_save_is_one_line(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["play", "--replay", str(tmp_path / "nope.msav")]) == 1
         assert capsys.readouterr().err.strip() == f"manor: error: {tmp_path / 'nope.msav'}: no such save file"
+
+
+def test_the_readme_key_table_is_the_help_screen_s() -> None:
+    """What ``?`` shows and the README's key table are the same rows."""
+    from manor.play.help import key_rows
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8").splitlines()
+    start = readme.index("| key | live | replay |") + 2
+    end = readme.index("", start)
+    assert readme[start:end] == key_rows()

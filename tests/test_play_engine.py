@@ -4,6 +4,7 @@ clock, under plain ``trio.run`` — no Textual."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from collections.abc import Mapping, Sequence
 
 import pytest
@@ -255,7 +256,7 @@ class TestDashboardState:
         trio.run(TickDriver(e.loop).run, 2, clock=trio.testing.MockClock(autojump_threshold=0))
         assert state.degradations_total == stats.degradations
         assert state.degraded_total == stats.degraded > 0
-        assert all(len(reasons) == len(REASONS) for reasons in state.degradations_tick.values())
+        assert all(list(reasons) == list(REASONS) for reasons in state.degradations_tick.values())
         assert [t.tick for t in state.ticks] == [1, 2]
         assert [t.makespan for t in state.ticks] == stats.makespans
         assert state.story_count == len(e.loop.world.story)
@@ -293,3 +294,82 @@ class TestDashboardState:
         state.call_started(stranger)
         assert state.rows["scene_beat:stranger"].state == "queued"
         assert state.take_dirty() == {"scene_beat:stranger"}
+
+    def test_the_tick_under_way_is_shown_with_its_counts_growing(self) -> None:
+        """At every call's end the tick shown is the one under way, its degraded count
+        is the degraded panel's for that tick, and the gate panel's rejections are the
+        degraded panel's platform_rejected since the start: the panels never disagree."""
+        e = engine(LEGACY)
+        state = DashboardState(e.scene)
+        disagreements: list[str] = []
+        seen: list[tuple[int, int, int]] = []
+
+        class Watch(Instrument):
+            def call_finished(self, record: CallRecord) -> None:
+                shown = state.shown
+                assert shown is not None
+                tick_counts = sum(n for counts in state.degradations_tick.values() for n in counts.values())
+                rejected = sum(counts["platform_rejected"] for counts in state.degradations_total.values())
+                if not (shown.under_way and shown.tick == record.tick == state.current_tick):
+                    disagreements.append(f"tick shown {shown.tick} during tick {record.tick}")
+                if shown.degraded != tick_counts:
+                    disagreements.append(f"{shown.degraded} degraded shown, {tick_counts} counted")
+                if state.rejections.total != rejected:
+                    disagreements.append(f"{state.rejections.total} rejections, {rejected} platform_rejected")
+                seen.append((shown.tick, shown.done, shown.degraded))
+
+        e.loop.add_instrument(state)
+        e.loop.add_instrument(Watch())
+        trio.run(TickDriver(e.loop).run, 3, clock=trio.testing.MockClock(autojump_threshold=0))
+        assert disagreements == []
+        # Within a tick the calls ended only grow.
+        for tick in (1, 2, 3):
+            done = [d for t, d, _ in seen if t == tick]
+            assert done == sorted(done) and done[0] == 1
+        shown = state.shown
+        assert shown is not None and (shown.tick, shown.under_way) == (3, False)
+        assert (shown.done, shown.degraded) == (state.ticks[-1].calls, state.ticks[-1].degraded) == (shown.planned, sum(
+            n for counts in state.degradations_tick.values() for n in counts.values()))
+
+    def test_every_tick_is_kept_for_the_whole_run_chart(self) -> None:
+        e = engine(LEGACY)
+        state, stats = DashboardState(e.scene), RunStatistics()
+        e.loop.add_instrument(state)
+        e.loop.add_instrument(stats)
+        trio.run(TickDriver(e.loop).run, 3, clock=trio.testing.MockClock(autojump_threshold=0))
+        assert list(state.makespans) == stats.makespans
+        assert list(state.degraded_ticks) == [1, 1, 1]
+
+    def test_each_caller_keeps_its_last_calls_within_the_budget(self) -> None:
+        """The histories share one budget of calls: a caller keeps its share, newest last."""
+        e = engine()
+        callers = len(DashboardState(e.scene).rows)
+        state = DashboardState(e.scene, calls_kept=2 * callers)
+        assert state.calls_per_caller == 2
+        e.loop.add_instrument(state)
+        trio.run(TickDriver(e.loop).run, 3, clock=trio.testing.MockClock(autojump_threshold=0))
+        characters = [row for row in state.rows.values() if row.caller == "character"]
+        assert characters and all([call.tick for call in row.calls] == [2, 3] for row in characters)
+        assert all(call.agent == row.agent and call.caller == row.caller for row in state.rows.values() for call in row.calls)
+        assert DashboardState(e.scene, calls_kept=0).calls_per_caller == 0
+        assert DashboardState(e.scene, calls_kept=1).calls_per_caller == 1
+
+    def test_the_degradations_are_counted_by_the_worlds_caller_kinds(self) -> None:
+        """A world of kinds of its own: the counts are its kinds, not the manor's four."""
+        state = DashboardState(engine().scene)
+        world = SimpleNamespace(callers={"wolf": None, "seer": None})
+        state.run_started(SimpleNamespace(world=world, policy=SimpleNamespace(name="pipeline")))  # type: ignore[arg-type]
+        state.tick_started(1, [])
+        assert list(state.degradations_total) == list(state.degradations_tick) == ["wolf", "seer"]
+        assert all(list(reasons) == list(REASONS) for reasons in state.degradations_total.values())
+
+    def test_a_caller_kind_the_dashboard_does_not_know_is_shown_by_its_name(self) -> None:
+        """A world's own kind of caller (the lead's open caller kinds): a row labelled
+        with the kind, its degradations counted in a column of its own."""
+        state = DashboardState(engine().scene)
+        record = CallRecord(tick=1, ticket=0, caller="werewolf", agent="wolf", queued_at=0.0, admitted_at=None,
+                            finished_at=30.0, outcome="degraded", reason="gate_timeout", error="no gate slot within 30s")  # fmt: skip
+        state.call_finished(record)
+        row = state.rows["werewolf:wolf"]
+        assert (row.kind, row.state, row.error) == ("werewolf", "degraded", "no gate slot within 30s")
+        assert state.degradations_total["werewolf"]["gate_timeout"] == state.degradations_tick["werewolf"]["gate_timeout"] == 1

@@ -71,7 +71,8 @@ class TestJson:
         assert summary["degradations"] == {kind: dict.fromkeys(REASONS, 0) for kind in CALLER_KINDS}
         assert list(summary["degradations"]) == ["character", "narrator", "summariser", "scene_beat"]
         assert list(summary["degradations"]["character"]) == [
-            "gate_timeout", "platform_rejected", "call_timeout", "provider_error", "circuit_open", "cancelled", "invalid_output",
+            "gate_timeout", "platform_rejected", "call_timeout", "provider_error", "circuit_open", "cancelled",
+            "invalid_output", "gate_unavailable",
         ]  # fmt: skip
         seconds = summary["tick_seconds"]
         assert set(seconds) == {"mean", "p50", "p95", "max"}

@@ -81,3 +81,25 @@ def test_a_missing_save_and_a_bad_format_are_one_line(capsys: pytest.CaptureFixt
         main(["story", str(LEGACY), "--format", "pdf"])
     assert exit.value.code == 2
     assert "invalid choice: 'pdf'" in capsys.readouterr().err
+
+
+def test_markdown_folds_mass_degradations_and_text_keeps_every_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A gate whose wait is a second idles most of the manor: Markdown says so in one line
+    naming every idle character; text and JSON Lines keep a line per entry."""
+    save = tmp_path / "idle.msav"
+    assert main(["run", "--gate-timeout", "1", "--ticks", "1", "--json", "--save", str(save)]) == 0
+    capsys.readouterr()
+    idle = [call for call in read_save(save).records[0].calls if call.caller == "character" and not call.ok]
+    assert len(idle) >= 5 and len({call.error for call in idle}) == 1
+    code, out, _ = story(capsys, str(save))
+    assert code == 0
+    [folded] = [line for line in out.splitlines() if "characters idle" in line]
+    speakers = read_save(save).scene.agents
+    assert folded == (
+        f"- _⚠ {len(idle)} characters idle (gate_timeout: {idle[0].error}) — "
+        + ", ".join(speakers[call.agent].name for call in idle)
+        + "_"
+    )
+    assert sum("⚠ idle" in line for line in out.splitlines()) == 0
+    code, out, _ = story(capsys, str(save), "--format", "txt")
+    assert sum("⚠ idle" in line for line in out.splitlines()) == len(idle)

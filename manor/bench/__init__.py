@@ -6,6 +6,7 @@
     scale       cost per call and memory at 100 to 100,000 agents
     replay      ticks per second replaying a save (the saves module's benchmark)
     play        calls per second with the live dashboard watching, against headless
+    fleet       many worlds on one gate: each world's ticks against its share, fairness
     instant     the zero-latency backend overhead and scale run against
     runner      runs the suites asked for into one result
     report      the targets, and the result as tables

@@ -23,6 +23,12 @@ FASTFORWARD_RATIO = 0.5
 PLAY_RATIO = 0.9
 #: Peak resident memory of a process running ticks of 100,000 agents, MB.
 SCALE_PEAK_RSS_MB = 1024
+#: Equal worlds get equal service: Jain's index of their calls per second, and the
+#: shortest world's mean tick over the longest's, at least this.
+FLEET_FAIRNESS = 0.95
+#: Tick makespans of worlds sharing the gate through Redis, at least this fraction of
+#: the same worlds' on the in-process gate (in-process makespan / Redis makespan).
+REDIS_GATE_RATIO = 0.9
 
 
 def _target(name: str, goal: str, value: float | None, met: bool | None, note: str = "") -> dict[str, Any]:
@@ -61,11 +67,36 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         same = fastforward["same_records"]
         targets.append(_target("fastforward.same_records", "1 (identical to the streamed run)", float(same), same))
     targets.extend(_scale_targets(result.get("scale") or []))
+    shared = result.get("redis-gate")
+    if shared:
+        goal = f">= {REDIS_GATE_RATIO}"
+        if shared["available"]:
+            ratio = shared["ratio"]
+            targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, ratio, ratio >= REDIS_GATE_RATIO))
+        else:
+            targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, None, None, shared["note"]))
     play = result.get("play")
     if play:
         ratio = play["ratio"]
         beside = f"the instrument alone, headless: {play['ratio_instrument']:.3f}"
         targets.append(_target("play.ratio", f">= {PLAY_RATIO}", ratio, ratio >= PLAY_RATIO, beside))
+    fleet = result.get("fleet")
+    if fleet:
+        targets.extend(_fleet_targets(fleet))
+    return targets
+
+
+def _fleet_targets(fleet: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Equal worlds get equal service, in every fleet of more than one world. (The
+    Redis gate's targets join these when its rows are measured beside ``in_process``.)"""
+    targets = []
+    for point in fleet["in_process"]:
+        if point["worlds"] < 2:
+            continue
+        for key, what in (("jain_calls_per_s", "Jain's index of calls/s"), ("makespan_min_max", "shortest / longest mean tick")):
+            value = point[key]
+            name = f"fleet.in_process {point['worlds']} worlds: {what}"
+            targets.append(_target(name, f">= {FLEET_FAIRNESS}", value, None if value is None else value >= FLEET_FAIRNESS))
     return targets
 
 
@@ -147,6 +178,10 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
         _replay(console, result["replay"])
     if "play" in result:
         _play(console, result["play"])
+    if "fleet" in result:
+        _fleet(console, result["fleet"])
+    if "redis-gate" in result:
+        _redis_gate(console, result["redis-gate"])
     for name, reason in result.get("skipped", {}).items():
         console.print(f"{name}: skipped: {reason}")
     _targets(console, result["targets"])
@@ -301,6 +336,59 @@ def _play(console: Console, figures: Mapping[str, Any]) -> None:
         rate = figures[f"{name}_calls_per_s"]
         table.add_row(label, f"{rate:,.0f}", f"{figures[f'{name}_us_per_call']:.1f}", f"{rate / headless:.3f}")
     console.print(table)
+
+
+def _fleet(console: Console, figures: Mapping[str, Any]) -> None:
+    setup = figures["setup"]
+    table = _table(
+        f"fleet — worlds of {setup['scene']} (seeds {setup['seed']}, +1, ...), {setup['ticks']} ticks each, one gate of "
+        f"{setup['gate_size']} / platform {setup['platform_limit']}, pipeline, {setup['order']}, no gate timeout (virtual clock, s)",
+        "worlds", "calls", "tick", "bound", "effic.", "worst", "busy", "Jain", "min/max",
+    )  # fmt: skip
+    for point in figures["in_process"]:
+        table.add_row(
+            str(point["worlds"]), str(point["calls_per_tick"]), f"{point['makespan_mean_s']:.3f}", f"{point['lower_bound_mean_s']:.3f}",
+            f"{point['efficiency']:.3f}", f"{point['efficiency_worst_world']:.3f}", f"{point['gate_busy']:.3f}",
+            _optional(point["jain_calls_per_s"]), _optional(point["makespan_min_max"]),
+        )  # fmt: skip
+    table.caption = (
+        "The in-process gate. calls: a tick of every world; tick: the mean makespan; bound: the mean fair-share bound, "
+        "max(longest call, total call time x worlds / gate size); effic.: bound / makespan, mean over every world's ticks "
+        "(worst: the lowest world's mean); busy: the gate's slot time used / had; Jain: Jain's index of the worlds' "
+        "calls/s; min/max: the shortest world's mean tick / the longest's"
+    )
+    table.caption_justify = "left"
+    console.print(table)
+
+
+def _optional(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _redis_gate(console: Console, figures: Mapping[str, Any]) -> None:
+    if not figures["available"]:
+        console.print(f"redis-gate — {figures['note']}")
+        return
+    admission = _table(
+        f"redis-gate — admissions, gate {figures['gate_size']} shared by every process on {figures['url']}, "
+        f"{figures['waiters_per_process']} callers a process acquiring and releasing at once",
+        "processes", "admissions/s", "latency after a release p50 / p95 (ms)", "fairness",
+    )
+    for point in figures["admission"]:
+        latency = point["latency_after_release_ms"]
+        admission.add_row(str(point["processes"]), f"{point['admissions_per_s']:,.0f}", f"{latency['p50']:.2f} / {latency['p95']:.2f}", f"{point['fairness']:.3f}")
+    console.print(admission)
+    makespan = _table(
+        f"redis-gate — tick makespans, one world a process against the same worlds in one process on the "
+        f"in-process gate, {figures['ticks']} ticks, latencies ×{figures['latency_scale']:g} in real time",
+        "processes", "in-process (s)", "redis (s)", "ratio", "fairness",
+    )
+    for point in figures["makespan"]:
+        makespan.add_row(
+            str(point["processes"]), f"{point['in_process_makespan_mean_s']:.3f}", f"{point['redis_makespan_mean_s']:.3f}",
+            f"{point['ratio']:.3f}", f"{point['fairness']:.3f}",
+        )  # fmt: skip
+    console.print(makespan)
 
 
 def _targets(console: Console, targets: list[Mapping[str, Any]]) -> None:

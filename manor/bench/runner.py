@@ -7,14 +7,21 @@ from typing import Any
 
 import attrs
 
-from . import fastforward, overhead, play, replay, scale, scheduling
+from . import fastforward, fleet, overhead, play, redis_gate, replay, scale, scheduling
 from .report import evaluate_targets
 from .suite import BenchContext, Suite
 
-__all__ = ["SUITES", "Progress", "run_bench"]
+__all__ = ["DEFAULT_SUITES", "SUITES", "Progress", "run_bench"]
 
 #: Every suite, in the order ``manor bench`` runs them.
-SUITES: dict[str, Suite] = {suite.name: suite for suite in (scheduling.SUITE, overhead.SUITE, fastforward.SUITE, scale.SUITE, replay.SUITE, play.SUITE)}
+SUITES: dict[str, Suite] = {
+    suite.name: suite
+    for suite in (scheduling.SUITE, overhead.SUITE, fastforward.SUITE, scale.SUITE, replay.SUITE, play.SUITE, fleet.SUITE, redis_gate.SUITE)
+}
+#: The suites ``manor bench`` runs when none is named: those ``by_default`` (not
+#: ``fleet``, so that a plain ``manor bench`` is what it was, nor ``redis-gate``, which
+#: needs a Redis server).
+DEFAULT_SUITES: tuple[str, ...] = tuple(name for name, suite in SUITES.items() if suite.by_default)
 
 #: Told a suite is starting and how many units it will do; returns the suite's
 #: ``advance`` callback.

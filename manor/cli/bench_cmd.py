@@ -1,4 +1,4 @@
-"""``manor bench``: headless tick benchmarks — scheduling, overhead, fastforward, scale, replay, play."""
+"""``manor bench``: headless tick benchmarks — scheduling, overhead, fastforward, scale, replay, play, fleet."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..bench.plot import check_plot_path, write_plot
 from ..bench.report import print_report
-from ..bench.runner import SUITES, run_bench
+from ..bench.runner import DEFAULT_SUITES, SUITES, run_bench
 from ..bench.suite import BenchContext, Suite
 from . import output
 from .options import add_setting_flags, sources_from_args
@@ -24,25 +24,27 @@ DRAWS = 200
 DRAWS_QUICK = 5
 #: The settings a benchmark takes from the command line; the suites set the others
 #: (policy, order, clock) run by run.
-_SETTINGS = ("run.scene", "run.seed", "run.batch_size", "gate.size", "platform.limit")
+_SETTINGS = ("run.scene", "run.seed", "run.batch_size", "gate.size", "platform.limit", "gate.url")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "bench",
-        help="headless tick benchmarks: scheduling, overhead, fastforward, scale, replay, play",
+        help="headless tick benchmarks: scheduling, overhead, fastforward, scale, replay, play, fleet, redis-gate",
         description="Benchmark the engine on a scene (default: the Wacky Manor). scheduling: "
         "tick makespans of batch, pipeline and longest-first against the lower bound of any "
         "schedule (virtual clock, exact). overhead: calls per second through the whole stack "
         "against bare trio and aiometer. fastforward: ticks per second of a virtual-clock run "
         "against bare trio tasks sleeping the same latencies. scale: cost per call and memory at 100 to 100,000 "
         "agents. replay: ticks per second replaying a save. play: what the live dashboard costs the run "
-        "it watches. Prints tables (or --json) and "
+        "it watches. fleet (only when asked for): 1, 4 and 16 worlds on one gate, each world's ticks against its "
+        "share of the gate, and how evenly the gate serves them. redis-gate (only when asked for): the gate shared "
+        "through Redis by 1, 2 and 4 processes (--gate-url, or a redis-server started for it). Prints tables (or --json) and "
         "whether each target is met.",
     )
     parser.add_argument(
         "--suite", action="append", choices=tuple(SUITES), metavar="NAME", dest="suites",
-        help=f"run only this suite (repeatable): {', '.join(SUITES)}; default: all",
+        help=f"run only this suite (repeatable): {', '.join(SUITES)}; default: {', '.join(DEFAULT_SUITES)}",
     )
     parser.add_argument("--quick", action="store_true", help="a small version of every suite (seconds)")
     parser.add_argument("--draws", type=positive_int, default=None, metavar="R", help=f"seeded draws (ticks) per scheduling configuration (default {DRAWS}, --quick {DRAWS_QUICK})")
@@ -53,7 +55,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    names = args.suites or list(SUITES)
+    names = args.suites or list(DEFAULT_SUITES)
     if args.plot is not None:
         check_plot_path(args.plot, names)
     context = BenchContext(

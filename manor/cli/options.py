@@ -46,7 +46,7 @@ SETTING_FLAGS: dict[str, SettingFlag] = {
         SettingFlag("--seed", "run.seed", int, "override the scene's seed", derived="the scene's seed"),
         SettingFlag(
             "--clock", "run.clock", str, "virtual (simulated time) or real", ("virtual", "real"),
-            derived="virtual; real when an agent is on a real backend",
+            derived="virtual; real when an agent is on a real backend or the gate is shared",
         ),
         SettingFlag("--agents", "run.agents", int, "replace the cast with N generated characters", derived="the scene's cast"),
         SettingFlag("--tick-interval", "run.tick_interval_s", _seconds, "seconds between tick starts (0 = free-running)"),
@@ -57,6 +57,11 @@ SETTING_FLAGS: dict[str, SettingFlag] = {
         ),
         SettingFlag("--gate-rate", "gate.rate", float, "token bucket: calls per second (0 = no bucket)"),
         SettingFlag("--gate-timeout", "gate.timeout_s", _seconds, "longest wait at the gate, seconds"),
+        SettingFlag(
+            "--gate-url", "gate.url", str, "share the gate with every process using this Redis server and gate name "
+            "(redis://host:port/db)", derived="none: the gate is this process's own",
+        ),
+        SettingFlag("--gate-name", "gate.name", str, "the shared gate's name at the Redis server"),
         SettingFlag("--call-timeout", "call.timeout_s", _seconds, "longest a call may take, seconds"),
         SettingFlag(
             "--platform-limit", "platform.limit", int, "the provider platform's session limit (0 = unlimited)",

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from ..errors import REASONS, ConfigError
 from ..saves import Replay, read_save, recorded_summary, replay
+from ..saves.format import FleetSeat
 from ..statistics import PlatformRejections
 from . import output
 from .options import add_setting_flags, flags_from_args
@@ -58,26 +59,36 @@ def run(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         print(f"manor: warning: {warning}", file=sys.stderr)
     if args.verify:
-        return _report_verification(args, result)
+        return _report_verification(args, result, save.header.fleet)
     summary = {**result.summary(), "recorded": recorded_summary(save), "drawn": result.drawn}
     if args.json:
         print(json.dumps(summary))
     else:
         changed = ", ".join(f"{overrides.spelling[key]} {value}" for key, value in overrides.values.items())
+        seat = save.header.fleet
+        if seat is not None:
+            how = "alone, through a gate of its own" if overrides.values else "with the shared gate's recorded admissions"
+            changed = f"{changed or 'the recorded settings'} (world {seat.world} of a fleet of {seat.worlds}, replayed {how})"
         print_comparison(output.console(), save.name, summary, changed or "the recorded settings")
     return 0
 
 
-def _report_verification(args: argparse.Namespace, result: Replay) -> int:
+def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSeat | None) -> int:
     mismatch = result.mismatch
     if args.json:
-        report = {
+        report: dict[str, Any] = {
             "ticks": result.ticks,
             "verified": result.verified,
             "first_mismatch": None if mismatch is None else mismatch.tick,
             "world_hash": result.statistics.world_hash,
         }
+        if seat is not None:
+            report["fleet"] = {"world": seat.world, "worlds": seat.worlds}
         print(json.dumps(report))
+    elif mismatch is None and seat is not None:
+        matched = "the world hash, and when each call was let through and ended, match" if result.times_checked else "the world hash matches"
+        print(f"{args.save}: world {seat.world} of a fleet of {seat.worlds}: {result.ticks} ticks replayed with the shared gate's "
+              f"recorded admissions; {matched} the recording after every tick ({result.statistics.world_hash})")  # fmt: skip
     elif mismatch is None:
         print(f"{args.save}: {result.ticks} ticks replayed; the world hash matches the recording after every tick "
               f"({result.statistics.world_hash})")  # fmt: skip

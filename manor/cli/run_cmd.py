@@ -14,7 +14,7 @@ from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..engine import build_engine, configure, make_clock
+from ..engine import build_engine, configure, make_clock, make_gate
 from ..forecast import gate_overload
 from ..errors import REASONS
 from ..instruments import Instrument
@@ -56,7 +56,8 @@ class _ProgressBar(Instrument):
 def run(args: argparse.Namespace) -> int:
     config, scene = configure(sources_from_args(args))
     stats = RunStatistics()
-    engine = build_engine(config, scene, instruments=[stats])
+    gate = make_gate(config, scene)
+    engine = build_engine(config, scene, instruments=[stats], gate=gate)
     if (overload := gate_overload(engine)) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
     writer = SaveWriter.create(args.save, engine, force=args.force) if args.save else None
@@ -67,14 +68,20 @@ def run(args: argparse.Namespace) -> int:
     def after() -> str:
         return interrupts.ran(stats.ticks, writer)
 
+    async def main() -> None:
+        async with gate.connected():
+            if (notice := getattr(gate, "notice", None)) is not None:
+                print(f"manor: warning: {notice}", file=sys.stderr)
+            await engine.loop.run(ticks, interval)
+
     try:
         if args.json or not console.is_terminal:
-            interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
+            interrupts.run(main, clock=make_clock(config), after=after)
         else:
             columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
             with Progress(*columns, console=console, transient=True) as progress:
                 engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
-                interrupts.run(engine.loop.run, ticks, interval, clock=make_clock(config), after=after)
+                interrupts.run(main, clock=make_clock(config), after=after)
     except KeyboardInterrupt as exc:
         # The loop closes the save as it ends; a signal before the loop ran (or outside
         # the trio run) leaves that to here. Closing twice writes nothing more.

@@ -24,7 +24,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save' or 'manor play')")
     parser.add_argument(
         "--format", choices=FORMATS, default=None,
-        help="md (a heading per tick), txt (a line per entry) or jsonl (one JSON object per entry: tick, caller, "
+        help="md (a heading per tick; five or more alike degraded turns of a tick in one line), txt (a line per "
+        "entry) or jsonl (one JSON object per entry: tick, caller, "
         "agent, speaker, text, fallback, reason, error) (default: from -o's suffix, else md)",
     )  # fmt: skip
     parser.add_argument("-o", "--output", type=output_path, default=None, metavar="FILE", help="write here instead of stdout (replaced if it exists)")

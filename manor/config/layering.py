@@ -23,7 +23,7 @@ from typing import Any, final
 import attrs
 import msgspec
 
-from ..errors import ConfigError, one_line
+from ..errors import ConfigError, one_line, redacted_url
 from .backends import Assignment, Backends, BackendTable, Named, TableValues, is_table_key
 from .schema import KEYS, RETIRED_KEYS, Settings, defaults, section_type
 
@@ -90,8 +90,9 @@ class Config:
         return getattr(getattr(self.settings, section), field)
 
     def rows(self) -> list[tuple[str, Any, str]]:
-        """(key, value, source) for every key, in schema order."""
-        return [(key, self.value(key), self.origins[key]) for key in KEYS]
+        """(key, value, source) for every key, in schema order, as they may be shown and
+        saved: a password in ``gate.url`` masked."""
+        return [(key, redacted_url(value) if key == "gate.url" and value else value, self.origins[key]) for key in KEYS for value in (self.value(key),)]
 
     def table_rows(self) -> list[tuple[str, BackendTable | str, str]]:
         """(key, value, source) for every ``[backends.NAME]`` table and ``[agent_backends]`` line."""
@@ -224,7 +225,8 @@ def with_backends(config: Config, agent_files: Mapping[str, str], scene: str) ->
     """Check every agent's backend and derive the clock from them.
 
     Real backends cannot run under the virtual clock (it would jump over their network
-    waits), so an unset ``run.clock`` becomes real when any agent is on one.
+    waits), so an unset ``run.clock`` becomes real when any agent is on one; so does a
+    gate shared through Redis (``gate.url``).
 
     Args:
         agent_files: agent id -> the ``backend`` field of its agent file.
@@ -232,25 +234,35 @@ def with_backends(config: Config, agent_files: Mapping[str, str], scene: str) ->
 
     Raises:
         ConfigError: an undefined backend, a line for no agent, or ``run.clock =
-            virtual`` with an agent on a real backend.
+            virtual`` with an agent on a real backend or a shared gate.
     """
     real = {
         agent: (assignment.backend, table.kind)
         for agent, assignment in config.assign_backends(agent_files, scene).items()
         if (table := config.backends.table(assignment.backend)) is not None and table.kind != "sim"
     }
-    if not real:
-        return config
-    agent, (name, kind) = next(iter(real.items()))
     clock = config.settings.run.clock
-    if clock == "virtual":
-        raise ConfigError(
-            f"{config.origins['run.clock']}: run.clock = virtual cannot time a real backend "
-            f"({agent} is on '{name}', kind {kind}); use the real clock (--clock real)"
-        )
+    if real:
+        agent, (name, kind) = next(iter(real.items()))
+        if clock == "virtual":
+            raise ConfigError(
+                f"{config.origins['run.clock']}: run.clock = virtual cannot time a real backend "
+                f"({agent} is on '{name}', kind {kind}); use the real clock (--clock real)"
+            )
+        why = f"{agent} is on the {kind} backend '{name}'"
+    elif config.settings.gate.url:
+        # Processes that share a gate wait for each other in real time.
+        if clock == "virtual":
+            raise ConfigError(
+                f"{config.origins['run.clock']}: run.clock = virtual cannot time a gate shared through Redis "
+                f"({config.origins['gate.url']} sets gate.url); use the real clock (--clock real)"
+            )
+        why = "the gate is shared (gate.url)"
+    else:
+        return config
     if clock is None:
         run = msgspec.structs.replace(config.settings.run, clock="real")
-        origins = {**config.origins, "run.clock": f"derived: {agent} is on the {kind} backend '{name}'"}
+        origins = {**config.origins, "run.clock": f"derived: {why}"}
         config = attrs.evolve(config, settings=msgspec.structs.replace(config.settings, run=run), origins=origins)
     return config
 

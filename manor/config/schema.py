@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from ..limits import MAX_AGENTS, MAX_FAILURES, MAX_REPAIRS, Burst, Count, Money, PositiveSeconds, Rate, Seconds, Seed, Size, Ticks
+from ..limits import MAX_AGENTS, MAX_FAILURES, MAX_REPAIRS, Burst, Count, GateName, GateUrl, LeaseSeconds, Money, PositiveSeconds, Rate, Seconds, Seed, Size, Ticks
 
 __all__ = ["DERIVED_KEYS", "FORMER_DEFAULTS", "KEYS", "POLICIES", "RETIRED_KEYS", "Settings", "section_type"]
 
@@ -42,6 +42,14 @@ class GateSettings(Section):
     burst: Burst = 1
     #: Longest wait at the gate before the call degrades as gate_timeout.
     timeout_s: PositiveSeconds = 30.0
+    #: Share the gate across processes and machines through this Redis server
+    #: (redis://host:port/db); unset or empty: the gate is this process's own.
+    url: GateUrl | None = None
+    #: The shared gate's name: every process with the same url and name shares one gate.
+    name: GateName = "manor"
+    #: How long a shared gate's permit lasts unless its process renews it (a process
+    #: killed while calls run loses their permits within this).
+    lease_s: LeaseSeconds = 5.0
 
 
 class CallSettings(Section):

@@ -8,7 +8,7 @@ from typing import final
 import attrs
 
 from ..calls import Admitted, Done, Request
-from ..gate import Gate
+from ..gate import SharedGate
 from .base import Inner, Layer, Listener
 
 __all__ = ["GateLayer"]
@@ -27,7 +27,7 @@ class GateLayer(Layer):
 
     priority = 50
 
-    gate: Gate
+    gate: SharedGate
     timeout: float = math.inf
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:

@@ -13,34 +13,41 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
 import outcome
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
 from textual.events import Resize
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Static
 
 from ..config import Config
 from ..config.schema import POLICIES
 from ..content import Scene
 from ..driver import TickDriver
-from ..engine import Engine, build_engine, scene_seed
+from ..engine import Engine, build_engine, make_gate, scene_seed
 from ..forecast import gate_overload
 from ..errors import ManorError, leaves
 from ..policies import make_policy
+from ..records import CallRecord
 from ..saves import SaveWriter
 from .clock import PacedClock
+from .figures import tick_label
 from .guest import GuestRun
 from .help import HelpScreen
-from .messages import EngineStopped
+from .history import AgentHistoryScreen
+from .makespans import RunChartScreen
+from .messages import AgentChosen, EngineStopped
 from .speed import SECONDS_PER_TICK, describe, faster, nearest, starting_speed
 from .state import DashboardState
-from .widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, StatusLine, StoryLog
+from .widgets import AgentsTable, Dashboard, DegradationPanel, GatePanel, LatencyPanel, StatusLine, StoryLog
+from .widgets.story import StoryFilter
+from .widgets.story_filter import StoryFilterInput
+from .widgets.degradations import shown_reasons
 
 __all__ = ["PlayApp", "build_app", "engine_failure"]
 
@@ -85,11 +92,18 @@ class PlayApp(App[None]):
         Binding("less_than_sign,comma", "speed(-1)", "slower", show=False),
         Binding("s", "save", "save"),
         Binding("f", "follow_story", "follow the story", show=False),
+        Binding("slash", "filter_story", "filter the story", show=False),
+        Binding("d", "toggle_degraded", "show or hide degraded turns in the story", show=False),
+        Binding("m", "run_chart", "every tick's makespan", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
     ]
     # Nothing in the dashboard needs the command palette; its footer entry costs room.
     ENABLE_COMMAND_PALETTE = False
+    # The agents table has the keys first: its cursor, Enter for a history.
+    AUTO_FOCUS = "#agents"
+    #: Keys that act on the dashboard's panels: not over another screen.
+    DASHBOARD_ONLY = frozenset({"follow_story", "filter_story", "toggle_degraded", "run_chart"})
 
     def __init__(
         self,
@@ -125,6 +139,8 @@ class PlayApp(App[None]):
         self.stopped_by: int | None = None
         # signal number -> the handler it had before the app took it.
         self._signal_handlers: dict[int, Any] = {}
+        #: What the story shows (kept here: a replay's restart makes a new story panel).
+        self.story_filter = StoryFilter()
 
     def _new_guest(self) -> GuestRun:
         guest = GuestRun(on_done=lambda result: self.post_message(EngineStopped(result, guest)))
@@ -133,16 +149,10 @@ class PlayApp(App[None]):
     # -- layout -----------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield StatusLine(id="status")
-        yield from self.compose_controls()
-        with Horizontal(id="top"):
-            yield LatencyPanel(id="latency")
-            yield GatePanel(id="gate")
-            yield DegradationPanel(id="degradations")
-        with Horizontal(id="bottom"):
-            yield AgentsTable(id="agents")
-            yield StoryLog(id="story")
-        yield Static(id="too-small")
+        shared_gate = bool(self.engine.config.settings.gate.url)
+        kinds, reasons = tuple(self.engine.loop.world.callers), shown_reasons(shared_gate=shared_gate)
+        yield Dashboard(self.compose_controls, kinds=kinds, reasons=reasons, id="dashboard")
+        yield StoryFilterInput(id="story-filter", disabled=True)
         yield Footer()
 
     def compose_controls(self) -> ComposeResult:
@@ -150,6 +160,8 @@ class PlayApp(App[None]):
         yield from ()
 
     def on_mount(self) -> None:
+        # A shared gate's panel has a row more (gate_unavailable).
+        self.set_class(bool(self.engine.config.settings.gate.url), "shared-gate")
         self.quit_on_signals()
         if self.writer is not None:
             self.notify(f"recording to {self.writer.path} (--no-save: no recording)", title="saving", markup=False)
@@ -188,8 +200,12 @@ class PlayApp(App[None]):
             self.guest.start(self.engine_main, clock=self.clock)
 
     async def engine_main(self) -> None:
-        """What the guest trio run runs: the tick driver."""
-        await self.driver.run(self.ticks)
+        """What the guest trio run runs: the tick driver, with the gate connected."""
+        gate = self.engine.loop.gate
+        async with gate.connected():
+            if (notice := getattr(gate, "notice", None)) is not None:
+                self.notify(notice, title="shared gate", severity="warning", timeout=20, markup=False)
+            await self.driver.run(self.ticks)
 
     async def stop_engine(self) -> None:
         """Cancel the engine and wait until its trio run has ended."""
@@ -275,6 +291,66 @@ class PlayApp(App[None]):
     def action_follow_story(self) -> None:
         self.query_one(StoryLog).action_follow()
 
+    # -- the story's filter -------------------------------------------------------------
+
+    def action_filter_story(self) -> None:
+        """Open the filter prompt, holding the filter in force."""
+        prompt = self.query_one(StoryFilterInput)
+        prompt.value = self.story_filter.text
+        prompt.display, prompt.disabled = True, False
+        prompt.focus()
+
+    def action_toggle_degraded(self) -> None:
+        hide = not self.story_filter.hide_degraded
+        self.set_story_filter(attrs.evolve(self.story_filter, hide_degraded=hide))
+        self.notify("degraded turns hidden from the story (d shows them)" if hide else "degraded turns shown in the story")
+
+    def action_clear_story_filter(self) -> None:
+        self.set_story_filter(attrs.evolve(self.story_filter, text=""))
+        self._close_filter_prompt()
+
+    def set_story_filter(self, story_filter: StoryFilter) -> None:
+        self.story_filter = story_filter
+        self.query_one(StoryLog).set_filter(story_filter)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if isinstance(event.input, StoryFilterInput):
+            self.set_story_filter(attrs.evolve(self.story_filter, text=event.value.strip()))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if isinstance(event.input, StoryFilterInput):
+            self._close_filter_prompt()
+
+    def _close_filter_prompt(self) -> None:
+        prompt = self.query_one(StoryFilterInput)
+        if prompt.display:
+            prompt.display, prompt.disabled = False, True
+            self.query_one(StoryLog).focus()
+
+    # -- other views ----------------------------------------------------------------------
+
+    def on_agent_chosen(self, message: AgentChosen) -> None:
+        row = self.state.rows.get(f"{message.caller}:{message.agent}")
+        name = row.name if row is not None else message.agent
+        self.push_screen(AgentHistoryScreen(message.caller, message.agent, name))
+
+    def action_run_chart(self) -> None:
+        self.push_screen(RunChartScreen())
+
+    def agent_calls(self, caller: str, agent: str) -> Sequence[CallRecord]:
+        """The calls of ``agent`` as a ``caller`` the dashboard kept, oldest first."""
+        row = self.state.rows.get(f"{caller}:{agent}")
+        return row.calls if row is not None else ()
+
+    @property
+    def agent_calls_kept(self) -> int | None:
+        """How many calls ``agent_calls`` keeps per caller (``None``: all of them)."""
+        return self.state.calls_per_caller
+
+    def run_ticks(self) -> tuple[Sequence[float], Sequence[int]]:
+        """Every tick's makespan so far, and whether a call of it degraded."""
+        return self.state.makespans, self.state.degraded_ticks
+
     # -- drawing ----------------------------------------------------------------------
 
     def refresh_panels(self) -> None:
@@ -282,27 +358,30 @@ class PlayApp(App[None]):
         if not self.is_running or self._recomposing:  # the widgets may be gone
             return
         self._draw_status()
-        loop = self.engine.loop
+        loop, state = self.engine.loop, self.state
+        # Every panel shows the same tick: the one under way, or else the last finished.
+        under_way = state.current_tick is not None
+        tick = tick_label(state.current_tick if under_way else state.tick, under_way) if under_way or state.tick else ""
         self.query_one(GatePanel).show(
             loop.gate.statistics(),
             loop.limiter.statistics(),
-            self.state.rejections,
+            state.rejections,
             gated=loop.policy.name != "legacy",
             burst=loop.gate.burst,
+            tick=tick,
         )
-        state = self.state
         if state.version == self._drawn:
             return
         self._drawn = state.version
+        self.query_one(LatencyPanel).show(state.shown, state.ticks)
         if len(state.ticks) and state.tick != self._drawn_ticks:
             self._drawn_ticks = state.tick
-            self.query_one(LatencyPanel).show(state.ticks)
             if self._calibrate:
                 self._calibrate_speed(state.ticks[0].makespan)
         self.query_one(DegradationPanel).show(
-            state.degradations_tick, state.degradations_total, compact=self.has_class("narrow")
+            state.degradations_tick, state.degradations_total, label=tick, compact=self.has_class("narrow")
         )
-        self.query_one(AgentsTable).show(state.rows, state.take_dirty())
+        self.query_one(AgentsTable).show(state.rows, state.take_dirty(), tick=tick)
         self.query_one(StoryLog).show(state.story, state.story_count)
 
     def _draw_status(self) -> None:
@@ -407,6 +486,8 @@ class PlayApp(App[None]):
         # unseen, nor draw its notice over the help.
         if isinstance(self.screen, HelpScreen):
             return action in ("help", "quit")
+        if action in self.DASHBOARD_ONLY and self.screen is not self.default_screen:
+            return False
         if action in ("pause", "resume"):
             return (action == "resume") == self.driver.paused
         return True
@@ -452,7 +533,7 @@ def build_app(
         SaveError: the save file exists (without ``force``) or cannot be created.
     """
     state = DashboardState(scene)
-    engine = build_engine(config, scene, instruments=[state])
+    engine = build_engine(config, scene, instruments=[state], gate=make_gate(config, scene))
     run = config.settings.run
     calibrate = clock == "auto"
     if clock == "auto":

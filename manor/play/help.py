@@ -1,48 +1,91 @@
-"""The help screen (``?``): every key of the dashboard, and what the panels mean."""
+"""The help screen (``?``): every key of the dashboard, and what the panels mean.
+
+The keys are one table, ``KEYS``, which the README's key table copies row for row (a
+test holds them together): what a key does live and in a replay.
+"""
 
 from __future__ import annotations
 
+import re
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-__all__ = ["HELP", "HelpScreen"]
+__all__ = ["KEYS", "PANELS", "HelpScreen", "key_rows"]
 
-HELP = """\
-[b]manor play[/b] — the world ticking live
+#: (keys, live, replay), Markdown as in the README: `x` is a key.
+KEYS: tuple[tuple[str, str, str], ...] = (
+    ("`space`", "pause / resume; a pause lets the tick under way finish", "play / pause (at the end: from the start)"),
+    ("`n`", "step: run exactly one tick, then stay paused", "the next recorded tick"),
+    ("`+` / `-`", "gate size up / down, live (a gate shared through Redis: for every process)", "—"),
+    ("`p`", "next policy, from the next tick: pipeline → batch → legacy", "—"),
+    ("`>` / `<` (`.` / `,`)", "simulated time faster / slower: ×¼ … ×1024, then max", "same"),
+    ("`s`", "save now: says where, and how many ticks the file holds", "—"),
+    ("`←` / `→`, `[` / `]`, `Home` / `End`", "—", "seek one tick, ten ticks, to the start / end; a click on the bar seeks too"),
+    ("`e`", "—", "seek to the next tick in which a call degraded (or say at once that none lies ahead)"),
+    ("`r`", "—", "restart from tick 0"),
+    ("`↑` / `↓`, `PgUp` / `PgDn`", "move the agents table's cursor (`Home` / `End`: to the first / last row)", "same (`Home` / `End` seek)"),
+    ("`Enter`, a click on a row", "that agent's history: its calls over the run, one per tick; `Esc` back", "same, read from the save, up to the tick shown"),
+    ("`m`", "every tick's makespan, the cursor at the tick shown; `Esc` or `m` back", "the whole recording"),
+    ("`/`", "filter the story by a name or words as you type; `Enter` keeps the filter, `Esc` clears it", "same"),
+    ("`d`", "hide / show the degraded turns in the story", "same"),
+    ("`f`", "follow the story again (scrolling the story up stops following)", "same"),
+    ("`Tab`", "focus the agents table or the story", "same"),
+    ("`?`", "help", "help"),
+    ("`q`", "quit (the engine is cancelled, the save closed)", "quit"),
+)
 
-[b]Keys[/b]
-  [b]space[/b]    pause / resume (a pause lets the tick under way finish)
-  [b]n[/b]        step: run exactly one tick, then stay paused
-  [b]+[/b] [b]-[/b]      gate size up / down, live
-  [b]p[/b]        next policy, from the next tick: pipeline → batch → legacy
-  [b]>[/b] [b]<[/b]      simulated time faster / slower (also [b].[/b] [b],[/b])
-  [b]s[/b]        save now (the run is saved as it goes, and on quit)
-  [b]f[/b]        follow the story again (scrolling it up stops following)
-  [b]?[/b]        this help         [b]q[/b]  quit
+PANELS = """\
+[b]Panels[/b] — every panel shows one tick: the one under way, [b]tick 13…[/b] (its
+counts still growing), or else the last finished, [b]tick 12[/b]; each says which.
+  [b]tick latency[/b]  the tick's makespan (simulated seconds; under way: its calls
+      ended so far), how many calls degraded, the p50 and max of its calls'
+      latencies (admission to answer); under them the last ticks' makespans
+      (a red bar: some call of that tick degraded).
+  [b]gate[/b]  calls in flight / gate size, waiting, token bucket, platform sessions
+      in use / limit and their peak, the gate's peak, platform rejections since
+      the start (3 srv: refused by the server).
+  [b]degraded[/b]  reason × caller kind: the tick shown / since the start
+      (gate_unavailable, "gate lost": only with a gate shared through Redis).
+  [b]agents[/b]  every caller's state on the tick shown (at 80 columns: … queued,
+      ▶ running, ✓ done, ✗ degraded; — dimmed: no call this tick, its last line
+      kept); its last latency and line, or what failed.
+  [b]story[/b]  what was said; a degraded turn is marked ⚠ with what replaced it
+      (idle, narration skipped, stale summary, speechless); five or more alike
+      in a tick are folded into one line (⚠ 912 characters idle …).
 
-[b]Replay[/b] (manor play --replay SAVE)
-  [b]← →[/b]      one tick back / on      [b][ ][/b]  ten ticks
-  [b]Home End[/b] first / last tick       a click on the bar: that tick
-  [b]e[/b]        seek to the next tick where a call degraded
-  [b]r[/b]        restart from tick 0
-
-[b]Panels[/b]
-  [b]tick latency[/b]  each tick's makespan (simulated seconds); the p50 and
-      max of its calls, admission to answer; a red bar: something degraded.
-  [b]gate[/b]  calls in flight / gate size, waiting, token bucket, platform
-      sessions in use / limit and their peak, the gate's peak, rejections.
-  [b]degraded[/b]  reason × caller kind: this tick / since the start.
-  [b]agents[/b]  every caller: queued, running, done or degraded this tick
-      (— dimmed: no call this tick); its last latency and line.
-  [b]story[/b]  what was said; a degraded turn is marked ⚠ with what
-      replaced it (idle, narration skipped, stale summary, speechless).
-      Scroll up to read back: it stops following and counts new lines.
-
+A figure too wide for its cell is abbreviated (18.9k), never cut.
 Simulated time is exact: the figures are those of manor run.
 Press [b]escape[/b] or [b]?[/b] to close."""
+
+
+def key_rows() -> list[str]:
+    """``KEYS`` as the README's Markdown table rows."""
+    return [f"| {keys} | {live} | {replay} |" for keys, live, replay in KEYS]
+
+
+def _styled(markdown: str) -> Text:
+    """A cell of ``KEYS``: its `keys` in bold."""
+    text = Text()
+    for i, part in enumerate(re.split(r"`([^`]*)`", markdown)):
+        text.append(part, style="bold" if i % 2 else "")
+    return text
+
+
+def _keys_table() -> Table:
+    table = Table(box=None, padding=(0, 1, 0, 0), expand=True, show_edge=False)
+    table.add_column("key", max_width=16)
+    table.add_column("live", ratio=3)
+    table.add_column("replay", ratio=2)
+    for row in KEYS:
+        table.add_row(*map(_styled, row))
+    return table
 
 
 class HelpScreen(ModalScreen[None]):
@@ -51,7 +94,9 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,question_mark,q", "dismiss", "close"),
     ]
+    AUTO_FOCUS = "*"  # the scroll box: the arrows scroll a long help
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(HELP, id="help-text")
+            title = Text.from_markup("[b]manor play[/b] — the world ticking live\n")
+            yield Static(Group(title, _keys_table(), Text(""), Text.from_markup(PANELS)), id="help-text")

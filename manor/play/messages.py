@@ -10,7 +10,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     from .guest import GuestRun
 
-__all__ = ["EngineStopped", "Seek"]
+__all__ = ["AgentChosen", "EngineStopped", "Seek"]
 
 
 class EngineStopped(Message):
@@ -39,3 +39,12 @@ class Seek(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, Seek)
+
+
+class AgentChosen(Message):
+    """Show the history of the calls of ``agent`` as a ``caller`` (a kind of caller)."""
+
+    def __init__(self, caller: str, agent: str) -> None:
+        super().__init__()
+        self.caller = caller
+        self.agent = agent

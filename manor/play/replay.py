@@ -11,22 +11,27 @@ start at full speed up to the tick asked for (a world cannot run backwards).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
 
 import trio
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.widgets import Input
 
 from ..driver import TickDriver
 from ..engine import Engine, build_engine, scene_seed, scene_sim
+from ..records import CallRecord
 from ..saves import ReplayBackend, Save, recorded_config, recorded_responses
-from ..saves.replay import LiveChanges, RecordingCheck
+from ..saves.replay import LiveChanges, RecordingCheck, recorded_admissions
 from .app import PlayApp
 from .clock import PacedClock
 from .messages import Seek
 from .speed import SECONDS_PER_TICK, faster, nearest
 from .state import DashboardState
+from .widgets import AgentsTable, Dashboard, StoryLog
 from .widgets.replay_bar import ReplayBar
 
 __all__ = ["ReplayApp", "replay_engine"]
@@ -44,11 +49,14 @@ def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck, L
     # Calls the recording has no response for (none, unless a recorded setting is no
     # longer known) are drawn as the recorded run drew them.
     backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(config, scene))
-    state = DashboardState(scene)
-    check = RecordingCheck(save.records)
+    state = DashboardState(scene, calls_kept=0)  # the histories are in the save
+    # One world of a fleet: the shared gate's admissions come from the recording.
+    admissions = recorded_admissions(save)
+    shared = [] if admissions is None else [admissions]
+    check = RecordingCheck(save.records, times=admissions is not None and config.settings.run.clock != "real")
     run = config.settings.run
     changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=run.batch_size, skip=())
-    engine = build_engine(config, scene, backend=backend, instruments=[state, check, changes])
+    engine = build_engine(config, scene, backend=backend, instruments=[state, check, changes, *shared], layers=shared)
     return engine, state, check, changes
 
 
@@ -91,8 +99,13 @@ class ReplayApp(PlayApp):
         self.speed = speed
         # A seek in progress: the tick it goes to.
         self._seeking: int | None = None
-        #: Ticks in which some call degraded (for ``e``).
-        self._degraded_ticks = [frame.record.tick for frame in save.ticks if any(not call.ok for call in frame.record.calls)]
+        records = save.records
+        #: Ticks in which some call degraded (for ``e``, and marked on the bar).
+        self._degraded_ticks = [record.tick for record in records if any(not call.ok for call in record.calls)]
+        self._makespans = [record.makespan for record in records]
+        self._degraded = bytearray(any(not call.ok for call in record.calls) for record in records)
+        # (caller, agent) -> its recorded calls, made the first time its history is asked for.
+        self._calls: dict[tuple[str, str], tuple[list[int], list[CallRecord]]] = {}
 
     async def engine_main(self) -> None:
         """The tick driver, and beside it the recorded changes made during ticks."""
@@ -102,9 +115,30 @@ class ReplayApp(PlayApp):
             nursery.cancel_scope.cancel()
 
     def compose_controls(self) -> ComposeResult:
-        yield ReplayBar(Path(self.save.name).name, self.total, id="replay-bar")
+        yield ReplayBar(Path(self.save.name).name, self.total, degraded=self._degraded_ticks, id="replay-bar")
+
+    # -- the recording ----------------------------------------------------------------
+
+    def agent_calls(self, caller: str, agent: str) -> Sequence[CallRecord]:
+        """The recorded calls of ``agent`` as a ``caller`` up to the tick shown."""
+        key = (caller, agent)
+        if key not in self._calls:
+            calls = [call for record in self.save.records for call in record.calls if (call.caller, call.agent) == key]
+            self._calls[key] = ([call.tick for call in calls], calls)
+        ticks, calls = self._calls[key]
+        return calls[: bisect_right(ticks, self.state.tick)]
+
+    @property
+    def agent_calls_kept(self) -> int | None:
+        return None  # the save has them all
+
+    def run_ticks(self) -> tuple[Sequence[float], Sequence[int]]:
+        """The whole recording's makespans, and whether a call of each tick degraded."""
+        return self._makespans, self._degraded
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "seek" and isinstance(self.focused, Input):
+            return False  # the arrows, Home and End move in the story's filter prompt
         return action not in self.LIVE_ONLY and super().check_action(action, parameters)
 
     # -- drawing ----------------------------------------------------------------------
@@ -202,12 +236,21 @@ class ReplayApp(PlayApp):
         self.clock = PacedClock(self.speed)
         self.guest = self._new_guest()
         self._drawn = self._drawn_ticks = -1
-        # recompose() removes every widget before it mounts the new ones: the refresh
-        # timer must not draw in between.
+        # recompose() removes every panel before it mounts the new ones: the refresh
+        # timer must not draw in between. The dashboard, not the app: the app would
+        # recompose whichever screen is on top (a history, the run chart).
+        # The new panels take the old ones' focus, cursor and filter.
+        focused = self.default_screen.focused
+        focused_id = focused.id if focused is not None else None
+        cursor = self.query_one(AgentsTable).cursor
         self._recomposing = True
         try:
-            await self.recompose()
+            await self.query_one(Dashboard).recompose()
         finally:
             self._recomposing = False
+        self.query_one(AgentsTable).move_cursor(cursor)
+        self.query_one(StoryLog).set_filter(self.story_filter)
+        if focused_id is not None and (widget := self.default_screen.query(f"#{focused_id}")):
+            self.default_screen.set_focus(widget.first())
         self.start_engine()
         self.refresh_panels()

@@ -21,13 +21,14 @@ Versions:
        limiter's, which is what a format-1 replay took them for.
     3: the header names the world the run played and its version (``world_name``,
        ``world_version``: a scene may play any world, ``manor.worlds``). Formats 1 and 2
-       only ever played the manor world, version 1.
+       only ever played the manor world, version 1. It may say the run was one world of
+       a fleet (``fleet``; added with a default, ``None`` for a single run).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Annotated, Any, Union
 
 import msgspec
 
@@ -39,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "HEADERS",
     "EndFrame",
+    "FleetSeat",
     "Frame",
     "Header",
     "HeaderV1",
@@ -118,6 +120,16 @@ class HeaderV2(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
     run_id: str = ""
 
 
+class FleetSeat(msgspec.Struct, frozen=True, kw_only=True):
+    """The recorded run was world ``world`` (from 0) of a fleet of ``worlds`` that shared
+    one gate and one platform (``manor fleet``). Its calls were admitted by that gate
+    among every world's calls, which this save does not hold: a replay takes their
+    admissions from the recording (``manor.saves.admissions``)."""
+
+    world: Annotated[int, msgspec.Meta(ge=0)]
+    worlds: Annotated[int, msgspec.Meta(ge=1)]
+
+
 class HeaderV3(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", tag=3):
     """The first frame of a format-3 save: format 2's fields, and the world played.
 
@@ -127,6 +139,7 @@ class HeaderV3(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
             world says so instead of failing to verify.
         world_callers: the world's caller kinds, in its order (what the calls' kinds
             are checked against, and the order reports show them in).
+        fleet: the run was one world of a fleet; ``None`` for a single run.
     """
 
     engine_version: str
@@ -139,6 +152,7 @@ class HeaderV3(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
     world_name: str = "manor"
     world_version: str = "1"
     world_callers: tuple[str, ...] = CALLER_KINDS
+    fleet: FleetSeat | None = None
 
 
 #: Every header version, oldest first; the last is the one written.

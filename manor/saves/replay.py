@@ -20,12 +20,13 @@ from ..records import StoryEntry, TickRecord
 from ..tickloop import TickLoop
 from ..statistics import RunStatistics
 from ..worlds import create_world
+from .admissions import RecordedAdmissions
 from .backend import ReplayBackend, recorded_responses
 from .format import SettingChange, TickFrame
 from .reader import Save
 from .recorded import check_world, recorded_config, recorded_source
 
-__all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "replay"]
+__all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "recorded_admissions", "replay"]
 
 
 @attrs.frozen
@@ -41,16 +42,28 @@ class Mismatch:
 
 @final
 class RecordingCheck(Instrument):
-    """Compares each replayed tick with the recorded one; keeps the first mismatch."""
+    """Compares each replayed tick with the recorded one; keeps the first mismatch.
 
-    def __init__(self, recorded: Sequence[TickRecord]) -> None:
+    Args:
+        recorded: the recorded ticks.
+        times: also compare when each call was let through and when it ended (a
+            fleet world's replay, whose admissions come from the recording, must
+            reproduce them to the bit: ``manor.saves.admissions``).
+    """
+
+    def __init__(self, recorded: Sequence[TickRecord], *, times: bool = False) -> None:
         self.recorded = recorded
+        self.times = times
         self.mismatch: Mismatch | None = None
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         expected = self.recorded[record.tick - 1]
-        if self.mismatch is None and record.world_hash != expected.world_hash:
+        if self.mismatch is not None:
+            return
+        if record.world_hash != expected.world_hash:
             self.mismatch = Mismatch(record.tick, expected.world_hash, record.world_hash, _first_difference(expected, record))
+        elif self.times and (detail := _first_time_difference(expected, record)):
+            self.mismatch = Mismatch(record.tick, expected.world_hash, record.world_hash, detail)
 
 
 def _first_difference(recorded: TickRecord, replayed: TickRecord) -> str:
@@ -66,6 +79,23 @@ def _first_difference(recorded: TickRecord, replayed: TickRecord) -> str:
     return "every call ended as recorded, yet the world differs (the save was altered, or the world's rules changed)"
 
 
+def _first_time_difference(recorded: TickRecord, replayed: TickRecord) -> str | None:
+    for was, now in zip(recorded.calls, replayed.calls, strict=True):
+        if was.admitted_at != now.admitted_at:
+            return (
+                f"{was.caller} {was.agent}: let through at {_time(was.admitted_at)} in the recording, {_time(now.admitted_at)} in the replay: "
+                "the recorded admissions are not ones this world's gate could make (more of its calls in flight than the gate's size, "
+                "or out of its ticket order)"
+            )
+        if was.finished_at != now.finished_at:
+            return f"{was.caller} {was.agent}: ended at {was.finished_at!r} in the recording, {now.finished_at!r} in the replay"
+    return None
+
+
+def _time(at: float | None) -> str:
+    return "never" if at is None else repr(at)
+
+
 @final
 @attrs.frozen
 class Replay:
@@ -78,6 +108,8 @@ class Replay:
             for them (they never reached the backend in it).
         mismatch: the first tick whose world hash differs from the recording, if any.
         warnings: what the reader and the settings let pass, one line each.
+        times_checked: each call's admission and end were compared with the recording
+            too (a fleet world's save, recorded on the virtual clock).
     """
 
     engine: Engine
@@ -85,6 +117,7 @@ class Replay:
     drawn: int
     mismatch: Mismatch | None
     warnings: tuple[str, ...]
+    times_checked: bool = False
 
     @property
     def ticks(self) -> int:
@@ -97,6 +130,13 @@ class Replay:
     def summary(self) -> dict[str, Any]:
         """The replayed run's figures, with the keys of ``manor run --json``."""
         return self.statistics.summary(self.engine)
+
+
+def recorded_admissions(save: Save) -> RecordedAdmissions | None:
+    """For a save of one world of a fleet, the shared gate's recorded admissions, to
+    replay it with (add it to the loop as a layer and as an instrument); ``None`` for a
+    single run's save, which its own gate replays."""
+    return None if save.header.fleet is None else RecordedAdmissions(save.ticks)
 
 
 @final
@@ -153,7 +193,9 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     Args:
         overrides: settings to replay with instead of the recorded ones (a what-if);
             ``None`` replays with the recorded settings, which must reproduce the
-            recorded world hash after every tick.
+            recorded world hash after every tick. One world of a fleet replays with
+            the recorded settings under the shared gate's recorded admissions (and
+            must reproduce them too), under a what-if alone, through a gate of its own.
         instruments: more observers of the replayed ticks (a dashboard, a recorder).
 
     Raises:
@@ -170,7 +212,10 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     # drawn them: from its own seed and simulation settings, whatever the what-if.
     backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(recorded_config(save), scene))
     statistics = RunStatistics()
-    check = RecordingCheck(save.records)
+    admissions = recorded_admissions(save) if overrides is None else None
+    # Times recorded on the real clock are not exact: a call let through at a release
+    # is stamped a moment after the call that released its slot is stamped ended.
+    check = RecordingCheck(save.records, times=admissions is not None and config.settings.run.clock != "real")
     settings = config.settings
     changes = LiveChanges(
         save.ticks,
@@ -178,7 +223,8 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
         batch_size=settings.run.batch_size,
         skip=overrides.values if overrides is not None else (),
     )
-    engine = build_engine(config, scene, backend=backend, instruments=[statistics, check, changes, *instruments])
+    shared = [] if admissions is None else [admissions]
+    engine = build_engine(config, scene, backend=backend, instruments=[statistics, check, changes, *shared, *instruments], layers=shared)
     mismatch = None
     start = create_world(scene, save.header.seed).hash
     if start != save.header.world.hash:
@@ -193,4 +239,4 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
 
     # Ctrl-C or SIGTERM stops it cleanly and says how far it got.
     interrupts.run(main, clock=clock, after=lambda: f"after {statistics.ticks} of {len(save.ticks)} ticks replayed")
-    return Replay(engine, statistics, backend.drawn, mismatch or check.mismatch, (*save.warnings, *dropped))
+    return Replay(engine, statistics, backend.drawn, mismatch or check.mismatch, (*save.warnings, *dropped), check.times)

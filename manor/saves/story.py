@@ -3,6 +3,10 @@ written out as Markdown, plain text or JSON Lines (``manor story``).
 
 A save holds the calls, not the story: the story is what the world makes of them, so it is
 rebuilt by applying each recorded tick to a fresh world — no call is made, no time passes.
+
+Markdown is for reading: as in the dashboard, a tick's alike degraded turns (same caller
+kind, fallback, reason and message), ``FOLD_AT`` or more, are one line naming every caller
+(``manor.folds``). Text and JSON Lines keep a line per entry, for tools.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import attrs
 import msgspec
 
 from ..errors import SaveError
+from ..folds import Fold, fold_story
 from ..output import write_output
 from ..records import StoryEntry
 from ..worlds import create_world
@@ -82,11 +87,12 @@ def story_text(title: str, lines: Sequence[StoryLine], format: Format) -> str:
         return "".join(f"{line.entry.tick:>4} {_said(line)}\n" for line in lines)
     out = [f"# {title}\n"]
     tick = 0
-    for line in lines:
+    for item in fold_story(lines, lambda line: line.entry, key=lambda line: line.error):
+        line = item.items[0] if isinstance(item, Fold) else item
         if line.entry.tick != tick:
             tick = line.entry.tick
             out.append(f"\n## Tick {tick}\n\n")
-        out.append(f"- {_said(line, markdown=True)}\n")
+        out.append(f"- {_folded(item) if isinstance(item, Fold) else _said(line, markdown=True)}\n")
     return "".join(out)
 
 
@@ -99,6 +105,14 @@ def _said(line: StoryLine, *, markdown: bool = False) -> str:
     why = f"{entry.reason}: {line.error}" if line.error else f"{entry.reason}"
     said = f"{beat}{who}: ⚠ {entry.fallback} ({why})"
     return f"_{said}_" if markdown else said
+
+
+def _folded(fold: Fold[StoryLine]) -> str:
+    """A Markdown line for many alike degraded turns, naming every one."""
+    first = fold.items[0]
+    why = f"{first.entry.reason}: {first.error}" if first.error else f"{first.entry.reason}"
+    names = ", ".join(line.entry.speaker for line in fold.items)
+    return f"_⚠ {fold.who} {first.entry.fallback} ({why}) — {names}_"
 
 
 def _json(line: StoryLine) -> _JsonLine:

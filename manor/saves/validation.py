@@ -23,7 +23,7 @@ __all__ = ["check_changes", "check_header"]
 
 
 def check_header(header: Header, name: str) -> None:
-    """The recorded settings and the saved scene.
+    """The recorded settings, the saved scene and the run's seat in a fleet.
 
     Settings this Manor no longer knows are left alone: the replay drops them with a
     warning (``recorded_source``).
@@ -34,6 +34,9 @@ def check_header(header: Header, name: str) -> None:
     problem = scene_problem(header.scene)
     if problem:
         raise SaveError(f"{name}: corrupt: the saved scene: {problem}")
+    seat = header.fleet
+    if seat is not None and seat.world >= seat.worlds:
+        raise SaveError(f"{name}: corrupt: it says it is world {seat.world} of a fleet of {seat.worlds} (worlds count from 0)")
     source = Source(name, 0, {}, spelling={key: f"recorded setting {key}" for key in KEYS})
     for row in header.settings:
         if row.key in KEYS:

@@ -16,7 +16,7 @@ from ..errors import SaveError
 from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..worlds import ManorWorld
-from .format import EndFrame, Header, SettingChange, SettingRow, TickFrame, WorldAtStart
+from .format import EndFrame, FleetSeat, Header, SettingChange, SettingRow, TickFrame, WorldAtStart
 from .framing import SIGNATURE, write_frame
 
 if TYPE_CHECKING:
@@ -58,13 +58,14 @@ class SaveWriter(Instrument):
         self.size = 0
 
     @classmethod
-    def create(cls, path: str | Path, engine: Engine, *, force: bool = False) -> SaveWriter:
+    def create(cls, path: str | Path, engine: Engine, *, force: bool = False, fleet: FleetSeat | None = None) -> SaveWriter:
         """Create the save file for ``engine``'s run, write its header, and add the
         writer to the engine's loop (create it before the run starts).
 
         Args:
             path: the file to create.
             force: overwrite the file if it exists.
+            fleet: the run is this world of a fleet.
 
         Raises:
             SaveError: the file exists (and ``force`` is not set) or cannot be created.
@@ -78,7 +79,7 @@ class SaveWriter(Instrument):
             raise SaveError(f"{path}: cannot create the save file: {exc.strerror or exc}") from None
         writer = cls(path, file)
         writer._write(SIGNATURE, frame=False)
-        writer._write(_ENCODER.encode(header_for(engine)))
+        writer._write(_ENCODER.encode(header_for(engine, fleet)))
         writer.check()
         engine.loop.add_instrument(writer)
         return writer
@@ -144,8 +145,9 @@ class SaveWriter(Instrument):
             self._error = SaveError(f"{self.path}: writing failed after {self.ticks} ticks: {exc.strerror or exc}")
 
 
-def header_for(engine: Engine) -> Header:
-    """The header of a save of ``engine``'s run, taken before its first tick."""
+def header_for(engine: Engine, fleet: FleetSeat | None = None) -> Header:
+    """The header of a save of ``engine``'s run (world ``fleet`` of a fleet), taken
+    before its first tick."""
     world = engine.loop.world
     positions = dict(world.positions) if isinstance(world, ManorWorld) else {}
     return Header(
@@ -159,4 +161,5 @@ def header_for(engine: Engine) -> Header:
         world_name=world.name,
         world_version=world.version,
         world_callers=tuple(world.callers),
+        fleet=fleet,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .agents import AgentsTable
+from .dashboard import Dashboard
 from .degradations import DegradationPanel
 from .gate_panel import GatePanel
 from .latency import LatencyPanel
@@ -13,6 +14,7 @@ from .tick_chart import TickChart
 
 __all__ = [
     "AgentsTable",
+    "Dashboard",
     "DegradationPanel",
     "GatePanel",
     "LatencyPanel",

@@ -1,19 +1,19 @@
-"""Degradation counts: caller kind × reason, this tick and since the start."""
+"""Degradation counts: caller kind × reason, on the tick shown and since the start."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
 from ...calls import CALLER_KINDS
 from ...errors import REASONS
+from ..figures import counts, fit, fit_width
 
-__all__ = ["SHORT_REASONS", "DegradationPanel"]
+__all__ = ["SHORT_REASONS", "DegradationPanel", "shown_reasons"]
 
-#: Column headings, short enough for an 80-column terminal.
+#: Column headings, short enough for an 80-column terminal (another kind: its own name).
 _KIND_HEADINGS = {"character": "char", "narrator": "narr", "summariser": "summ", "scene_beat": "beat"}
 #: Reasons, shortened for a narrow terminal.
 SHORT_REASONS = {
@@ -22,47 +22,87 @@ SHORT_REASONS = {
     "call_timeout": "call t/o",
     "provider_error": "error",
     "circuit_open": "circuit",
-    "cancelled": "cancelled",
+    "cancelled": "cancel",
     "invalid_output": "invalid",
+    "gate_unavailable": "gate lost",
 }
 
-#: Room for "this tick/since start" in a cell, wide and compact (longer counts are cut).
-_CELL_WIDTH, _COMPACT_CELL_WIDTH = 8, 6
+#: Room for "tick/total" in a cell, wide and compact: a count that does not fit is
+#: abbreviated (``904/19k``), and a column whose counts do not fit even so grows.
+_CELL_WIDTH, _COMPACT_CELL_WIDTH = 9, 6
 
 Counts = Mapping[str, Mapping[str, int]]
 
 
-class DegradationPanel(Static):
-    """Every reason × every caller kind, as ``this tick/since start``; zero shows as 0."""
+def shown_reasons(shared_gate: bool) -> tuple[str, ...]:
+    """The reasons the panel has a row for: ``gate_unavailable`` only when the gate is
+    shared through a server, the one gate that can be lost."""
+    return REASONS if shared_gate else tuple(reason for reason in REASONS if reason != "gate_unavailable")
 
-    BORDER_TITLE = "degraded (tick/total)"
+
+class DegradationPanel(Static):
+    """Every reason × every caller kind, as ``tick/total``: the tick the panels show
+    (the one under way, its counts growing, or the last finished) and since the start;
+    zero shows as 0. Its title names the tick.
+
+    Args:
+        kinds: the caller kinds it has a column for from the start (the world's).
+        reasons: the reasons it has a row for from the start (``shown_reasons``).
+    """
+
+    BORDER_TITLE = "degraded"
 
     _compact: bool | None = None
     _shown: tuple[object, ...] | None = None
+    _widths: tuple[int, ...] = ()
+
+    def __init__(self, *, kinds: Sequence[str] = CALLER_KINDS, reasons: Sequence[str] = REASONS, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.kinds = tuple(kinds)
+        self.reasons = tuple(reasons)
 
     def on_mount(self) -> None:
-        empty = {kind: dict.fromkeys(REASONS, 0) for kind in CALLER_KINDS}
+        empty = {kind: dict.fromkeys(REASONS, 0) for kind in self.kinds}
         self.show(empty, empty)
 
-    def show(self, tick: Counts, total: Counts, *, compact: bool = False) -> None:
-        """Redraw if a count changed; ``compact`` shortens the reasons (for 80 columns)."""
-        shown = (tuple(n for kind in CALLER_KINDS for n in (*tick[kind].values(), *total[kind].values())), compact)
+    def show(self, tick: Counts, total: Counts, *, label: str = "", compact: bool = False) -> None:
+        """Redraw if a count changed.
+
+        Args:
+            tick: counts of the tick shown; ``total`` since the start.
+            label: which tick ``tick`` counts (``tick 12``, ``tick 13…`` while it runs).
+            compact: shorten the reasons and cells (for 80 columns).
+        """
+        # The panel's kinds and reasons always, in report order; a kind the world did
+        # not declare, or a reason the panel does not list, once it has a count.
+        kinds = [*self.kinds, *(kind for kind in total if kind not in self.kinds)]
+        listed = set(self.reasons)
+        reasons = [*self.reasons, *sorted({r for kind in total.values() for r, n in kind.items() if n and r not in listed})]
+        grid = [[(tick.get(kind, {}).get(reason, 0), total.get(kind, {}).get(reason, 0)) for kind in kinds] for reason in reasons]
+        shown = (tuple(kinds), tuple(reasons), tuple(map(tuple, grid)), label, compact)
         if shown == self._shown:
             return
         self._shown = shown
-        table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False, expand=False)
-        labels = SHORT_REASONS if compact else {reason: reason for reason in REASONS}
-        table.add_column("reason", style="dim", no_wrap=True, width=max(map(len, labels.values())))
-        for kind in CALLER_KINDS:
-            # A fixed width keeps the panel's size, so a redraw needs no layout pass.
-            width = _COMPACT_CELL_WIDTH if compact else _CELL_WIDTH
-            table.add_column(_KIND_HEADINGS.get(kind, kind), justify="right", no_wrap=True, width=width)
-        for reason in REASONS:
-            cells = []
-            for kind in CALLER_KINDS:
-                now, ever = tick[kind][reason], total[kind][reason]
+        self.border_title = f"degraded: {label} / total" if label else "degraded (tick/total)"
+        base = _COMPACT_CELL_WIDTH if compact else _CELL_WIDTH
+        cells = [[counts(now, ever) for now, ever in row] for row in grid]
+        headings = [_KIND_HEADINGS.get(kind, kind) for kind in kinds]
+        widths = tuple(max(base, len(heading), *(fit_width(row[k]) for row in cells)) for k, heading in enumerate(headings))
+        labels = [SHORT_REASONS.get(reason, reason) if compact else reason for reason in reasons]
+        first = max(map(len, labels))
+        # Plain aligned text, as the gate panel: a rich Table costs ten times as much to
+        # draw, and the title names a new tick every tick.
+        text = Text(no_wrap=True, overflow="crop")
+        text.append(f"{'reason':<{first}}", style="bold")
+        for heading, width in zip(headings, widths, strict=True):
+            text.append(f" {heading:>{width}}", style="bold")
+        for label_, row, forms in zip(labels, grid, cells, strict=True):
+            text.append(f"\n{label_:<{first}}", style="dim")
+            for (now, ever), form, width in zip(row, forms, widths, strict=True):
                 style = "bold red" if now else "red" if ever else "dim"
-                cells.append(Text(f"{now}/{ever}", style=style))
-            table.add_row(labels[reason], *cells)
-        self.update(table, layout=compact != self._compact)
-        self._compact = compact
+                text.append(" ")
+                text.append(f"{fit(width, form):>{width}}", style=style)
+        # A fixed width keeps the panel's size, so a redraw needs no layout pass.
+        relayout = compact != self._compact or widths != self._widths
+        self.update(text, layout=relayout)
+        self._compact, self._widths = compact, widths

@@ -8,6 +8,7 @@ from textual.widgets import Static
 from ...gate import GateStatistics
 from ...limiter import SessionLimiterStatistics
 from ...statistics import PlatformRejections
+from ..figures import count, fit
 
 __all__ = ["GatePanel"]
 
@@ -15,37 +16,55 @@ __all__ = ["GatePanel"]
 class GatePanel(Static):
     """Calls in flight / gate size, waiting, the token bucket's level, platform sessions
     in use / limit and their peak, the gate's peak, platform rejections (calls degraded
-    ``platform_rejected`` in the finished ticks; those the server refused, if any, in
-    brackets). Under the legacy policy nothing goes through the gate: it says so."""
+    ``platform_rejected`` since the start, the tick under way's as they end; those the
+    server refused, if any, in brackets). Under the legacy policy nothing goes through
+    the gate: it says so. Its subtitle names the tick its figures belong to.
+
+    A row too long for the panel takes its short label, then its value abbreviated
+    (``rej. 18.9k (3 srv)``): its figure is never cut.
+    """
 
     BORDER_TITLE = "gate"
 
     _shown: tuple[object, ...] | None = None
 
     def show(
-        self, gate: GateStatistics, platform: SessionLimiterStatistics, rejections: PlatformRejections, *, gated: bool, burst: int
+        self,
+        gate: GateStatistics,
+        platform: SessionLimiterStatistics,
+        rejections: PlatformRejections,
+        *,
+        gated: bool,
+        burst: int,
+        tick: str,
     ) -> None:
-        shown = (gate, platform, rejections.by_limiter, rejections.by_server, gated, burst)
+        """Redraw if a figure changed; ``tick`` says which tick they belong to."""
+        shown = (gate, platform, rejections.by_limiter, rejections.by_server, gated, burst, tick)
         if shown == self._shown:
             return
         self._shown = shown
-        limit = str(platform.limit) if platform.limit else "∞"
-        in_flight = (f"{gate.in_flight}/{gate.size}", "bold") if gated else ("unused", "yellow")
-        tokens = "off" if gate.tokens_available is None else f"{gate.tokens_available:.1f}/{burst}"
-        # Gate timeouts are in the degradation table (gate_timeout), not repeated here.
+        self.border_subtitle = tick
+        limit = count(platform.limit) if platform.limit else ["∞"]
+        # (label, short label, forms of the value, style)
         rows = [
-            ("in flight", in_flight),
-            ("waiting", (str(gate.waiting), "")),
-            ("tokens", (tokens, "")),
-            ("sessions", (f"{platform.in_use}/{limit}", "")),
-            ("peak", (str(platform.peak), "")),
-            ("gate peak", (str(gate.peak_in_flight), "")),
-            ("rejected", (_rejected(rejections), "bold red" if rejections.total else "")),
-        ]
+            ("in flight", "in fl.", _pair(count(gate.in_flight), count(gate.size)), "bold")
+            if gated
+            else ("gate", "gate", ["unused"], "yellow"),
+            ("waiting", "wait", count(gate.waiting), ""),
+            ("tokens", "tok.", ["off"] if gate.tokens_available is None else [f"{gate.tokens_available:.1f}/{burst}", f"{gate.tokens_available:.0f}/{burst}"], ""),
+            ("sessions", "sess.", _pair(count(platform.in_use), limit), ""),
+            ("peak", "peak", count(platform.peak), ""),
+            ("gate peak", "g. peak", count(gate.peak_in_flight), ""),
+            ("rejected", "rej.", _rejected(rejections), "bold red" if rejections.total else ""),
+        ]  # fmt: skip
         # Plain aligned text: a rich Table costs ten times as much to draw, every frame.
         width = self.content_size.width or 24
         text = Text(no_wrap=True, overflow="crop")
-        for i, (label, (value, style)) in enumerate(rows):
+        for i, (label, short, forms, style) in enumerate(rows):
+            value = forms[0]
+            if len(label) + 1 + len(value) > width:
+                label = short
+                value = fit(width - len(label) - 1, forms)
             text.append(label, style="dim")
             text.append(" " * max(1, width - len(label) - len(value)))
             text.append(value, style=style)
@@ -57,7 +76,15 @@ class GatePanel(Static):
         self._shown = None  # realign at the next refresh
 
 
-def _rejected(rejections: PlatformRejections) -> str:
-    """``12``, or ``12 (3 srv)`` when the server refused some of them."""
-    total = str(rejections.total)
-    return f"{total} ({rejections.by_server} srv)" if rejections.by_server else total
+def _pair(firsts: list[str], seconds: list[str], form: str = "{}/{}") -> list[str]:
+    """Two figures in one ``form``, each in all its forms, the most precise first."""
+    return [form.format(a, b) for a in firsts for b in seconds]
+
+
+def _rejected(rejections: PlatformRejections) -> list[str]:
+    """``12``, or ``12 (3 srv)`` when the server refused some of them (``12/3srv`` where
+    that does not fit)."""
+    if not rejections.by_server:
+        return count(rejections.total)
+    totals, servers = count(rejections.total), count(rejections.by_server)
+    return _pair(totals, servers, "{} ({} srv)") + _pair(totals, servers, "{}/{}srv")

@@ -1,4 +1,4 @@
-"""Per-tick latency: tick makespans over the last ticks, and the latest in numbers."""
+"""Per-tick latency: the tick shown in numbers, over a chart of the last ticks' makespans."""
 
 from __future__ import annotations
 
@@ -9,38 +9,62 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from ..state import TickFigures
+from ..figures import count, counts, fit, seconds, tick_label
+from ..state import ShownTick, TickFigures
 from .tick_chart import TickChart
 
 __all__ = ["LatencyPanel"]
 
+#: How the p50 and max line reads, roomiest first.
+_SPREADS = ("calls p50 {} · max {}", "p50 {} · max {}", "p50 {} max {}")
+
 
 class LatencyPanel(Vertical):
-    """The last tick's makespan and the p50 and max of its calls' latencies (admission
-    to answer, simulated seconds), over a chart of the makespans of the last ticks."""
+    """Three lines on the tick the panels show — which tick and its makespan (or, under
+    way, how many of its calls have ended), how many degraded, the p50 and max of its
+    calls' latencies (admission to answer, simulated seconds) — over a chart of the
+    makespans of the last finished ticks."""
 
     BORDER_TITLE = "tick latency"
 
     def compose(self) -> ComposeResult:
-        yield Static(Text("no tick finished yet", style="dim"), id="latency-figures")
+        yield Static(Text("no tick started yet", style="dim"), id="latency-figures")
         yield TickChart(id="latency-chart")
 
-    def show(self, ticks: Sequence[TickFigures]) -> None:
-        """Redraw from the finished ticks, oldest first."""
-        if not ticks:
+    def show(self, shown: ShownTick | None, ticks: Sequence[TickFigures]) -> None:
+        """Redraw: ``shown`` in numbers, ``ticks`` (finished, oldest first) as bars."""
+        if shown is None:
             return
-        last = ticks[-1]
+        width = self.content_size.width or 30
+        text = Text(no_wrap=True, overflow="crop")
+        label = tick_label(shown.tick, shown.under_way)
+        if shown.makespan is not None:
+            value = seconds(shown.makespan)
+        else:
+            value = [f"{c}{words}" for c in counts(shown.done, shown.planned) for words in (" calls ended", " calls", "")]
+        room = width - len(label)
+        text.append(label, style="bold")
+        text.append("  " if room - 2 >= len(fit(room - 2, value)) else " ")
+        text.append(fit(room - 2, value), style="bold cyan")
+        degraded = [f"{n} degraded" for n in count(shown.degraded)] + [f"{n} degr." for n in count(shown.degraded)]
+        text.append("\n" + fit(width, degraded), style="bold red" if shown.degraded else "dim")
+        spreads = [
+            form.format(p50, top)
+            for p50, top in zip(_padded(seconds(shown.p50), seconds(shown.max)), _padded(seconds(shown.max), seconds(shown.p50)), strict=True)
+            for form in _SPREADS
+        ]
+        text.append("\n" + fit(width, spreads))
+        self.query_one("#latency-figures", Static).update(text, layout=False)
         chart = self.query_one(TickChart)
         chart.show([(t.makespan, t.degraded > 0) for t in ticks])
-        shown = chart.bars
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f"tick {last.tick}  ", style="bold")
-        text.append(f"{last.makespan:.2f}s", style="bold cyan")
-        if last.degraded:
-            text.append(f"  {last.degraded} degraded", style="bold red")
-        roomy = self.content_size.width >= 28
-        calls = f"calls p50 {last.p50:.2f}s · max {last.max:.2f}s" if roomy else f"p50 {last.p50:.1f} max {last.max:.1f}"
-        text.append("\n" + calls)
-        self.query_one("#latency-figures", Static).update(text, layout=False)
-        top = f"top {max(s for s, _ in shown):.1f}s"
-        self.border_subtitle = f"{len(shown)} ticks, {top}" if roomy else top
+        if chart.bars:
+            bars = len(chart.bars)
+            top = fit(8, seconds(max(s for s, _ in chart.bars)))
+            subtitles = [f"last {bars} ticks · top {top}" if bars > 1 else f"tick {ticks[-1].tick} · top {top}", f"top {top}"]
+            self.border_subtitle = fit(max(0, self.size.width - 6), subtitles)
+
+
+def _padded(forms: list[str], other: list[str]) -> list[str]:
+    """``forms`` as long as ``other``, its shortest form repeated: two figures shortened
+    step by step together."""
+    return forms + forms[-1:] * (len(other) - len(forms))

@@ -1,4 +1,5 @@
-"""The story: narration, dialogue and scene beats, with every degraded turn marked."""
+"""The story: narration, dialogue and scene beats, with every degraded turn marked, mass
+degradations folded into one line; filtered by a word, degraded turns hidden on demand."""
 
 from __future__ import annotations
 
@@ -6,15 +7,18 @@ import io
 from collections import deque
 from collections.abc import Sequence
 
+import attrs
 from rich.console import Console
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import RichLog
 
 from ...calls import CallerKind
+from ...folds import Fold
 from ...records import StoryEntry
+from ..state import StoryItem
 
-__all__ = ["StoryLog", "story_line", "story_text"]
+__all__ = ["StoryFilter", "StoryLog", "story_line", "story_text"]
 
 #: At most this many new lines are written per refresh; a flood (a tick of a 1,000-agent
 #: world) is summarised by a count, so drawing stays cheap.
@@ -27,10 +31,49 @@ _INDENT = 4
 _MEASURE = Console(width=200, file=io.StringIO())
 
 
-def story_line(entry: StoryEntry, width: int) -> Text:
-    """One story entry as the panel shows it, ``width`` cells wide: its tick, then its
+#: Names a folded line lists before it counts the rest.
+_NAMES_SHOWN = 3
+
+
+@attrs.frozen
+class StoryFilter:
+    """What the story shows: lines mentioning ``text`` (a speaker, an agent id, words
+    said, a fallback or reason; any case), and degraded turns unless ``hide_degraded``."""
+
+    text: str = ""
+    hide_degraded: bool = False
+
+    def visible(self, item: StoryItem) -> list[StoryItem]:
+        """What of ``item`` is shown: it, nothing, or — a fold searched for one of its
+        callers — the folded turns that match."""
+        degraded = isinstance(item, Fold) or bool(item.fallback)
+        if self.hide_degraded and degraded:
+            return []
+        if not self.text:
+            return [item]
+        if isinstance(item, Fold):
+            if self._matches(item.entry, fold=True):
+                return [item]
+            return [entry for entry in item.items if self._matches(entry)]
+        return [item] if self._matches(item) else []
+
+    def describe(self) -> str:
+        """``/hobbes · degraded hidden``, or "" when everything is shown."""
+        parts = [f"/{self.text}"] if self.text else []
+        return " · ".join([*parts, "degraded hidden"] if self.hide_degraded else parts)
+
+    def _matches(self, entry: StoryEntry, *, fold: bool = False) -> bool:
+        needle = self.text.casefold()
+        # A fold is found by what all its turns share, not by the first one's name.
+        fields = (entry.fallback, entry.reason or "") if fold else (entry.speaker, entry.agent, entry.text, entry.fallback, entry.reason or "")
+        return any(needle in field.casefold() for field in fields)
+
+
+def story_line(item: StoryItem, width: int) -> Text:
+    """One story line as the panel shows it, ``width`` cells wide: its tick, then its
     words, wrapped under themselves. A degraded turn says what replaced it, and why."""
-    words = story_text(entry).wrap(_MEASURE, max(8, width - _INDENT))
+    entry = item.entry if isinstance(item, Fold) else item
+    words = story_text(item).wrap(_MEASURE, max(8, width - _INDENT))
     line = Text(no_wrap=True)
     for i, piece in enumerate(words):
         line.append(f"{entry.tick:>{_INDENT - 1}} " if i == 0 else " " * _INDENT, style="dim")
@@ -40,9 +83,20 @@ def story_line(entry: StoryEntry, width: int) -> Text:
     return line
 
 
-def story_text(entry: StoryEntry) -> Text:
-    """The words of one story entry, styled by who said them."""
+def story_text(item: StoryItem) -> Text:
+    """The words of one story line, styled by who said them; a fold counts its turns and
+    names the first few."""
     text = Text()
+    if isinstance(item, Fold):
+        entry = item.entry
+        text.append(f"⚠ {item.who} {entry.fallback}", style="bold red")
+        if entry.reason:
+            text.append(f" ({entry.reason})", style="red")
+        names = ", ".join(e.speaker for e in item.items[:_NAMES_SHOWN])
+        more = len(item.items) - _NAMES_SHOWN
+        text.append(f" — {names}" + (f" and {more} more" if more > 0 else ""), style="dim")
+        return text
+    entry = item
     if entry.fallback:
         text.append(f"{entry.speaker}: ", style="bold")
         text.append(f"⚠ {entry.fallback}", style="bold red")
@@ -64,13 +118,24 @@ def story_text(entry: StoryEntry) -> Text:
     return text
 
 
+def _newest(items: Sequence[StoryItem], most: int) -> list[StoryItem]:
+    """The newest ``most`` of ``items``, in order — every fold among them: a fold says
+    what happened to hundreds of callers, the line least to be left out."""
+    folds = sum(1 for item in items if isinstance(item, Fold))
+    room = max(0, most - folds)
+    others = [i for i, item in enumerate(items) if not isinstance(item, Fold)]
+    dropped = set(others[: len(others) - room])
+    return [item for i, item in enumerate(items) if i not in dropped]
+
+
 class StoryLog(RichLog):
     """The story as it arrives, tick by tick.
 
     It follows the newest line, as ``tail -f`` does, until you scroll up to read back:
     then it stays where you are and its subtitle counts the lines that arrived since;
     scrolling back to the bottom, ``End`` (while it has the focus) or ``f`` follows again.
-    A new width re-wraps the lines it keeps.
+    A new width re-wraps the lines it keeps; a new filter shows the kept story's lines
+    that pass it, newest last, and follows.
     """
 
     BORDER_TITLE = "story"
@@ -79,37 +144,68 @@ class StoryLog(RichLog):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, max_lines=400, min_width=20, wrap=True, markup=False, auto_scroll=False)
         self._shown = 0
-        #: What the log holds, for re-wrapping: entries, and the "not shown" notes.
-        self._kept: deque[StoryEntry | Text] = deque(maxlen=_KEPT)
+        #: The story as the state keeps it (its newest lines), for a new filter.
+        self._story: Sequence[StoryItem] = ()
+        #: What the log holds, for re-wrapping: lines, and the "not shown" notes.
+        self._kept: deque[StoryItem | Text] = deque(maxlen=_KEPT)
         self._wrapped_at = 0
         #: Whether the newest line is kept in view.
         self.following = True
         #: Lines that arrived while not following.
         self.unseen = 0
+        self.filter = StoryFilter()
 
-    def show(self, story: Sequence[StoryEntry], count: int) -> None:
-        """Write the entries added since the last call.
+    def show(self, story: Sequence[StoryItem], count: int) -> None:
+        """Write the lines added since the last call that pass the filter.
 
         Args:
-            story: the newest entries kept; ``count``: entries ever added.
+            story: the newest lines kept; ``count``: lines ever added.
         """
+        self._story = story
         new = count - self._shown
         if new <= 0:
             return
         self._shown = count
-        fresh = list(story)[-min(new, len(story)):]
-        items: list[StoryEntry | Text] = []
+        arrived = list(story)[-min(new, len(story)) :]
+        # Lines that came and went from the state's story between two refreshes.
+        missed = new - len(arrived)
+        fresh = self._visible(arrived)
+        items: list[StoryItem | Text] = []
         if len(fresh) > _LINES_PER_REFRESH:
-            items.append(Text(f"    … {new - _LINES_PER_REFRESH} lines not shown (too many at once)", style="dim"))
-            fresh = fresh[-_LINES_PER_REFRESH:]
-        elif new > len(fresh):
-            items.append(Text(f"    … {new - len(fresh)} lines not shown", style="dim"))
+            kept = _newest(fresh, _LINES_PER_REFRESH)
+            items.append(Text(f"    … {len(fresh) - len(kept) + missed} lines not shown (too many at once)", style="dim"))
+            fresh = kept
+        elif missed:
+            items.append(Text(f"    … {missed} lines not shown", style="dim"))
+        if not items and not fresh:
+            return
         items.extend(fresh)
         self._kept.extend(items)
         self._write(items)
         if not self.following:
             self.unseen += len(fresh)
             self._say_unseen()
+
+    def set_filter(self, story_filter: StoryFilter) -> None:
+        """Show only what ``story_filter`` lets through, from the lines kept."""
+        if story_filter == self.filter:
+            return
+        self.filter = story_filter
+        described = story_filter.describe()
+        self.border_title = f"story · {described}" if described else "story"
+        self.clear()
+        self._kept.clear()
+        items = self._visible(self._story)[-_KEPT:]
+        if not items:
+            items = [Text("    no line of the kept story passes the filter", style="dim")]
+        self._kept.extend(items)
+        self._write(items)
+        self.action_follow()
+
+    def _visible(self, items: Sequence[StoryItem]) -> list[StoryItem]:
+        if not self.filter.describe():
+            return list(items)
+        return [shown for item in items for shown in self.filter.visible(item)]
 
     def action_follow(self) -> None:
         """Follow the newest line again."""
@@ -118,7 +214,7 @@ class StoryLog(RichLog):
         self.border_subtitle = ""
         self.scroll_end(animate=False)
 
-    def _write(self, items: Sequence[StoryEntry | Text]) -> None:
+    def _write(self, items: Sequence[StoryItem | Text]) -> None:
         width = self.scrollable_content_region.width or 60
         self._wrapped_at = width
         lines = [item if isinstance(item, Text) else story_line(item, width) for item in items]

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-__all__ = ["TickChart"]
+__all__ = ["TickChart", "draw_bars"]
 
 _EIGHTHS = " ▁▂▃▄▅▆▇█"
 
@@ -39,15 +39,27 @@ class TickChart(Widget):
         if not bars or height <= 0:
             return Text("")
         top = max(span for span, _ in bars) or 1.0
-        levels = [round(span / top * height * 8) for span, _ in bars]
+        pad = Text(" " * (width - len(bars)))
+        return Text("\n").join(pad + row for row in draw_bars(bars, height, top))
+
+
+def draw_bars(
+    bars: Sequence[tuple[float, bool]], height: int, top: float, *, width: int = 1, cursor: int | None = None
+) -> list[Text]:
+    """``bars`` (value, degraded) as columns ``height`` rows tall and ``width`` cells wide,
+    scaled so that ``top`` fills a column, in eighths of a cell: one ``Text`` per row, top
+    row first. A degraded bar is red; the ``cursor`` bar is drawn reversed."""
+    top = top or 1.0
+    levels = [round(value / top * height * 8) for value, _ in bars]
+    rows = []
+    for row in range(height):
+        floor = (height - 1 - row) * 8
         text = Text(no_wrap=True, overflow="crop")
-        pad = " " * (width - len(bars))
-        for row in range(height):
-            floor = (height - 1 - row) * 8
-            text.append(pad)
-            for level, (_, degraded) in zip(levels, bars, strict=True):
-                eighths = max(0, min(8, level - floor))
-                text.append(_EIGHTHS[eighths], style="red" if degraded else "")
-            if row < height - 1:
-                text.append("\n")
-        return text
+        for column, (level, (_, degraded)) in enumerate(zip(levels, bars, strict=True)):
+            eighths = max(0, min(8, level - floor))
+            style = "red" if degraded else ""
+            if column == cursor:
+                style = f"{style} reverse".strip() if eighths else "on grey30"
+            text.append(_EIGHTHS[eighths] * width, style=style)
+        rows.append(text)
+    return rows

@@ -1,0 +1,290 @@
+"""The redis-gate suite: what sharing the gate through Redis costs, across real processes.
+
+Two measurements, each with 1, 2 and 4 OS processes sharing one gate on one Redis:
+
+- **admission**: every process keeps ``WAITERS`` callers looping acquire → release with
+  nothing in between, so the gate is always full and every admission but the first few
+  follows a release. Admissions per second (all processes together); the admission
+  latency after a release — from ``release()`` in one process to the admitted caller
+  running in another (or the same), p50 and p95, on the wall clock these processes
+  share; and Jain's fairness index of the processes' admissions.
+- **makespan**: each process runs one world of the scene (seeds ``seed``, ``seed + 1``,
+  …) through the whole engine for ``TICKS`` ticks, its simulated latencies scaled by
+  ``LATENCY_SCALE`` and slept in real time; the same worlds run in one process, sharing
+  one in-process ``Gate`` of the same size. ``ratio``: the in-process fleet's mean tick
+  makespan over the Redis fleet's (target >= 0.9: the shared gate costs at most a tenth).
+  ``fairness``: Jain's index of the worlds' completed calls per second.
+
+The Redis server is ``gate.url`` (``--gate-url``, ``MANOR_GATE_URL``, manor.toml) when
+set; otherwise a ``redis-server`` started for the suite on a free loopback port, when
+one is installed; otherwise the suite says that no Redis is reachable.
+
+A process of either measurement is this module run as a program (``python -m
+manor.bench.redis_gate WHAT JSON``), printing its figures as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import msgspec
+import trio
+
+from .. import interrupts
+from ..config import Config
+from ..content import Scene
+from ..engine import build_engine, scene_seed
+from ..errors import SharedGateError
+from ..gate import Gate, SharedGate
+from ..providers import SimProvider
+from ..statistics import RunStatistics, percentile
+from .suite import BENCH_ORDINAL, BenchContext, Suite
+
+__all__ = ["SUITE", "jain"]
+
+PROCESSES = (1, 2, 4)
+#: Callers per process in the admission measurement.
+WAITERS = 8
+ADMISSION_S, ADMISSION_S_QUICK = 5.0, 1.5
+TICKS, TICKS_QUICK = 6, 2
+#: Simulated latencies, scaled to real time: the scene's 0.6-2.4 s calls take 30-120 ms.
+LATENCY_SCALE = 0.05
+
+
+def jain(values: Sequence[float]) -> float:
+    """Jain's fairness index: 1.0 when every value is equal, 1/n when one has it all."""
+    if not values or not any(values):
+        return 1.0
+    return sum(values) ** 2 / (len(values) * sum(value * value for value in values))
+
+
+def units(context: BenchContext) -> int:
+    return 2 * len(PROCESSES)
+
+
+def run(context: BenchContext) -> dict[str, Any]:
+    config, scene = context.configure()
+    with _redis(config) as url:
+        if url is None:
+            return {"available": False, "note": "no Redis reachable: set --gate-url (or MANOR_GATE_URL), or install redis-server"}
+        size = config.settings.gate.size
+        assert size is not None
+        seconds = ADMISSION_S_QUICK if context.quick else ADMISSION_S
+        ticks = TICKS_QUICK if context.quick else TICKS
+        admission = []
+        for processes in PROCESSES:
+            admission.append(_admission(url, processes, size, seconds))
+            context.advance(1)
+        makespan = []
+        for processes in PROCESSES:
+            makespan.append(_makespans(context, url, processes, ticks))
+            context.advance(1)
+    return {
+        "available": True,
+        "url": url,
+        "gate_size": size,
+        "waiters_per_process": WAITERS,
+        "latency_scale": LATENCY_SCALE,
+        "ticks": ticks,
+        "admission": admission,
+        "makespan": makespan,
+        "ratio": min(point["ratio"] for point in makespan),
+    }
+
+
+@contextmanager
+def _redis(config: Config) -> Iterator[str | None]:
+    """The Redis to measure on: ``gate.url``, else one started here, else ``None``."""
+    if config.settings.gate.url:
+        yield config.settings.gate.url
+        return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        yield None
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    yield None
+                    return
+                time.sleep(0.02)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _spawn(what: str, job: dict[str, Any]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "manor.bench.redis_gate", what, json.dumps(job)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _collect(processes: list[subprocess.Popen[bytes]]) -> list[dict[str, Any]]:
+    """Each process's one JSON line.
+
+    Raises:
+        SharedGateError: a process failed (its last line says why).
+    """
+    figures = []
+    for process in processes:
+        stdout, stderr = process.communicate()
+        if process.returncode != 0:
+            lines = stderr.decode(errors="replace").strip().splitlines() or ["(nothing on stderr)"]
+            raise SharedGateError(f"redis-gate benchmark: a process failed: {lines[-1]}")
+        figures.append(json.loads(stdout))
+    return figures
+
+
+def _admission(url: str, processes: int, size: int, seconds: float) -> dict[str, Any]:
+    job = {"url": url, "name": f"bench-{uuid.uuid4().hex[:8]}", "size": size, "seconds": seconds, "start_at": time.time() + 1.0 + 0.3 * processes}
+    figures = _collect([_spawn("admission", job) for _ in range(processes)])
+    latencies = [latency for figure in figures for latency in figure["latencies"]]
+    admitted = [figure["admitted"] for figure in figures]
+    return {
+        "processes": processes,
+        "admitted": sum(admitted),
+        "admissions_per_s": round(sum(admitted) / seconds, 1),
+        "latency_after_release_ms": {
+            "samples": len(latencies),
+            "p50": round(percentile(latencies, 50) * 1000, 3),
+            "p95": round(percentile(latencies, 95) * 1000, 3),
+            "max": round(max(latencies, default=0.0) * 1000, 3),
+        },
+        "fairness": round(jain(admitted), 4),
+    }
+
+
+def _makespans(context: BenchContext, url: str, processes: int, ticks: int) -> dict[str, Any]:
+    """The same worlds on the in-process gate (one process) and on Redis (a process each)."""
+    job = {"url": url, "name": f"bench-{uuid.uuid4().hex[:8]}", "ticks": ticks, "sources": _sources(context)}
+    jobs = [{**job, "world": world} for world in range(processes)]
+    local = interrupts.run(_worlds_in_process, context, processes, ticks)
+    shared = _collect([_spawn("world", {**job, "start_at": time.time() + 1.0 + 0.3 * processes}) for job in jobs])
+    local_mean = sum(spans for world in local for spans in world["makespans"]) / sum(len(world["makespans"]) for world in local)
+    shared_mean = sum(spans for world in shared for spans in world["makespans"]) / sum(len(world["makespans"]) for world in shared)
+    return {
+        "processes": processes,
+        "in_process_makespan_mean_s": round(local_mean, 4),
+        "redis_makespan_mean_s": round(shared_mean, 4),
+        "ratio": round(local_mean / shared_mean, 4),
+        "fairness": round(jain([world["calls"] / world["elapsed_s"] for world in shared]), 4),
+        "in_process_fairness": round(jain([world["calls"] / world["elapsed_s"] for world in local]), 4),
+        "degraded": sum(world["degraded"] for world in shared),
+    }
+
+
+def _sources(context: BenchContext) -> list[dict[str, Any]]:
+    """The user's settings, for the processes to configure themselves alike."""
+    return [{"name": source.name, "ordinal": source.ordinal, "values": dict(source.values), "spelling": dict(source.spelling), "textual": source.textual} for source in context.sources]
+
+
+def _engine(config: Config, scene: Scene, world: int, gate: SharedGate) -> tuple[Any, RunStatistics]:
+    """World ``world`` of the scene (seed + world), its latencies scaled to real time."""
+    seed = scene_seed(config, scene) + world
+    profiles = {agent_id: msgspec.structs.replace(agent.sim, latency_s=agent.sim.latency_s * LATENCY_SCALE) for agent_id, agent in scene.agents.items()}
+    backend = SimProvider(profiles, seed=seed, names=tuple(agent.name for agent in scene.characters.values()), max_sessions=0)
+    statistics = RunStatistics()
+    return build_engine(config, scene, backend=backend, instruments=[statistics], gate=gate), statistics
+
+
+def _world_figures(statistics: RunStatistics, elapsed: float) -> dict[str, Any]:
+    return {"makespans": statistics.makespans, "calls": statistics.ok, "degraded": statistics.degraded, "elapsed_s": elapsed}
+
+
+async def _worlds_in_process(context: BenchContext, processes: int, ticks: int) -> list[dict[str, Any]]:
+    config, scene = context.configure({"run.clock": "real"})
+    s = config.settings.gate
+    assert s.size is not None
+    gate = Gate(size=s.size, rate=s.rate, burst=s.burst)
+    worlds = [_engine(config, scene, world, gate) for world in range(processes)]
+    figures: list[dict[str, Any]] = [{}] * processes
+
+    async def one(index: int) -> None:
+        engine, statistics = worlds[index]
+        started = trio.current_time()
+        await engine.loop.run(ticks)
+        figures[index] = _world_figures(statistics, trio.current_time() - started)
+
+    async with trio.open_nursery() as nursery:
+        for index in range(processes):
+            nursery.start_soon(one, index)
+    return figures
+
+
+# -- the processes ----------------------------------------------------------------------
+
+
+async def _admission_process(job: dict[str, Any]) -> dict[str, Any]:
+    from ..gate_redis import RedisGate
+
+    gate = RedisGate(job["url"], job["name"], size=job["size"], world="bench")
+    admitted = 0
+    async with gate.connected():
+        await trio.sleep(max(0.0, job["start_at"] - time.time()))  # every process starts together
+        with trio.move_on_after(job["seconds"]):
+
+            async def caller() -> None:
+                nonlocal admitted
+                while True:
+                    permit = await gate.acquire(timeout=60)
+                    admitted += 1
+                    permit.release()
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(WAITERS):
+                    nursery.start_soon(caller)
+    return {"admitted": admitted, "latencies": gate.admission_latencies()}
+
+
+async def _world_process(job: dict[str, Any]) -> dict[str, Any]:
+    from ..config import Source
+    from ..engine import configure
+    from ..gate_redis import RedisGate
+
+    sources = [Source(**source) for source in job["sources"]]
+    config, scene = configure([*sources, Source("redis-gate benchmark", BENCH_ORDINAL, {"run.clock": "real"})])
+    s = config.settings.gate
+    assert s.size is not None
+    gate = RedisGate(job["url"], job["name"], size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=f"world {job['world']}")
+    engine, statistics = _engine(config, scene, job["world"], gate)
+    async with gate.connected():
+        await trio.sleep(max(0.0, job["start_at"] - time.time()))
+        started = trio.current_time()
+        await engine.loop.run(job["ticks"])
+        return _world_figures(statistics, trio.current_time() - started)
+
+
+def _main(argv: Sequence[str]) -> None:
+    what, job = argv[0], json.loads(argv[1])
+    work = {"admission": _admission_process, "world": _world_process}[what]
+    print(json.dumps(trio.run(work, job)))
+
+
+SUITE = Suite(
+    name="redis-gate",
+    title="the gate shared through Redis: admissions, latency after a release, makespans against the in-process gate",
+    units=units,
+    run=run,
+    by_default=False,
+)
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

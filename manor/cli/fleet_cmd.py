@@ -1,0 +1,263 @@
+"""``manor fleet``: many worlds side by side in one process, every call through one gate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from .. import interrupts
+from ..engine import make_gate
+from ..errors import REASONS, ConfigError, SaveError
+from ..fleet import DEFAULT_WORLDS, MAX_WORLDS, Fleet, build_fleet, configure_worlds, fleet_clock
+from ..forecast import gate_overload
+from ..instruments import Instrument
+from ..records import StoryEntry, TickRecord
+from ..saves import SaveWriter
+from ..saves.format import FleetSeat
+from ..statistics import PlatformRejections
+from . import output
+from .options import add_setting_flags, sources_from_args
+from .run_cmd import errors_table
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "fleet",
+        help="run many worlds side by side, every call through one shared gate",
+        description="Run N worlds of a scene (seeds seed, seed+1, ...) or of several scenes side by side "
+        "in one process, as worlds on one provider account would run: every call of every world through "
+        "one gate of the platform limit - 1, the worlds' lanes taking turns at it. Prints each world's "
+        "figures (those of 'manor run'), the totals, and how fairly the gate served the worlds. With the "
+        "simulated backend the clock is virtual: exact and repeatable, like 'manor run'. With --gate-url the "
+        "gate is shared through Redis with other processes too (on the real clock).",
+    )
+    parser.add_argument("--worlds", type=_worlds, default=None, metavar="N", help=f"worlds to run, 1 to {MAX_WORLDS:,} (default: one per --scenes entry, else {DEFAULT_WORLDS})")
+    parser.add_argument(
+        "--scenes", type=_scenes, default=(), metavar="A,B,...",
+        help="the worlds' scenes, by name or path, in turn (default: --scene for every world); "
+        "a scene named again runs with its seed + 1, + 2, ...",
+    )  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print one JSON object with the fleet's figures, nothing else")
+    parser.add_argument("--save-dir", type=Path, default=None, metavar="DIR", help="record each world to its own save file in DIR (see 'manor replay')")
+    parser.add_argument("--force", action="store_true", help="let --save-dir overwrite existing save files")
+    add_setting_flags(parser)
+    parser.set_defaults(handler=run)
+
+
+def _worlds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_WORLDS:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_WORLDS:,}")
+    return value
+
+
+def _scenes(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty scene name")
+    return names
+
+
+class _ProgressBar(Instrument):
+    def __init__(self, progress: Progress, task: Any) -> None:
+        self.progress = progress
+        self.task = task
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        self.progress.advance(self.task)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.scenes and args.setting_run_scene is not None:
+        raise ConfigError("command line: --scene and --scenes both name the worlds' scenes; give one of them")
+    configured = configure_worlds(sources_from_args(args), args.worlds, args.scenes)
+    scenes = sorted({scene.spec.name for _, scene in configured})
+    gate = make_gate(*configured[0], world=f"fleet of {len(configured)} worlds of {', '.join(scenes)}")
+    paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
+    fleet = build_fleet(configured, gate=gate)
+    if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
+        print(f"manor: warning: {overload}", file=sys.stderr)
+    writers = [
+        SaveWriter.create(path, world.engine, force=args.force, fleet=FleetSeat(world=world.index, worlds=len(fleet.worlds)))
+        for path, world in zip(paths, fleet.worlds, strict=False)
+    ]
+    settings = configured[0][0].settings
+    ticks, interval = settings.run.ticks, settings.run.tick_interval_s
+    clock = fleet_clock(configured)
+    console = Console(stderr=True)
+
+    def after() -> str:
+        return _ran(fleet, args.save_dir, writers)
+
+    async def main() -> None:
+        async with gate.connected():
+            if (notice := getattr(gate, "notice", None)) is not None:
+                print(f"manor: warning: {notice}", file=sys.stderr)
+            await fleet.run(ticks, interval)
+
+    try:
+        if args.json or not console.is_terminal:
+            interrupts.run(main, clock=clock, after=after)
+        else:
+            columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            with Progress(*columns, console=console, transient=True) as progress:
+                bar = _ProgressBar(progress, progress.add_task("ticks", total=ticks * len(fleet.worlds)))
+                for world in fleet.worlds:
+                    world.engine.loop.add_instrument(bar)
+                interrupts.run(main, clock=clock, after=after)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, interrupts.Interrupted):
+            raise
+        # A signal just before the trio run took over the signals (or just after it).
+        for writer, world in zip(writers, fleet.worlds, strict=False):
+            writer.run_finished(world.engine.loop)
+        raise interrupts.Interrupted(interrupts.signal_received(), after()) from None
+    for writer in writers:
+        writer.check()
+    summary = fleet.summary()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_summary(output.console(), summary)
+    if writers:
+        print(f"manor: saved {min(fleet.ticks)} ticks of {len(writers)} worlds to {args.save_dir}", file=sys.stderr)
+    return 0
+
+
+def _save_paths(directory: Path, scenes: Sequence[str], *, force: bool) -> list[Path]:
+    """One save file per world in ``directory`` (made if missing), named by the world's
+    number and scene: ``world-03-wacky_manor.msav``.
+
+    Raises:
+        SaveError: the directory cannot be made, or (without ``force``) a save file is
+            already there.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise SaveError(f"{directory}: not a directory") from None
+    except OSError as exc:
+        raise SaveError(f"{directory}: cannot make the save directory: {exc.strerror or exc}") from None
+    width = len(str(len(scenes) - 1))
+    paths = [directory / f"world-{index:0{width}d}-{Path(scene).stem}.msav" for index, scene in enumerate(scenes)]
+    existing = [path for path in paths if path.exists()]
+    if existing and not force:
+        more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+        raise SaveError(f"{existing[0]}: already exists{more}; pass --force to overwrite")
+    return paths
+
+
+def _ran(fleet: Fleet, directory: Path | None, writers: Sequence[SaveWriter]) -> str:
+    """What a stopped fleet had done: ``after 12 ticks of 16 worlds; 16 saves in runs/``."""
+    ticks = fleet.ticks
+    low, high = min(ticks), max(ticks)
+    done = f"after {low if low == high else f'{low}-{high}'} tick{'' if high == 1 else 's'} of {len(ticks)} worlds"
+    if not writers:
+        return done
+    failed = []
+    for writer in writers:
+        try:
+            writer.check()
+        except SaveError as exc:
+            failed.append(str(exc))
+    if failed:
+        return f"{done}; {failed[0]}"
+    return f"{done}; {len(writers)} saves in {directory}"
+
+
+def print_summary(console: Console, summary: dict[str, Any]) -> None:
+    """The fleet's figures as rich tables: the worlds, the totals and fairness, what degraded."""
+    total, fairness = summary["total"], summary["fairness"]
+    worlds = summary["worlds"]
+    scenes = {world["scene"] for world in worlds}
+    title = f"fleet — {total['worlds']} worlds" + (f" of {worlds[0]['scene']}" if len(scenes) == 1 else "") + f", {worlds[0]['ticks']} ticks"
+    table = Table(
+        title=f"{title}, one gate of {total['gate_size']} / platform {total['platform_limit']}, policy {worlds[0]['policy']}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    columns = ["world", *(["scene"] if len(scenes) > 1 else []), "seed", "calls", "degraded", "mean s", "calls/s", "peak", "hash"]
+    for column in columns:
+        if column == "scene":
+            table.add_column(column, max_width=14, no_wrap=True, overflow="ellipsis")
+        else:
+            table.add_column(column, justify="left" if column == "hash" else "right", no_wrap=True)
+    for world in worlds:
+        rate = "—" if world["calls_per_s"] is None else f"{world['calls_per_s']:.3f}"
+        degraded = Text(str(world["degraded"]), style="bold red" if world["degraded"] else "")
+        table.add_row(
+            str(world["index"]), *([world["scene"]] if len(scenes) > 1 else []), str(world["seed"]),
+            str(world["calls"]), degraded, f"{world['tick_seconds']['mean']:.3f}", rate, str(world["peak_platform_sessions"]),
+            world["world_hash"][:8],
+        )  # fmt: skip
+    table.caption = (
+        "mean s: its mean tick makespan; calls/s: its calls answered per second; peak: the most platform sessions it "
+        "held at once; hash: its world hash after its last tick (--json: every figure of 'manor run --json')"
+    )
+    table.caption_justify = "left"
+    console.print(table)
+    seconds = total["tick_seconds"]
+    table = Table(title="the fleet", title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("calls / ok / degraded", f"{total['calls']} / {total['ok']} / {total['degraded']}"),
+        ("platform rejections", PlatformRejections.describe(total["platform_rejections"])),
+        ("peak platform sessions", f"{total['peak_platform_sessions']} of {total['platform_limit'] or 'unlimited'}"),
+        ("tick makespan mean / p50 / p95 / max (s)", f"{seconds['mean']:.3f} / {seconds['p50']:.3f} / {seconds['p95']:.3f} / {seconds['max']:.3f}"),
+        ("fairness: Jain's index of calls/s (1 = even)", _figure(fairness["jain_calls_per_s"])),
+        ("fairness: mean tick, shortest / longest world", _figure(fairness["makespan_min_max"])),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    kinds = list(total["degradations"])  # the worlds' caller kinds
+    degradations = Table(title="degradations, all worlds (reason × caller kind)", title_justify="left")
+    degradations.add_column("reason")
+    for kind in kinds:
+        degradations.add_column(kind, justify="right")
+    for reason in REASONS:
+        counts = [total["degradations"][kind][reason] for kind in kinds]
+        degradations.add_row(reason, *(Text(str(n), style="bold red" if n else "") for n in counts))
+    console.print(degradations)
+    errors = errors_table(_merged_errors(worlds, kinds))
+    if errors is not None:
+        errors.title = "what failed, all worlds (most common messages per reason and caller kind)"
+        console.print(errors)
+
+
+def _figure(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _merged_errors(worlds: Sequence[dict[str, Any]], kinds: Sequence[str], per_group: int = 5) -> list[dict[str, Any]]:
+    """The worlds' most common error messages, counted together: ``errors`` rows, by
+    reason and then caller kind (``kinds``, in order)."""
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for world in worlds:
+        for row in world["errors"]:
+            counts[row["reason"], row["caller"], row["message"]] += row["count"]
+    rows = []
+    for reason in REASONS:
+        for caller in kinds:
+            group = [(message, count) for (r, c, message), count in counts.most_common() if (r, c) == (reason, caller)]
+            rows += [{"reason": reason, "caller": caller, "message": message, "count": count} for message, count in group[:per_group]]
+    return rows

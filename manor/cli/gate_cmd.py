@@ -1,0 +1,110 @@
+"""``manor gate``: look at, and resize, a gate shared across processes through Redis."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import attrs
+from rich.table import Table
+
+from ..config import resolve
+from ..errors import ConfigError, redacted_url
+from .. import interrupts
+from . import output
+from .numbers import positive_int
+from .options import add_setting_flags, sources_from_args
+
+__all__ = ["register"]
+
+_KEYS = ("gate.url", "gate.name")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "gate",
+        help="show or resize a gate shared across processes through Redis",
+        description="A gate shared through Redis (gate.url, gate.name: --gate-url, MANOR_GATE_URL or "
+        "[gate] url in manor.toml): 'status' shows its size, the calls in flight and waiting, its "
+        "figures since it was created, and every process using it; 'resize N' sets its size for "
+        "every process, which each sees within a second.",
+    )
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
+    status = actions.add_parser("status", help="the gate's figures and the processes using it")
+    status.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
+    add_setting_flags(status, _KEYS, title="the gate")
+    status.set_defaults(handler=show_status)
+    resize = actions.add_parser("resize", help="set the gate's size for every process using it")
+    resize.add_argument("size", type=positive_int, metavar="N", help="calls in flight at once, from all processes")
+    add_setting_flags(resize, _KEYS, title="the gate")
+    resize.set_defaults(handler=resize_gate)
+
+
+def _gate(args: argparse.Namespace) -> tuple[str, str]:
+    """The gate's url and name from the settings.
+
+    Raises:
+        ConfigError: no url is set.
+    """
+    gate = resolve(sources_from_args(args)).settings.gate
+    if not gate.url:
+        raise ConfigError("no shared gate: give its Redis server with --gate-url, MANOR_GATE_URL or [gate] url in manor.toml")
+    return gate.url, gate.name
+
+
+def show_status(args: argparse.Namespace) -> int:
+    from ..gate_redis import gate_status
+
+    url, name = _gate(args)
+    status = interrupts.run(gate_status, url, name)
+    if status is None:
+        raise ConfigError(_unused(url, name))
+    if args.json:
+        print(json.dumps(attrs.asdict(status)))
+        return 0
+    console = output.console()
+    figures = status.statistics
+    table = Table(title=f"gate {status.name} at {status.url}", title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    tokens = "off" if figures.tokens_available is None else f"{figures.tokens_available:.2f}"
+    rows: list[tuple[str, Any]] = [
+        ("size", figures.size),
+        ("in flight", figures.in_flight),
+        ("waiting", figures.waiting),
+        ("peak in flight", figures.peak_in_flight),
+        ("admitted", figures.admitted),
+        ("timeouts", figures.timeouts),
+        ("cancelled", figures.cancelled),
+        ("token bucket", tokens),
+        ("tokens refunded", figures.refunds),
+        ("mean / max wait (s)", f"{figures.total_wait / max(1, figures.admitted):.3f} / {figures.max_wait:.3f}"),
+        ("lease (s)", f"{status.lease_s:g}"),
+    ]
+    for figure, value in rows:
+        table.add_row(figure, str(value))
+    console.print(table)
+    holders = Table(title="processes", title_justify="left")
+    for column in ("host", "pid", "world", "holding", "waiting"):
+        holders.add_column(column, justify="right" if column in ("pid", "holding", "waiting") else "left")
+    for holder in status.holders:
+        holders.add_row(holder.host, holder.pid, holder.world, str(holder.holding), str(holder.waiting))
+    console.print(holders if status.holders else "no process is using the gate")
+    return 0
+
+
+def resize_gate(args: argparse.Namespace) -> int:
+    from ..gate_redis import resize_shared_gate
+
+    url, name = _gate(args)
+    resized = interrupts.run(resize_shared_gate, url, name, args.size)
+    if resized is None:
+        raise ConfigError(_unused(url, name))
+    before, after = resized
+    print(f"gate {name} at {after.url}: size {before.statistics.size} -> {after.statistics.size}")
+    return 0
+
+
+def _unused(url: str, name: str) -> str:
+    return f"gate {name} at {redacted_url(url)}: no process has used it (or the server lost it)"

@@ -1,0 +1,323 @@
+"""Many worlds in one process, on one platform: every call of every world through one gate.
+
+The platform's session limit belongs to the account, not to a world. A fleet runs N
+worlds side by side in one trio run, each a whole engine (its world, policy, predictor,
+breaker, backend), sharing the account's parts: one gate of the platform limit − 1,
+in which each world queues in a lane of its own and the lanes take turns
+(``manor.lanes``: fair), one platform ``SessionLimiter``, and one ``TicketOffice`` that
+deals the tickets of each instant in world order (``manor.tickets``: the same every run).
+
+Under the virtual clock a fleet is exact and repeatable like a single run: the same
+worlds and seeds give the same records and hashes every time. World ``i`` runs its
+scene with the scene's seed plus the number of worlds before it of the same scene:
+``--worlds 4`` runs seeds s, s+1, s+2, s+3; ``--scenes a,b`` runs each scene with its
+own seed, as ``manor run`` would.
+
+Two things a single run allows are refused, because what they decide would depend on
+which world's task trio runs first: the ``legacy`` policy (no gate: every world at the
+fail-fast platform at once) and a gate larger than the platform limit.
+
+The fleet's gate can itself be shared with other processes through Redis (``gate.url``,
+``manor.gate_redis``): the worlds' lanes then take turns in the order this process
+sends its waiters to the server, which serves the processes first come, first served.
+Such a fleet runs on the real clock, so it is not repeatable.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, final
+
+import attrs
+import trio
+import trio.testing
+
+from .config import Config, Source
+from .config.layering import FLAGS
+from .content import Scene
+from .engine import Engine, build_engine, configure, scene_seed
+from .errors import ConfigError
+from .gate import Gate, SharedGate
+from .instruments import Instrument
+from .limiter import SessionLimiter
+from .providers import Provider
+from .records import CallRecord, StoryEntry, TickRecord
+from .statistics import RunStatistics, tick_seconds
+from .tickets import TicketOffice
+
+__all__ = [
+    "DEFAULT_WORLDS",
+    "FLEET",
+    "MAX_WORLDS",
+    "SHARED_KEYS",
+    "Fleet",
+    "FleetWorld",
+    "WorldService",
+    "build_fleet",
+    "configure_worlds",
+    "fairness",
+    "fleet_clock",
+    "jain_index",
+]
+
+#: The ordinal of what the fleet sets for each world (its scene, its seed): above the
+#: command line, whose ``--seed`` and ``--scene`` are the fleet's starting point.
+FLEET = FLAGS + 50
+
+#: The most worlds a fleet runs.
+MAX_WORLDS = 1_000
+#: Worlds when neither a number nor scenes are given.
+DEFAULT_WORLDS = 4
+
+#: Settings every world must share: they size the account's one platform and one gate.
+SHARED_KEYS = ("platform.limit", "gate.size", "gate.rate", "gate.burst")
+
+
+@final
+class WorldService(Instrument):
+    """What one world of a fleet got from the shared gate: the platform sessions it
+    held at once (at most), and when its last tick ended."""
+
+    def __init__(self) -> None:
+        self.sessions = 0
+        self.peak_sessions = 0
+        self.finished_at: float | None = None
+
+    def call_admitted(self, request: object, admitted_at: float) -> None:
+        # Admitted by the gate, the call opens its platform session at once: a fleet's
+        # gate is never larger than the platform, so the limiter never refuses it.
+        self.sessions += 1
+        self.peak_sessions = max(self.peak_sessions, self.sessions)
+
+    def call_finished(self, record: CallRecord) -> None:
+        if record.admitted_at is not None:
+            self.sessions -= 1
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        self.finished_at = record.finished_at
+
+
+@final
+@attrs.frozen
+class FleetWorld:
+    """One world of a fleet: its number, its engine, and what is counted of it."""
+
+    index: int
+    engine: Engine
+    statistics: RunStatistics
+    service: WorldService
+
+
+@final
+@attrs.define(eq=False)
+class Fleet:
+    """Worlds that share one gate, one platform limiter and one ticket office.
+
+    Build one with ``build_fleet``.
+    """
+
+    worlds: tuple[FleetWorld, ...]
+    gate: SharedGate
+    limiter: SessionLimiter
+    office: TicketOffice
+    _started_at: float | None = attrs.field(default=None, init=False)
+
+    async def run(self, ticks: int, interval: float = 0.0) -> None:
+        """Run ``ticks`` ticks of every world, side by side (each world paced by
+        ``interval`` on its own, as ``TickLoop.run``)."""
+        self._started_at = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.office.run)
+            try:
+                async with trio.open_nursery() as worlds:
+                    for world in self.worlds:
+                        worlds.start_soon(world.engine.loop.run, ticks, interval)
+            finally:
+                nursery.cancel_scope.cancel()
+
+    @property
+    def ticks(self) -> list[int]:
+        """Ticks finished, world by world."""
+        return [world.statistics.ticks for world in self.worlds]
+
+    def summary(self) -> dict[str, Any]:
+        """The fleet's figures, as ``manor fleet --json`` prints them: ``worlds`` (each
+        the object ``manor run --json`` prints, with ``index``, ``elapsed_s`` and
+        ``calls_per_s``), ``total`` and ``fairness``."""
+        worlds = [self._world_summary(world) for world in self.worlds]
+        return {"worlds": worlds, "total": self._total(worlds), "fairness": fairness(worlds)}
+
+    def _world_summary(self, world: FleetWorld) -> dict[str, Any]:
+        summary = world.statistics.summary(world.engine)
+        # The world's own sessions: the limiter's peak is the whole fleet's (``total``).
+        summary["peak_platform_sessions"] = world.service.peak_sessions
+        finished = world.service.finished_at
+        elapsed = 0.0 if finished is None or self._started_at is None else finished - self._started_at
+        return {
+            "index": world.index,
+            **summary,
+            "elapsed_s": round(elapsed, 6),
+            "calls_per_s": round(summary["ok"] / elapsed, 6) if elapsed > 0 else None,
+        }
+
+    def _total(self, worlds: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        # Every world's caller kinds (worlds of other games have other kinds), in order.
+        degradations: dict[str, dict[str, int]] = {}
+        rejections = dict.fromkeys(worlds[0]["platform_rejections"], 0)
+        for world in worlds:
+            for kind, reasons in world["degradations"].items():
+                counts = degradations.setdefault(kind, dict.fromkeys(reasons, 0))
+                for reason, count in reasons.items():
+                    counts[reason] += count
+            for key, count in world["platform_rejections"].items():
+                rejections[key] += count
+        return {
+            "worlds": len(worlds),
+            "gate_size": self.gate.size,
+            "platform_limit": self.limiter.limit,
+            "calls": sum(world["calls"] for world in worlds),
+            "ok": sum(world["ok"] for world in worlds),
+            "degraded": sum(world["degraded"] for world in worlds),
+            "degradations": degradations,
+            "platform_rejections": rejections,
+            "repairs": {key: sum(world["repairs"][key] for world in worlds) for key in ("asked", "repaired")},
+            "peak_platform_sessions": self.limiter.statistics().peak,
+            "tick_seconds": tick_seconds([span for world in self.worlds for span in world.statistics.makespans]),
+        }
+
+
+def fairness(worlds: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How evenly the gate served the worlds: ``jain_calls_per_s``, Jain's index of the
+    worlds' answered calls per second (1.0: all alike; 1/N: one world got everything),
+    and ``makespan_min_max``, the shortest world's mean tick makespan over the longest's
+    (1.0: alike). ``None`` where there is nothing to compare (no tick ran)."""
+    rates = [world["calls_per_s"] for world in worlds]
+    means = [world["tick_seconds"]["mean"] for world in worlds if world["ticks"]]
+    return {
+        "jain_calls_per_s": None if None in rates else jain_index(rates),
+        "makespan_min_max": round(min(means) / max(means), 6) if means and max(means) > 0 else None,
+    }
+
+
+def jain_index(values: Sequence[float]) -> float | None:
+    """Jain's fairness index, (Σx)² / (n·Σx²): 1.0 when every value is the same, 1/n
+    when one holds everything; ``None`` for no values or all zero."""
+    squares = sum(value * value for value in values)
+    if not values or squares == 0:
+        return None
+    return round(sum(values) ** 2 / (len(values) * squares), 6)
+
+
+def configure_worlds(sources: Sequence[Source], worlds: int | None = None, scenes: Sequence[str] = ()) -> list[tuple[Config, Scene]]:
+    """The settings and scene of every world: ``worlds`` worlds of the scenes named, in
+    turn (by default one world per scene; without ``scenes``, ``DEFAULT_WORLDS`` worlds
+    of the configured scene).
+    World ``i`` runs its scene's seed (``--seed``, else the scene's) plus the number of
+    worlds before it of the same scene.
+
+    Raises:
+        ConfigError: a bad setting, or the worlds disagree on a setting they share
+            (``SHARED_KEYS``: the scenes' own platform limits, say), or one the fleet
+            cannot run deterministically (the legacy policy, a gate above the platform).
+        ContentError: a scene cannot be loaded.
+    """
+    names: Sequence[str | None] = scenes or (None,)
+    count = worlds if worlds is not None else len(scenes) if scenes else DEFAULT_WORLDS
+    if not 1 <= count <= MAX_WORLDS:
+        raise ConfigError(f"manor fleet: {count} worlds: a fleet has 1 to {MAX_WORLDS:,} worlds")
+    seen: Counter[str | None] = Counter()
+    seeds: dict[str | None, int] = {}
+    configured = []
+    for index in range(count):
+        name = names[index % len(names)]
+        values: dict[str, Any] = {} if name is None else {"run.scene": name}
+        if seen[name]:
+            values["run.seed"] = seeds[name] + seen[name]
+        config, scene = configure([*sources, Source(f"manor fleet, world {index}", FLEET, values)])
+        seeds.setdefault(name, scene_seed(config, scene))
+        seen[name] += 1
+        configured.append((config, scene))
+    _check_shared(configured)
+    return configured
+
+
+def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
+    """The worlds agree on the account's settings, and on none the fleet refuses.
+
+    Raises:
+        ConfigError: see ``configure_worlds``.
+    """
+    for key in SHARED_KEYS:
+        first: dict[object, str] = {}  # each value, and where its first world got it
+        for index, (config, _) in enumerate(configured):
+            first.setdefault(config.value(key), f"world {index}: {config.origins[key]}")
+        if len(first) > 1:
+            values = ", ".join(f"{value} ({where})" for value, where in first.items())
+            env = "MANOR_" + key.replace(".", "_").upper()
+            raise ConfigError(
+                f"the worlds of a fleet share one platform and one gate, but their {key} differs: {values}; "
+                f"set {key} once for every world (on the command line, in manor.toml or as {env})"
+            )
+    for config, _ in configured:
+        if config.settings.run.policy == "legacy":
+            raise ConfigError(
+                f"{config.origins['run.policy']}: run.policy = legacy: a fleet's worlds share one gate, and legacy has none "
+                "(who the fail-fast platform turns away would depend on which world trio runs first); use pipeline or batch"
+            )
+    config = configured[0][0]
+    limit, size = config.settings.platform.limit, config.settings.gate.size
+    assert size is not None  # resolve() derives it
+    if limit and size > limit:
+        raise ConfigError(
+            f"{config.origins['gate.size']}: gate.size {size} is above platform.limit {limit}: in a fleet, which world's "
+            "calls the platform turns away would depend on which world trio runs first; keep the gate at or below the limit"
+        )
+
+
+def build_fleet(
+    configured: Sequence[tuple[Config, Scene]],
+    *,
+    gate: SharedGate | None = None,
+    instruments: Callable[[int], Iterable[Instrument]] = lambda index: (),
+    backends: Callable[[int], Provider | None] = lambda index: None,
+) -> Fleet:
+    """A fleet of the worlds ``configure_worlds`` returned, sharing one gate, platform
+    limiter and ticket office sized by the first world's settings (all share them).
+
+    Args:
+        gate: the gate every world shares; by default an in-process ``Gate``, so
+            ``manor fleet`` passes ``make_gate``'s (shared through Redis when
+            ``gate.url`` is set).
+        instruments: world number -> more instruments for that world's loop.
+        backends: world number -> the backend to wrap (``None``: each agent's
+            configured one, as ``build_engine``).
+
+    Raises:
+        ConfigError: an agent on a backend no table defines, or an environment
+            variable a backend in use needs is unset.
+    """
+    s = configured[0][0].settings
+    assert s.gate.size is not None  # resolve() derives it
+    if gate is None:
+        gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
+    limiter = SessionLimiter(s.platform.limit)
+    office = TicketOffice(gate)
+    worlds = []
+    for index, (config, scene) in enumerate(configured):
+        statistics, service = RunStatistics(), WorldService()
+        engine = build_engine(
+            config, scene, backend=backends(index), instruments=[statistics, service, *instruments(index)],
+            gate=gate, limiter=limiter, tickets=office.counter(index),
+        )  # fmt: skip
+        worlds.append(FleetWorld(index, engine, statistics, service))
+    return Fleet(tuple(worlds), gate, limiter, office)
+
+
+def fleet_clock(configured: Sequence[tuple[Config, Scene]]) -> trio.abc.Clock | None:
+    """The clock of the fleet's one trio run: virtual, unless a world needs real time
+    (an agent on a real backend, or ``--clock real``)."""
+    if any(config.settings.run.clock == "real" for config, _ in configured):
+        return None
+    return trio.testing.MockClock(autojump_threshold=0)
+

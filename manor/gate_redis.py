@@ -1,0 +1,730 @@
+"""The shared gate across processes and machines: its state lives in Redis.
+
+The platform's session limit belongs to the account, not to a process. Every process
+whose ``gate.url`` and ``gate.name`` are the same shares one gate, with the semantics of
+the in-process ``manor.gate.Gate``:
+
+- at most ``size`` calls in flight from all processes together, at every instant;
+- admitted in global ticket order: a waiter gets its global ticket when it joins the line
+  at the server, and a process sends its waiters there in its own ticket order (a ticket
+  issued ahead of time holds back the ones behind it, as in the in-process gate), so a
+  tick keeps its planned order and processes are served first come, first served; the
+  worlds of a fleet in one process send theirs in lanes that take turns
+  (``manor.lanes``), one waiter each;
+- a wait longer than ``gate.timeout_s`` degrades as ``gate_timeout``; the optional token
+  bucket is shared, and a token taken by a waiter that then gives up is refunded;
+- ``size`` can be changed from any process (or ``manor gate resize``); every process
+  sees it within a second.
+
+Each transition is one call of one Lua script (``gate_redis.lua``), atomic on the
+server, timed by the server's clock. A permit is a lease that expires after
+``gate.lease_s`` unless its process renews it, which it does while the call runs: a
+process killed with ``kill -9`` loses its permits within the lease, and its waiters
+leave the line when its heartbeat (renewed alike) expires.
+
+A release reaches the server at once, and the server hands the freed slot to the next
+waiter in line: that waiter's process is woken through its list of grants, on which it
+blocks (``BLMPOP``); a poll every second covers a grant whose reply was lost.
+
+When Redis is lost mid-run, the calls in flight go on; every call waiting at the gate,
+and every new one, degrades as ``gate_unavailable`` until the client has reconnected
+(with backoff), and the run goes on. Redis is used through coredis (anyio-based, so it
+runs under trio), in this module only: ``pip install 'manor[redis]'``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import math
+import os
+import random
+import socket
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, final
+from urllib.parse import urlsplit
+
+import attrs
+import trio
+
+from .errors import GateTimeout, GateUnavailable, SharedGateError, add_secret, one_line, redacted_url
+from .gate import GateStatistics
+from .lanes import Lanes
+
+if TYPE_CHECKING:
+    import coredis
+
+__all__ = ["GateHolder", "GateStatus", "RedisGate", "RedisPermit", "gate_status", "resize_shared_gate"]
+
+_SCRIPT = importlib.resources.files(__package__).joinpath("gate_redis.lua").read_text(encoding="utf-8")
+
+#: Longest a transition may take before the server is taken for lost.
+OPERATION_TIMEOUT_S = 5.0
+#: Longest the first connection may take.
+CONNECT_TIMEOUT_S = 3.0
+#: How long one wait for grants blocks at the server (it loops).
+GRANT_BLOCK_S = 1.0
+#: The poll (heartbeat, lease renewal, lost grants, a new size): at least this often.
+POLL_S = 1.0
+#: Reconnection backoff, first and longest pause.
+BACKOFF_S = (0.05, 2.0)
+#: Admission latencies kept for the benchmark.
+_LATENCIES_KEPT = 100_000
+
+# A waiter's stages, in the order it goes through them.
+_ISSUED = 0  # ticket issued, its caller has not arrived at acquire() yet
+_ARRIVED = 1  # arrived; not yet sent to the server (a ticket before it has not arrived)
+_SENT = 2  # in the line at the server
+_GRANTED = 3  # holds a lease
+_FAILED = 4  # the server was lost while it waited
+
+
+def _coredis() -> Any:
+    """The coredis module, or one line saying how to install it."""
+    try:
+        import coredis
+    except ImportError:
+        raise SharedGateError("gate.url is set but the Redis client is missing: pip install 'manor[redis]'") from None
+    return coredis
+
+
+def _key_prefix(name: str) -> str:
+    # The braces make every key of one gate hash to the same Redis Cluster slot.
+    return f"manor:gate:{{{name}}}:"
+
+
+class _Lost(Exception):
+    """The server cannot be reached, or refused a transition: its state is unknown."""
+
+
+@attrs.define(eq=False)
+class _Waiter:
+    ticket: int
+    stage: int = _ISSUED
+    queued_at: float = 0.0
+    done: trio.Event = attrs.field(factory=trio.Event)
+    failure: GateUnavailable | None = None
+    #: At the server: "PID:TICKET".
+    id: str = ""
+    #: The global ticket and the global admission count, as granted.
+    global_ticket: int = 0
+    order: int = 0
+    #: The wall-clock time (s) of the release that freed its slot, when one did.
+    released_at: float | None = None
+
+
+@final
+@attrs.define(eq=False)
+class RedisPermit:
+    """The right to one call in flight, a lease at the server renewed while it is held;
+    release it exactly once.
+
+    Attributes:
+        global_ticket: the ticket the server gave it when it joined the line.
+        order: how many admissions the gate had made, this one included.
+    """
+
+    ticket: int
+    queued_at: float
+    admitted_at: float
+    global_ticket: int
+    order: int
+    _gate: RedisGate = attrs.field(repr=False)
+    _id: str = attrs.field(repr=False)
+    _released: bool = attrs.field(default=False, init=False, repr=False)
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self) -> None:
+        """Give the slot back; the server admits the next waiter in line at once.
+
+        Raises:
+            RuntimeError: the permit was already released.
+        """
+        if self._released:
+            raise RuntimeError(f"permit for ticket {self.ticket} released twice")
+        self._released = True
+        self._gate._release(self._id)
+
+
+@attrs.frozen
+class GateHolder:
+    """One process using a shared gate, as ``manor gate status`` lists it."""
+
+    id: str
+    host: str
+    pid: str
+    world: str
+    holding: int
+    waiting: int
+
+
+@attrs.frozen
+class GateStatus:
+    """A shared gate as the server has it: its figures and the processes using it."""
+
+    url: str
+    name: str
+    statistics: GateStatistics
+    lease_s: float
+    holders: tuple[GateHolder, ...]
+
+
+@final
+@attrs.define(eq=False)
+class RedisGate:
+    """A gate shared by every process with the same ``url`` and ``name``.
+
+    It is used inside ``async with gate.connected():``, which connects, joins the gate
+    and runs the tasks that keep it (sending, the grants, the heartbeat).
+
+    Args:
+        url: the Redis server, ``redis://host:port/db`` (also ``rediss://``, ``unix://``).
+        name: the gate's name on that server.
+        size: calls in flight at once, if this process creates the gate; a gate that
+            exists keeps its size (``notice`` says so when it differs).
+        rate: token bucket refill, tokens per second (0: none), if this process creates it.
+        burst: the bucket's capacity, likewise.
+        lease_s: how long a permit lasts unless renewed, likewise.
+        world: what this process runs, for ``manor gate status``.
+
+    Raises:
+        SharedGateError: the Redis client is not installed.
+    """
+
+    url: str
+    name: str
+    _size: int = attrs.field(alias="size", validator=attrs.validators.ge(1))
+    _rate: float = attrs.field(alias="rate", default=0.0, validator=attrs.validators.ge(0))
+    _burst: int = attrs.field(alias="burst", default=1, validator=attrs.validators.ge(1))
+    lease_s: float = attrs.field(default=5.0, validator=attrs.validators.gt(0))
+    world: str = ""
+    #: Said once joined, when the gate already existed with other settings.
+    notice: str | None = attrs.field(default=None, init=False)
+
+    _coredis: Any = attrs.field(init=False, repr=False)
+    _client: coredis.Redis[str] | None = attrs.field(default=None, init=False, repr=False)
+    _script: Any = attrs.field(default=None, init=False, repr=False)
+    _pid: str = attrs.field(factory=lambda: uuid.uuid4().hex[:12], init=False)
+    _prefix: str = attrs.field(init=False, repr=False)
+    _random: random.Random = attrs.field(factory=random.Random, init=False, repr=False)
+
+    _next_ticket: int = attrs.field(default=0, init=False)
+    _waiters: dict[int, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
+    # Issued tickets in order, in their lanes, until sent (or gone): a process's order
+    # at the server.
+    _line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
+    _waiting: dict[str, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
+    _held: set[str] = attrs.field(factory=set, init=False, repr=False)
+    # What the sender sends next.
+    _releases: list[str] = attrs.field(factory=list, init=False, repr=False)
+    _released_at: float | None = attrs.field(default=None, init=False, repr=False)
+    _timed_out: list[str] = attrs.field(factory=list, init=False, repr=False)
+    _cancelled: list[str] = attrs.field(factory=list, init=False, repr=False)
+    _resize_to: int | None = attrs.field(default=None, init=False)
+    _work: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+
+    _available: bool = attrs.field(default=False, init=False)
+    _reconnected: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    _lost_reason: str = attrs.field(default="not connected", init=False)
+    _losses: int = attrs.field(default=0, init=False)
+    # When the poller should look next (trio time), and what wakes it sooner.
+    _poll_at: float = attrs.field(default=math.inf, init=False)
+    _poll_now: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    _figures: GateStatistics | None = attrs.field(default=None, init=False, repr=False)
+    _latencies: deque[float] = attrs.field(factory=lambda: deque(maxlen=_LATENCIES_KEPT), init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._coredis = _coredis()
+        self._prefix = _key_prefix(self.name)
+        password = urlsplit(self.url).password
+        if password:
+            add_secret(password)  # never in a call's message
+
+    # -- settings ---------------------------------------------------------------------
+
+    @property
+    def where(self) -> str:
+        """The gate in messages: ``redis://host:port/db (gate NAME)``, no password."""
+        return f"{redacted_url(self.url)} (gate {self.name})"
+
+    @property
+    def rate(self) -> float:
+        return self._rate
+
+    @property
+    def burst(self) -> int:
+        return self._burst
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @size.setter
+    def size(self, size: int) -> None:
+        """Set the shared size: every process sees it within a second. Growing admits
+        waiters at once; shrinking takes effect as calls finish."""
+        if size < 1:
+            raise ValueError(f"gate size must be at least 1, not {size}")
+        self._size = self._resize_to = size
+        self._kick()
+
+    @property
+    def available(self) -> bool:
+        """Whether the server is reachable (calls are admitted through it)."""
+        return self._available
+
+    @property
+    def losses(self) -> int:
+        """How many times the server was lost since the gate connected."""
+        return self._losses
+
+    def admission_latencies(self) -> list[float]:
+        """Seconds from a release (in any process) to the admission it made, in this
+        process: each admitted waiter whose slot a release freed."""
+        return list(self._latencies)
+
+    # -- tickets ----------------------------------------------------------------------
+
+    def issue(self, count: int = 1, lane: int = 0) -> range:
+        """Reserve ``count`` tickets in ``lane``; they join the server's line in this
+        order once their callers arrive (taking turns with the tickets of other lanes).
+        Every ticket must reach ``acquire`` or be withdrawn."""
+        first = self._next_ticket
+        self._next_ticket += count
+        tickets = range(first, first + count)
+        for ticket in tickets:
+            self._waiters[ticket] = _Waiter(ticket)
+            self._line.append(ticket, lane)
+        return tickets
+
+    def withdraw(self, ticket: int) -> None:
+        """Give up an issued ticket whose caller will not come; safe in a ``finally``."""
+        waiter = self._waiters.get(ticket)
+        if waiter is not None and waiter.stage == _ISSUED:
+            del self._waiters[ticket]
+            self._kick()
+
+    # -- admission --------------------------------------------------------------------
+
+    async def acquire(self, ticket: int | None = None, *, timeout: float = math.inf) -> RedisPermit:
+        """Wait for a permit, in global ticket order.
+
+        Raises:
+            GateTimeout: no slot within ``timeout`` seconds (a token taken is refunded).
+            GateUnavailable: the server is lost (now, or while this call waited).
+            ValueError: the ticket was not issued by this gate, or is already used.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if ticket is None:
+            ticket = self.issue()[0]
+        waiter = self._waiters.get(ticket)
+        if waiter is None or waiter.stage != _ISSUED:
+            raise ValueError(f"ticket {ticket} was not issued by this gate, or is already used")
+        if not self._available:
+            del self._waiters[ticket]
+            self._kick()
+            raise self._unavailable()
+        waiter.queued_at = trio.current_time()
+        waiter.stage = _ARRIVED
+        self._kick()
+        try:
+            with trio.move_on_at(waiter.queued_at + timeout):
+                await waiter.done.wait()
+        except BaseException:
+            self._give_up(waiter, self._cancelled)
+            raise
+        if waiter.stage == _GRANTED:
+            del self._waiters[ticket]
+            admitted_at = trio.current_time()
+            if waiter.released_at is not None:
+                self._latencies.append(time.time() - waiter.released_at)
+            return RedisPermit(ticket, waiter.queued_at, admitted_at, waiter.global_ticket, waiter.order, self, waiter.id)
+        if waiter.failure is not None:
+            del self._waiters[ticket]
+            raise waiter.failure
+        self._give_up(waiter, self._timed_out)
+        raise GateTimeout(f"no gate slot within {timeout:g}s")
+
+    async def keep_time(self, until: trio.Event) -> None:
+        """Each wait times itself here (the tick loop calls this while its calls are out)."""
+        await until.wait()
+
+    def statistics(self) -> GateStatistics:
+        """The gate's figures from all processes, as of the last word from the server."""
+        if self._figures is None:
+            return GateStatistics(self._size, 0, 0, 0, 0, 0, 0, 0, float(self._burst) if self._rate else None, 0.0, 0.0)
+        return attrs.evolve(self._figures, size=self._size)
+
+    # -- connecting -------------------------------------------------------------------
+
+    def check_reachable(self) -> None:
+        """Connect once and disconnect, outside any trio run: a command checks this
+        before it creates files or takes the screen.
+
+        Raises:
+            SharedGateError: the server cannot be reached.
+        """
+
+        async def ping() -> str | None:
+            async with self._new_client() as client:
+                # Caught in here: the client's task group would wrap it in an exception group.
+                try:
+                    with trio.fail_after(CONNECT_TIMEOUT_S):
+                        await client.ping()
+                except (self._coredis.exceptions.RedisError, OSError, trio.TooSlowError) as exc:
+                    return _describe(exc)
+            return None
+
+        failure = trio.run(ping)
+        if failure is not None:
+            raise SharedGateError(f"gate {self.where}: cannot reach Redis: {failure}")
+
+    @asynccontextmanager
+    async def connected(self) -> AsyncIterator[RedisGate]:
+        """Connect, join the gate, and keep it while inside; on the way out, give back
+        every permit and place in line this process still has.
+
+        Raises:
+            SharedGateError: the server cannot be reached (one line naming it).
+        """
+        failure = None
+        async with self._new_client() as client:
+            self._client = client
+            self._script = client.register_script(_SCRIPT)
+            try:
+                reply = await self._call("join", *self._identity(), "0")
+            except _Lost as exc:
+                failure = str(exc)  # raised once out of the client, whose task group would wrap it
+            else:
+                self._joined(reply, again=False)
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._send, name=f"gate {self.name}: send")
+                        nursery.start_soon(self._receive_grants, name=f"gate {self.name}: grants")
+                        nursery.start_soon(self._keep, name=f"gate {self.name}: heartbeat")
+                        try:
+                            yield self
+                        finally:
+                            nursery.cancel_scope.cancel()
+                finally:
+                    with trio.CancelScope(shield=True), trio.move_on_after(OPERATION_TIMEOUT_S):
+                        await self._leave()
+            finally:
+                self._available = False
+                self._client = None
+        if failure is not None:
+            raise SharedGateError(f"gate {self.where}: cannot reach Redis: {failure}")
+
+    async def _leave(self) -> None:
+        """Give back every permit and place in line of this process, on a connection of
+        its own: when the run was cancelled (Ctrl-C), so were the client's connections,
+        whose tasks run inside it. What cannot be given back expires with its lease."""
+        async with self._new_client() as client:
+            try:
+                await client.register_script(_SCRIPT)(keys=[self._prefix], args=["leave", self._pid])
+            except (self._coredis.exceptions.RedisError, OSError):
+                pass
+
+    def _new_client(self) -> coredis.Redis[str]:
+        return self._coredis.Redis.from_url(
+            self.url,
+            decode_responses=True,
+            retry_policy=self._coredis.retry.NoRetryPolicy(),
+            connect_timeout=CONNECT_TIMEOUT_S,
+            client_name=f"manor-gate-{self._pid}",
+        )
+
+    def _identity(self) -> list[object]:
+        return [self._pid, socket.gethostname(), os.getpid(), self.world, self._size, self._rate, self._burst, round(self.lease_s * 1000)]
+
+    def _joined(self, reply: list[Any], *, again: bool) -> None:
+        """Joined (or, ``again``, after the server was lost): the gate's settings are
+        the server's."""
+        created = reply[2][0] == "1"
+        figures = reply[0]
+        size, rate, burst, lease_ms = int(figures[0]), float(figures[1]), int(figures[2]), float(figures[3])
+        if not (created or again) and (size, rate, burst) != (self._size, self._rate, self._burst):
+            self.notice = (
+                f"gate {self.where} is in use with size {size}"
+                + (f", rate {rate:g}/s, burst {burst}" if rate else "")
+                + f"; this process shares it as it is (its own settings: size {self._size}"
+                + (f", rate {self._rate:g}/s, burst {self._burst}" if self._rate else "")
+                + ")"
+            )
+        self._rate, self._burst, self.lease_s = rate, burst, lease_ms / 1000
+        self._available = True
+        self._reconnected.set()
+        self._absorb(reply)
+
+    # -- the tasks that keep the gate -------------------------------------------------
+
+    def _kick(self) -> None:
+        self._work.set()
+
+    async def _send(self) -> None:
+        """Send what this process did (releases, waiters that gave up, arrivals in
+        ticket order, a new size) to the server, as it happens, batched."""
+        while True:
+            await self._work.wait()
+            self._work = trio.Event()
+            if not self._available:
+                continue
+            try:
+                if (size := self._resize_to) is not None:
+                    reply = await self._call("resize", size)
+                    if self._resize_to == size:  # not asked for another meanwhile
+                        self._resize_to = None
+                    self._absorb(reply)
+                arrivals = self._take_arrivals()
+                if not (self._releases or self._timed_out or self._cancelled or arrivals):
+                    continue
+                released, self._releases = self._releases, []
+                timed_out, self._timed_out = self._timed_out, []
+                cancelled, self._cancelled = self._cancelled, []
+                cause = "" if self._released_at is None else f"{self._released_at * 1000:.3f}"
+                self._released_at = None
+                args: list[object] = ["step", self._pid, cause]
+                for ids in (released, timed_out, cancelled):
+                    args += [len(ids), *ids]
+                self._absorb(await self._call(*args, *(waiter.id for waiter in arrivals)))
+            except _Lost as exc:
+                self._lose(str(exc))
+
+    def _take_arrivals(self) -> list[_Waiter]:
+        """The waiters that may join the server's line now: the arrived ones, lane by
+        lane in turn, before the first issued ticket whose caller has not arrived."""
+        arrivals = []
+        line, waiters = self._line, self._waiters
+        while line:
+            waiter = waiters.get(line.head())
+            if waiter is None or waiter.stage == _FAILED:
+                line.drop()  # withdrawn, gave up, or failed: it holds nobody back
+            elif waiter.stage == _ARRIVED:
+                line.served()
+                waiter.stage = _SENT
+                waiter.id = f"{self._pid}:{waiter.ticket}"
+                self._waiting[waiter.id] = waiter
+                arrivals.append(waiter)
+            else:
+                break
+        return arrivals
+
+    async def _receive_grants(self) -> None:
+        """Wake the waiters the server granted slots to in other processes' transitions."""
+        key = f"{self._prefix}grants:{self._pid}"
+        left = self._coredis.tokens.PureToken.LEFT
+        while True:
+            await self._reconnected.wait()
+            assert self._client is not None
+            try:
+                with trio.fail_after(GRANT_BLOCK_S + OPERATION_TIMEOUT_S):
+                    popped = await self._client.blmpop([key], GRANT_BLOCK_S, left, count=1000)
+            except (self._coredis.exceptions.RedisError, OSError, trio.TooSlowError) as exc:
+                self._lose(_describe(exc))
+                continue
+            if popped is not None:
+                self._grant(popped[1])
+
+    async def _keep(self) -> None:
+        """The heartbeat: renew this process and its leases, pick up grants whose word
+        was lost, see a new size; at a token's refill or the end of a hold, dispatch.
+        When the server is lost, connect again with backoff."""
+        while True:
+            if not self._available:
+                await self._join_again()
+                continue
+            with trio.move_on_at(min(self._poll_at, trio.current_time() + min(POLL_S, self.lease_s / 3))):
+                await self._poll_now.wait()
+            self._poll_now = trio.Event()
+            if not self._available:
+                continue
+            self._poll_at = math.inf
+            held = sorted(self._held)
+            try:
+                reply = await self._call("poll", self._pid, len(held), *held, *self._waiting)
+            except _Lost as exc:
+                self._lose(str(exc))
+                continue
+            self._absorb(reply)
+            lost, claimed = reply[2]
+            self._held.difference_update(lost)
+            self._grant(f"{id}|0|0|0|" for id in claimed)
+
+    async def _join_again(self) -> None:
+        pause = BACKOFF_S[0]
+        while True:
+            try:
+                reply = await self._call("join", *self._identity(), "1", *sorted(self._held))
+            except _Lost as exc:
+                self._lost_reason = str(exc)
+                await trio.sleep(pause * self._random.uniform(0.5, 1.5))
+                pause = min(BACKOFF_S[1], pause * 2)
+                continue
+            self._joined(reply, again=True)
+            self._kick()  # a size asked for while the server was away
+            return
+
+    # -- what the tasks do ------------------------------------------------------------
+
+    async def _call(self, *args: object) -> Any:
+        """One transition at the server.
+
+        Raises:
+            _Lost: the server cannot be reached, or refused it; what it did is unknown.
+        """
+        try:
+            with trio.fail_after(OPERATION_TIMEOUT_S):
+                return await self._script(keys=[self._prefix], args=[str(arg) for arg in args])
+        except (self._coredis.exceptions.RedisError, OSError, trio.TooSlowError) as exc:
+            raise _Lost(_describe(exc)) from exc
+
+    def _absorb(self, reply: list[Any]) -> None:
+        """Take in the gate's figures, when to look next, and this process's grants."""
+        f = reply[0]
+        size = int(f[0])
+        if self._resize_to is None:
+            self._size = size
+        tokens = float(f[6])
+        self._figures = GateStatistics(
+            size=size,
+            in_flight=int(f[4]),
+            waiting=int(f[5]),
+            peak_in_flight=int(f[14]),
+            admitted=int(f[9]),
+            timeouts=int(f[10]),
+            cancelled=int(f[11]),
+            refunds=int(f[12]),
+            tokens_available=min(float(self._burst), tokens) if tokens >= 0 else None,
+            total_wait=float(f[15]) / 1000,
+            max_wait=float(f[16]) / 1000,
+        )
+        wake, server_now = float(f[7]), float(f[8])
+        if wake >= 0:
+            at = trio.current_time() + max(0.0, wake - server_now) / 1000
+            if at < self._poll_at:
+                self._poll_at = at
+                self._poll_now.set()
+        self._grant(reply[1])
+
+    def _grant(self, entries: Any) -> None:
+        """Wake the waiters granted a slot: ``ID|TICKET|ORDER|AT|RELEASED_AT`` each."""
+        for entry in entries:
+            id, ticket, order, _, released_at = entry.split("|")
+            waiter = self._waiting.pop(id, None)
+            if waiter is None:
+                continue  # it gave up meanwhile: its leave takes the lease back
+            waiter.stage = _GRANTED
+            waiter.global_ticket, waiter.order = int(ticket), int(order)
+            waiter.released_at = float(released_at) / 1000 if released_at else None
+            self._held.add(id)
+            waiter.done.set()
+
+    def _release(self, id: str) -> None:
+        if id in self._held:
+            self._held.discard(id)
+            if self._available:
+                self._releases.append(id)
+                if self._released_at is None:
+                    self._released_at = time.time()
+                self._kick()
+
+    def _give_up(self, waiter: _Waiter, reason: list[str]) -> None:
+        """A waiter stops waiting (timed out, or cancelled): it holds nothing after.
+        At the server it leaves the line, or gives back the slot granted meanwhile."""
+        self._waiters.pop(waiter.ticket, None)
+        if waiter.stage == _SENT:
+            del self._waiting[waiter.id]
+        elif waiter.stage == _GRANTED:
+            self._held.discard(waiter.id)
+        else:
+            # Never reached the server (or it was lost): the tickets behind may go.
+            waiter.stage = _FAILED
+            self._kick()
+            return
+        waiter.stage = _FAILED
+        if self._available:
+            reason.append(waiter.id)
+            self._kick()
+
+    def _lose(self, reason: str) -> None:
+        """The server is lost: fail every waiter, forget what was to be sent, and have
+        the heartbeat connect again. Permits held stay held until their calls end."""
+        if not self._available:
+            return
+        self._available = False
+        self._losses += 1
+        self._lost_reason = reason
+        self._reconnected = trio.Event()
+        self._poll_now.set()
+        self._releases.clear()
+        self._timed_out.clear()
+        self._cancelled.clear()
+        for waiter in self._waiters.values():
+            if waiter.stage in (_ARRIVED, _SENT):
+                waiter.stage = _FAILED
+                waiter.failure = self._unavailable()
+                waiter.done.set()
+        self._waiting.clear()
+
+    def _unavailable(self) -> GateUnavailable:
+        return GateUnavailable(f"gate {self.where}: Redis unreachable: {self._lost_reason}")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, trio.TooSlowError):
+        return f"no answer within {OPERATION_TIMEOUT_S:g}s"
+    return one_line(exc) or type(exc).__name__
+
+
+# -- for `manor gate` -------------------------------------------------------------------
+
+
+async def gate_status(url: str, name: str) -> GateStatus | None:
+    """The shared gate ``name`` at ``url`` as the server has it; ``None`` if no process
+    has used it (or the server lost it).
+
+    Raises:
+        SharedGateError: the server cannot be reached.
+    """
+    reply = await _one_transition(url, name, "status")
+    if not reply:
+        return None
+    probe = RedisGate(url, name, size=1)
+    probe._absorb(reply)
+    holders = tuple(GateHolder(*row[:4], holding=int(row[4]), waiting=int(row[5])) for row in reply[2])
+    return GateStatus(redacted_url(url), name, probe.statistics(), float(reply[0][3]) / 1000, holders)
+
+
+async def resize_shared_gate(url: str, name: str, size: int) -> tuple[GateStatus, GateStatus] | None:
+    """Set the size of the shared gate ``name`` at ``url``: every process using it sees
+    it within a second. The gate before and after; ``None`` if no process has used it.
+
+    Raises:
+        SharedGateError: the server cannot be reached.
+    """
+    before = await gate_status(url, name)
+    if before is None:
+        return None
+    await _one_transition(url, name, "resize", size)
+    after = await gate_status(url, name)
+    return None if after is None else (before, after)
+
+
+async def _one_transition(url: str, name: str, *args: object) -> Sequence[Any]:
+    coredis = _coredis()
+    client = coredis.Redis.from_url(url, decode_responses=True, retry_policy=coredis.retry.NoRetryPolicy(), connect_timeout=CONNECT_TIMEOUT_S)
+    failure = None
+    async with client:
+        # Caught in here: the client's task group would wrap it in an exception group.
+        try:
+            with trio.fail_after(OPERATION_TIMEOUT_S):
+                return await client.register_script(_SCRIPT)(keys=[_key_prefix(name)], args=[str(arg) for arg in args])
+        except (coredis.exceptions.RedisError, OSError, trio.TooSlowError) as exc:
+            failure = _describe(exc)
+    raise SharedGateError(f"gate {redacted_url(url)} (gate {name}): cannot reach Redis: {failure}")

@@ -1,0 +1,95 @@
+"""``manor bench --suite fleet``: fleets of 1, 4 and 16 worlds on one gate — each world's
+ticks against its fair share of the gate, and fairness, with its targets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from manor.bench.fleet import WORLDS, fair_share_bound
+from manor.bench.report import evaluate_targets
+from manor.bench.runner import DEFAULT_SUITES
+from manor.cli import main
+from manor.records import CallRecord, TickRecord
+
+KEYS = {
+    "worlds", "calls_per_tick", "makespan_mean_s", "lower_bound_mean_s", "efficiency", "efficiency_worst_world",
+    "gate_busy", "degraded", "jain_calls_per_s", "makespan_min_max",
+}  # fmt: skip
+
+pytestmark = pytest.mark.usefixtures("isolated")
+
+
+def _call(latency: float) -> CallRecord:
+    return CallRecord(tick=1, ticket=0, caller="character", agent="a", queued_at=0.0, admitted_at=0.0, finished_at=latency, outcome="ok")
+
+
+def _point(worlds: int, jain: float | None, ratio: float | None) -> dict[str, Any]:
+    return {"worlds": worlds, "jain_calls_per_s": jain, "makespan_min_max": ratio}
+
+
+def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["suites"] == ["fleet"]
+    fleet = result["fleet"]
+    assert fleet["setup"]["ticks"] == 10 and fleet["setup"]["gate_size"] == 5
+    points = fleet["in_process"]
+    assert [point["worlds"] for point in points] == list(WORLDS)
+    for point in points:
+        assert set(point) == KEYS
+        assert point["calls_per_tick"] == 14 * point["worlds"]
+        assert point["degraded"] == 0  # no gate timeout: service, not calls given up
+        assert 0.85 < point["efficiency"] < 1.05 and 0.85 < point["gate_busy"] <= 1.0
+        assert point["jain_calls_per_s"] >= 0.95 and point["makespan_min_max"] >= 0.95
+    assert points[0]["jain_calls_per_s"] == points[0]["makespan_min_max"] == 1.0
+    names = [target["target"] for target in result["targets"]]
+    assert names == [
+        "fleet.in_process 4 worlds: Jain's index of calls/s",
+        "fleet.in_process 4 worlds: shortest / longest mean tick",
+        "fleet.in_process 16 worlds: Jain's index of calls/s",
+        "fleet.in_process 16 worlds: shortest / longest mean tick",
+    ]
+    assert all(target["met"] for target in result["targets"])
+
+
+def test_the_same_figures_every_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The virtual clock: a fleet's figures are exact."""
+    runs = []
+    for _ in range(2):
+        assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
+        runs.append(json.loads(capsys.readouterr().out)["fleet"])
+    assert runs[0] == runs[1]
+
+
+def test_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--suite", "fleet", "--quick"]) == 0
+    words = " ".join(capsys.readouterr().out.split())
+    assert words.startswith("fleet — worlds of The Wacky Manor (seeds 1789, +1, ...), 10 ticks each, one gate of 5 / platform 6")
+    assert "fleet.in_process 16 worlds: Jain's index of calls/s" in words
+
+
+def test_a_plain_bench_runs_every_suite_but_the_fleet() -> None:
+    assert "fleet" not in DEFAULT_SUITES and "scheduling" in DEFAULT_SUITES
+
+
+def test_the_fair_share_bound() -> None:
+    """A world's tick with 5 / N slots: the longest call, or all its calls' time over its share."""
+    record = TickRecord(tick=1, started_at=0.0, finished_at=9.0, calls=(_call(4.0), _call(1.0), _call(1.0)), world_hash="")
+    assert fair_share_bound(record, 5, 1) == 4.0
+    assert fair_share_bound(record, 5, 4) == pytest.approx(6.0 * 4 / 5)
+
+
+@pytest.mark.parametrize(
+    ("jain", "ratio", "met"),
+    [(0.99, 0.97, (True, True)), (0.99, 0.9, (True, False)), (None, None, (None, None))],
+)
+def test_fairness_targets(jain: float | None, ratio: float | None, met: tuple[bool | None, bool | None]) -> None:
+    """A fleet of one has nothing to be fair between: no target for it."""
+    targets = evaluate_targets({"fleet": {"in_process": [_point(1, 1.0, 1.0), _point(4, jain, ratio)]}})
+    assert [(target["target"], target["met"]) for target in targets] == [
+        ("fleet.in_process 4 worlds: Jain's index of calls/s", met[0]),
+        ("fleet.in_process 4 worlds: shortest / longest mean tick", met[1]),
+    ]

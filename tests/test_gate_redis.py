@@ -1,0 +1,472 @@
+"""The gate shared through Redis, against a real redis-server: the in-process gate's
+semantics across processes (several ``RedisGate`` objects on one gate name stand for
+several processes: each has its own connection and process id), crashes, a lost server."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from manor.errors import GateTimeout, GateUnavailable, SharedGateError
+from manor.gate import Gate, SharedGate
+from manor import gate_redis
+from manor.gate_redis import RedisGate, gate_status, resize_shared_gate
+
+from redis_server import RedisServer
+
+
+def _name() -> str:
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+@asynccontextmanager
+async def _processes(url: str, count: int, *, size: int, name: str | None = None, **options: Any) -> AsyncIterator[list[RedisGate]]:
+    """``count`` connected gates on one name: as many processes sharing it."""
+    name = name or _name()
+    async with AsyncExitStack() as stack:
+        gates = []
+        for index in range(count):
+            gate = RedisGate(url, name, size=size, world=f"world {index}", **options)
+            gates.append(await stack.enter_async_context(gate.connected()))
+        yield gates
+
+
+async def _settled(url: str, name: str, timeout: float = 10.0) -> Any:
+    """The gate's status once nothing is in flight or waiting (releases are sent by a
+    task of their process, a moment after ``release()``)."""
+    with trio.fail_after(timeout):
+        while True:
+            status = await gate_status(url, name)
+            if status is None or (status.statistics.in_flight == 0 and status.statistics.waiting == 0):
+                return status
+            await trio.sleep(0.02)
+
+
+# -- the protocol, both gates -------------------------------------------------------------
+
+GateFactory = Callable[..., Any]
+
+
+@pytest.fixture(params=["in-process", "redis"])
+def make_gate(request: pytest.FixtureRequest, redis_url: str) -> GateFactory:
+    """An async context manager giving a connected gate of either kind (``size=...``)."""
+
+    def factory(**options: Any) -> Any:
+        gate: SharedGate = Gate(**options) if request.param == "in-process" else RedisGate(redis_url, _name(), **options)
+        return gate.connected()
+
+    return factory
+
+
+async def _admitted(gate: SharedGate, arrivals: Iterable[int]) -> list[int]:
+    """The tickets in the order ``gate`` admits them, their callers arriving in the
+    order of ``arrivals``, 10 ms apart, each holding its permit for 5 ms."""
+    admitted: list[int] = []
+
+    async def call(ticket: int) -> None:
+        permit = await gate.acquire(ticket, timeout=10)
+        admitted.append(permit.ticket)
+        await trio.sleep(0.005)
+        permit.release()
+
+    async with trio.open_nursery() as nursery:
+        for ticket in arrivals:
+            nursery.start_soon(call, ticket)
+            await trio.sleep(0.01)
+    return admitted
+
+
+class TestTheSharedGateProtocol:
+    """What the tick loop relies on, the same from both gates (in real time)."""
+
+    @pytest.mark.trio
+    async def test_tickets_issued_ahead_are_admitted_in_their_order(self, make_gate: GateFactory) -> None:
+        async with make_gate(size=1) as gate:
+            tickets = gate.issue(4)
+            admitted = await _admitted(gate, reversed(tickets))  # arrive in the reverse order
+        assert admitted == list(tickets)
+
+    @pytest.mark.trio
+    async def test_tickets_in_lanes_are_admitted_in_turns(self, make_gate: GateFactory) -> None:
+        """A fleet's worlds on one gate: a lane each, one ticket of each lane in turn."""
+        async with make_gate(size=1) as gate:
+            first, second = gate.issue(3, lane=0), gate.issue(3, lane=1)
+            admitted = await _admitted(gate, [*first, *second])  # the first lane's callers arrive first
+        assert admitted == [ticket for pair in zip(first, second, strict=True) for ticket in pair]
+
+    @pytest.mark.trio
+    async def test_a_withdrawn_ticket_does_not_stall_the_ones_behind_it(self, make_gate: GateFactory) -> None:
+        async with make_gate(size=2) as gate:
+            first, second = gate.issue(2)
+            gate.withdraw(first)
+            permit = await gate.acquire(second, timeout=10)
+            assert permit.ticket == second
+            permit.release()
+
+    @pytest.mark.trio
+    async def test_a_wait_longer_than_its_timeout_is_a_gate_timeout(self, make_gate: GateFactory) -> None:
+        async with make_gate(size=1) as gate:
+            held = await gate.acquire(timeout=10)
+            with pytest.raises(GateTimeout):
+                await gate.acquire(timeout=0.05)
+            held.release()
+            (await gate.acquire(timeout=10)).release()  # the timed-out waiter left nothing behind
+
+    @pytest.mark.trio
+    async def test_a_cancelled_waiter_holds_nothing(self, make_gate: GateFactory) -> None:
+        async with make_gate(size=1) as gate:
+            held = await gate.acquire(timeout=10)
+            with trio.move_on_after(0.05):
+                await gate.acquire(timeout=10)
+            held.release()
+            (await gate.acquire(timeout=10)).release()
+
+    @pytest.mark.trio
+    async def test_a_permit_is_released_once(self, make_gate: GateFactory) -> None:
+        async with make_gate(size=1) as gate:
+            permit = await gate.acquire(timeout=10)
+            permit.release()
+            with pytest.raises(RuntimeError, match="released twice"):
+                permit.release()
+
+
+# -- across processes ---------------------------------------------------------------------
+
+#: One waiter: which process, how long it holds its permit (ms), its timeout (ms, or
+#: none), and after how long its caller cancels it (ms, or never).
+_waiter = st.tuples(
+    st.integers(0, 2),
+    st.integers(0, 15),
+    st.none() | st.integers(1, 60),
+    st.none() | st.integers(0, 40),
+)
+
+
+class TestInvariants:
+    @settings(max_examples=25)
+    @given(size=st.integers(1, 4), waiters=st.lists(_waiter, min_size=1, max_size=24), shuffle=st.randoms())
+    def test_in_flight_at_most_size_global_ticket_order_and_nothing_left(self, redis_url: str, gate_operations: Any, size: int, waiters: list[Any], shuffle: Any) -> None:
+        """Three processes, random holds, timeouts and cancellations: never more than
+        ``size`` in flight; admitted in global ticket order, each process's in its own
+        ticket order; once every task has ended the server holds no permit and no waiter."""
+        name = _name()
+        admitted: list[tuple[int, int, int, int]] = []  # (order, global ticket, process, ticket)
+        outcomes: dict[str, int] = {"ok": 0, "timeout": 0, "cancelled": 0}
+        in_flight = 0
+
+        async def call(gate: RedisGate, process: int, ticket: int, hold: int, timeout: int | None, cancel: int | None) -> None:
+            nonlocal in_flight
+            with trio.move_on_after(math.inf if cancel is None else cancel / 1000) as scope:
+                try:
+                    permit = await gate.acquire(ticket, timeout=math.inf if timeout is None else timeout / 1000)
+                except GateTimeout:
+                    outcomes["timeout"] += 1
+                    return
+                finally:
+                    gate.withdraw(ticket)  # as the tick loop does: a call cancelled before it arrived
+                in_flight += 1
+                assert in_flight <= size
+                admitted.append((permit.order, permit.global_ticket, process, ticket))
+                try:
+                    await trio.sleep(hold / 1000)
+                finally:
+                    in_flight -= 1
+                    permit.release()
+                    gate_operations.releases += 1
+            if scope.cancelled_caught:
+                outcomes["cancelled"] += 1
+            else:
+                outcomes["ok"] += 1
+
+        async def main() -> Any:
+            async with _processes(redis_url, 3, size=size, name=name) as gates:
+                # Each process issues its tickets up front (a tick), then its calls arrive
+                # in a shuffled order: the server must still see them in ticket order.
+                plans = []
+                for process, gate in enumerate(gates):
+                    mine = [w for w in waiters if w[0] == process]
+                    plans += [(gate, process, ticket, *w[1:]) for ticket, w in zip(gate.issue(len(mine)), mine, strict=True)]
+                shuffle.shuffle(plans)
+                async with trio.open_nursery() as nursery:
+                    for plan in plans:
+                        nursery.start_soon(call, *plan)
+                        gate_operations.acquires += 1
+                await _settled(redis_url, name)  # every release has reached the server
+            return await gate_status(redis_url, name)
+
+        status = trio.run(main)
+        gate_operations.examples += 1
+        assert sum(outcomes.values()) == len(waiters)
+        by_order = [global_ticket for _, global_ticket, _, _ in sorted(admitted)]
+        assert by_order == sorted(by_order)
+        for process in range(3):
+            mine = sorted((global_ticket, ticket) for _, global_ticket, p, ticket in admitted if p == process)
+            assert [ticket for _, ticket in mine] == sorted(ticket for _, ticket in mine)
+        # The processes left: nothing of them remains, and nothing was ever over the size.
+        assert status.statistics.in_flight == status.statistics.waiting == 0 and status.holders == ()
+        assert status.statistics.peak_in_flight <= size
+
+
+class TestAcrossProcesses:
+    @pytest.mark.trio
+    async def test_a_release_in_one_process_admits_a_waiter_of_another_without_polling(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With the poll an hour apart, only the wake-up through the server can do it."""
+        monkeypatch.setattr(gate_redis, "POLL_S", 3600.0)
+        async with _processes(redis_url, 2, size=1, lease_s=3600) as (a, b):
+            held = await a.acquire(timeout=10)
+            async with trio.open_nursery() as nursery:
+                got: list[Any] = []
+
+                async def wait() -> None:
+                    got.append(await b.acquire(timeout=30))
+
+                nursery.start_soon(wait)
+                await trio.sleep(0.1)
+                assert not got
+                held.release()
+            got[0].release()
+        assert b.admission_latencies() and all(0 <= latency < 30 for latency in b.admission_latencies())
+
+    @pytest.mark.trio
+    async def test_a_grant_whose_word_is_lost_is_picked_up_by_the_poll(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        async def deaf(self: RedisGate) -> None:
+            await trio.sleep_forever()
+
+        async with _processes(redis_url, 1, size=1) as (a,):
+            monkeypatch.setattr(RedisGate, "_receive_grants", deaf)
+            async with _processes(redis_url, 1, size=1, name=a.name) as (b,):
+                held = await a.acquire(timeout=10)
+                got: list[Any] = []
+
+                async def wait() -> None:
+                    got.append(await b.acquire(timeout=30))
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(wait)
+                    await trio.sleep(0.05)
+                    held.release()
+                # b never hears of its grant but through its poll, about a second later.
+                got[0].release()
+
+    @pytest.mark.trio
+    async def test_a_resize_from_any_process_is_seen_by_all_within_a_second(self, redis_url: str) -> None:
+        async with _processes(redis_url, 3, size=2) as (a, b, c):
+            b.size = 5
+            with trio.fail_after(1.5):
+                while (a.size, c.size) != (5, 5):
+                    await trio.sleep(0.01)
+            status = await resize_shared_gate(redis_url, a.name, 3)
+            assert status is not None and status[1].statistics.size == 3
+            with trio.fail_after(1.5):
+                while (a.size, b.size, c.size) != (3, 3, 3):
+                    await trio.sleep(0.01)
+
+    @pytest.mark.trio
+    async def test_growing_the_gate_admits_waiters_of_every_process_at_once(self, redis_url: str) -> None:
+        async with _processes(redis_url, 2, size=1) as (a, b):
+            held = await a.acquire(timeout=10)
+            admitted: list[Any] = []
+            async with trio.open_nursery() as nursery:
+
+                async def wait(gate: RedisGate) -> None:
+                    permit = await gate.acquire(timeout=30)
+                    admitted.append(permit)
+
+                for gate in (a, b, b):
+                    nursery.start_soon(wait, gate)
+                await trio.sleep(0.1)
+                assert not admitted
+                a.size = 4
+            assert len(admitted) == 3
+            for permit in [held, *admitted]:
+                permit.release()
+
+    @pytest.mark.trio
+    async def test_a_joining_process_shares_the_gate_as_it_is_and_says_so(self, redis_url: str) -> None:
+        async with _processes(redis_url, 1, size=3) as (a,):
+            late = RedisGate(redis_url, a.name, size=7, world="late")
+            async with late.connected():
+                assert late.size == 3
+                assert late.notice is not None and "size 3" in late.notice and "size 7" in late.notice
+        assert a.notice is None
+
+    @pytest.mark.trio
+    async def test_the_token_bucket_is_shared_and_a_timed_out_token_is_refunded(self, redis_url: str) -> None:
+        """Rate 20/s, burst 2, over two processes: the first two go at once, the rest
+        no faster than the rate; a waiter that times out after taking its token gives it back."""
+        async with _processes(redis_url, 2, size=1, rate=20.0, burst=2) as (a, b):
+            started = trio.current_time()
+            times = []
+            for gate in (a, b, a, b, a):
+                permit = await gate.acquire(timeout=10)
+                times.append(trio.current_time() - started)
+                permit.release()
+            assert times[-1] >= (len(times) - 2) / 20 * 0.9
+            held = await a.acquire(timeout=10)
+            await trio.sleep(0.2)  # the bucket fills up again
+            with pytest.raises(GateTimeout):
+                await b.acquire(timeout=0.1)  # takes a token, then finds no slot
+            held.release()
+            status = await _settled(redis_url, a.name)
+        assert status.statistics.refunds >= 1 and status.statistics.timeouts >= 1
+
+    @pytest.mark.trio
+    async def test_status_names_every_process_and_what_it_holds(self, redis_url: str) -> None:
+        async with _processes(redis_url, 2, size=3) as (a, b):
+            permits = [await a.acquire(timeout=10), await a.acquire(timeout=10), await b.acquire(timeout=10)]
+            status = await gate_status(redis_url, a.name)
+            assert status is not None
+            rows = {holder.world: (holder.host, holder.pid, holder.holding) for holder in status.holders}
+            assert rows == {"world 0": (os.uname().nodename, str(os.getpid()), 2), "world 1": (os.uname().nodename, str(os.getpid()), 1)}
+            assert status.statistics.in_flight == 3
+            for permit in permits:
+                permit.release()
+        assert await gate_status(redis_url, a.name) is not None  # the gate stays; its processes have gone
+        assert (await gate_status(redis_url, a.name)).holders == ()  # type: ignore[union-attr]
+
+
+# -- crashes ----------------------------------------------------------------------------
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, trio
+    from manor.gate_redis import RedisGate
+
+    async def main(url, name, holds, lease):
+        async with RedisGate(url, name, size=2, lease_s=lease, world="child").connected() as gate:
+            permits = [await gate.acquire(timeout=60) for _ in range(holds)]
+            print("ready", flush=True)
+            if not holds:
+                await gate.acquire(timeout=60)  # waits in line until killed
+            await trio.sleep_forever()
+
+    trio.run(main, sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    """
+)
+
+
+def _child(url: str, name: str, holds: int, lease: float) -> subprocess.Popen[str]:
+    """A process that takes ``holds`` permits (or, none, waits in line) and stays."""
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, url, name, str(holds), str(lease)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    if holds:
+        assert child.stdout.readline().strip() == "ready"
+    return child
+
+
+class TestCrashes:
+    @pytest.mark.trio
+    async def test_permits_of_a_killed_process_come_back_within_the_lease(self, redis_url: str) -> None:
+        name = _name()
+        child = _child(redis_url, name, holds=2, lease=1.0)
+        try:
+            async with _processes(redis_url, 1, size=2, name=name) as (gate,):
+                assert gate.lease_s == 1.0  # the gate's own, as its creator set it
+                child.send_signal(signal.SIGKILL)
+                child.wait()
+                started = trio.current_time()
+                permits = [await gate.acquire(timeout=10), await gate.acquire(timeout=10)]
+                # Within the lease and a heartbeat or two (generous: a loaded machine).
+                assert trio.current_time() - started < 1.0 + 5.0
+                for permit in permits:
+                    permit.release()
+            status = await _settled(redis_url, name)
+        finally:
+            child.kill()
+        assert status.holders == () and status.statistics.in_flight == 0
+
+    @pytest.mark.trio
+    async def test_a_killed_waiter_leaves_the_line(self, redis_url: str) -> None:
+        name = _name()
+        async with _processes(redis_url, 1, size=1, name=name, lease_s=1.0) as (gate,):
+            held = await gate.acquire(timeout=10)
+            child = _child(redis_url, name, holds=0, lease=1.0)
+            try:
+                with trio.fail_after(20):
+                    while (await gate_status(redis_url, name)).statistics.waiting != 1:  # type: ignore[union-attr]
+                        await trio.sleep(0.02)
+                child.send_signal(signal.SIGKILL)
+                child.wait()
+                async with trio.open_nursery() as nursery:
+                    got: list[Any] = []
+
+                    async def wait() -> None:
+                        got.append(await gate.acquire(timeout=10))
+
+                    nursery.start_soon(wait)
+                    await trio.sleep(0.05)
+                    held.release()  # the dead waiter is first in line; it must not get the slot forever
+            finally:
+                child.kill()
+            got[0].release()
+        status = await _settled(redis_url, name)
+        assert status.holders == ()
+
+    @pytest.mark.trio
+    async def test_losing_redis_fails_waiters_keeps_calls_and_comes_back(self, redis_server: RedisServer) -> None:
+        """Redis killed: the waiter degrades (gate_unavailable), the call in flight goes on,
+        new calls degrade at once; Redis back (empty): the gate is made again and admits."""
+        async with _processes(redis_server.url, 2, size=1, lease_s=1.0) as (a, b):
+            held = await a.acquire(timeout=10)
+            async with trio.open_nursery() as nursery:
+                failures: list[BaseException] = []
+
+                async def wait() -> None:
+                    try:
+                        await b.acquire(timeout=30)
+                    except GateUnavailable as exc:
+                        failures.append(exc)
+
+                nursery.start_soon(wait)
+                await trio.sleep(0.1)
+                redis_server.kill()
+            assert failures and str(redis_server.port) in str(failures[0])
+            with pytest.raises(GateUnavailable, match="Redis unreachable"):
+                await a.acquire(timeout=10)
+            assert not a.available
+            held.release()  # the call in flight ended: nothing to send, nothing raised
+            redis_server.start()
+            with trio.fail_after(15):
+                while not (a.available and b.available):
+                    await trio.sleep(0.05)
+            permit = await b.acquire(timeout=10)  # after the hold that lets holders come back
+            permit.release()
+            assert a.losses >= 1 and b.losses >= 1
+
+    @pytest.mark.trio
+    async def test_an_unreachable_server_at_start_is_one_line_naming_it(self) -> None:
+        with pytest.raises(SharedGateError, match=r"^gate redis://127.0.0.1:1/0 \(gate x\): cannot reach Redis: "):
+            async with RedisGate("redis://127.0.0.1:1/0", "x", size=1).connected():
+                pass
+
+    def test_check_reachable_says_so_before_any_run(self) -> None:
+        with pytest.raises(SharedGateError, match=r"^gate redis://:\*\*\*@127.0.0.1:1/0 \(gate x\): cannot reach Redis"):
+            RedisGate("redis://:hunter22@127.0.0.1:1/0", "x", size=1).check_reachable()
+
+    def test_without_the_redis_extra_the_error_says_what_to_install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setitem(sys.modules, "coredis", None)
+        with pytest.raises(SharedGateError, match=r"pip install 'manor\[redis\]'"):
+            RedisGate("redis://127.0.0.1:1/0", "x", size=1)
+
+
+def test_the_dashboard_has_a_gate_unavailable_row_only_for_a_shared_gate() -> None:
+    """Only a gate on a server can be lost: its panel has the row, the in-process one not."""
+    from manor.errors import REASONS
+    from manor.play.widgets.degradations import SHORT_REASONS, shown_reasons
+
+    assert shown_reasons(shared_gate=True) == REASONS
+    assert shown_reasons(shared_gate=False) == tuple(reason for reason in REASONS if reason != "gate_unavailable")
+    assert set(SHORT_REASONS) == set(REASONS)

@@ -1,0 +1,276 @@
+"""``manor run`` processes sharing one gate through a real redis-server, against a
+``manor serve-agent`` server whose capacity is the gate's size and that answers 429
+when full: the platform never sees more than the gate, a killed process gives its
+permits back within the lease, a lost Redis degrades calls without losing the runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from manor.gate_redis import gate_status
+from manor.saves import read_save
+
+from agent_servers import serving, stats
+from redis_server import RedisServer
+
+CALLS_PER_TICK = 14
+
+
+def _config(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "manor.toml"
+    path.write_text(f'[backends.local]\nkind = "openai"\nbase_url = "{url}/v1"\nmodel = "manor"\n[backend]\ndefault = "local"\n', encoding="utf-8")
+    return path
+
+
+def _environment() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
+
+
+def _manor_run(config: Path, redis_url: str, gate: str, size: int, seed: int, *flags: str) -> subprocess.Popen[bytes]:
+    """``manor run --json``, one world (``seed``), sharing the gate ``gate``."""
+    argv = [
+        sys.executable, "-m", "manor", "run", "--json", "--config", str(config), "--seed", str(seed),
+        "--gate-url", redis_url, "--gate-name", gate, "--gate-size", str(size), "--platform-limit", "0", *flags,
+    ]  # fmt: skip
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=config.parent, env=_environment())
+
+
+async def _finished(process: subprocess.Popen[bytes], timeout: float = 120.0) -> tuple[dict[str, Any], str]:
+    """The run's JSON summary and its stderr, once it has ended well."""
+    stdout, stderr = await trio.to_thread.run_sync(lambda: process.communicate(timeout=timeout))
+    assert process.returncode == 0, stderr.decode()
+    return json.loads(stdout), stderr.decode()
+
+
+async def _holds_permits(redis_url: str, gate: str, pid: int) -> bool:
+    status = await gate_status(redis_url, gate)
+    return status is not None and any(holder.pid == str(pid) and holder.holding for holder in status.holders)
+
+
+async def _status(redis_url: str, gate: str) -> Any:
+    status = await gate_status(redis_url, gate)
+    assert status is not None
+    return status
+
+
+class TestProcessesShareOneGate:
+    @pytest.mark.trio
+    async def test_four_processes_never_go_past_the_server_capacity(self, tmp_path: Path, redis_url: str) -> None:
+        """Four worlds in four processes, a gate of 3, a server of capacity 3 that
+        refuses the fourth run: no refusal, a peak of at most 3, every call answered."""
+        gate, size, ticks = f"fleet-{uuid.uuid4().hex[:8]}", 3, 2
+        async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
+            config = _config(tmp_path, url)
+            processes = [_manor_run(config, redis_url, gate, size, seed, "--ticks", str(ticks)) for seed in range(1, 5)]
+            summaries = [(await _finished(process))[0] for process in processes]
+            server = await stats(url)
+        calls = 4 * ticks * CALLS_PER_TICK
+        assert server["rejected"] == 0
+        assert server["peak_running"] <= size
+        assert server["submitted"] == server["completed"] == calls
+        assert all(summary["ok"] == summary["calls"] == ticks * CALLS_PER_TICK for summary in summaries)
+        assert sorted(summary["seed"] for summary in summaries) == [1, 2, 3, 4]  # a world each
+        status = await _status(redis_url, gate)
+        assert status.holders == () and status.statistics.in_flight == 0
+        assert status.statistics.peak_in_flight == size and status.statistics.admitted == calls
+
+    @pytest.mark.trio
+    async def test_a_fleet_shares_the_gate_with_other_processes(self, tmp_path: Path, redis_url: str) -> None:
+        """``manor fleet`` of two worlds and a ``manor run`` on one gate of 3, a server of
+        capacity 3 that refuses the fourth run: every call of the three worlds answered,
+        and the fleet is one process at the gate."""
+        gate, size, ticks = f"fleet-{uuid.uuid4().hex[:8]}", 3, 2
+        async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
+            config = _config(tmp_path, url)
+            argv = [
+                sys.executable, "-m", "manor", "fleet", "--worlds", "2", "--json", "--config", str(config), "--seed", "1",
+                "--gate-url", redis_url, "--gate-name", gate, "--gate-size", str(size), "--platform-limit", "0", "--ticks", str(ticks),
+            ]  # fmt: skip
+            fleet = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=_environment())
+            single = _manor_run(config, redis_url, gate, size, 3, "--ticks", str(ticks))
+            with trio.fail_after(60):
+                while (status := await gate_status(redis_url, gate)) is None or len(status.holders) < 2:
+                    await trio.sleep(0.02)
+            assert {holder.world for holder in status.holders} == {"fleet of 2 worlds of The Wacky Manor", "The Wacky Manor seed 3"}
+            fleet_summary, _ = await _finished(fleet)
+            single_summary, _ = await _finished(single)
+            server = await stats(url)
+        assert server["rejected"] == 0 and server["peak_running"] <= size
+        assert [world["seed"] for world in fleet_summary["worlds"]] == [1, 2]
+        assert all(world["ok"] == world["calls"] == ticks * CALLS_PER_TICK for world in [*fleet_summary["worlds"], single_summary])
+        assert fleet_summary["total"]["gate_size"] == size
+        status = await _status(redis_url, gate)
+        assert status.holders == () and status.statistics.admitted == 3 * ticks * CALLS_PER_TICK
+
+    @pytest.mark.trio
+    async def test_a_process_killed_holding_permits_gives_them_back_within_the_lease(self, tmp_path: Path, redis_url: str) -> None:
+        """kill -9 of a process while its calls hold the gate: the others carry on (their
+        calls wait at most about a lease), and no permit is left at the server."""
+        gate, size = f"kill-{uuid.uuid4().hex[:8]}", 2
+        lease = tmp_path / "lease.toml"
+        async with serving(capacity=size, reject_when_full=True, latency=0.2) as (url, _):
+            config = _config(tmp_path, url)
+            lease.write_text(config.read_text() + "[gate]\nlease_s = 1.0\n", encoding="utf-8")
+            victim = _manor_run(lease, redis_url, gate, size, 1, "--ticks", "50")
+            with trio.fail_after(60):
+                while not await _holds_permits(redis_url, gate, victim.pid):
+                    await trio.sleep(0.02)
+            others = [_manor_run(lease, redis_url, gate, size, seed, "--ticks", "2") for seed in (2, 3)]
+            await trio.sleep(0.3)
+            victim.send_signal(signal.SIGKILL)
+            victim.communicate()
+            summaries = [(await _finished(process))[0] for process in others]
+            server = await stats(url)
+        assert all(summary["ok"] == summary["calls"] == 2 * CALLS_PER_TICK for summary in summaries)
+        assert server["rejected"] == 0 and server["peak_running"] <= size
+        status = await _status(redis_url, gate)
+        assert status.holders == () and status.statistics.in_flight == 0 and status.statistics.waiting == 0
+        assert status.statistics.peak_in_flight <= size
+
+    @pytest.mark.trio
+    async def test_a_process_stopped_by_ctrl_c_gives_its_permits_back_at_once(self, tmp_path: Path, redis_url: str) -> None:
+        gate = f"stop-{uuid.uuid4().hex[:8]}"
+        async with serving(capacity=2, latency=0.5) as (url, _):
+            process = _manor_run(_config(tmp_path, url), redis_url, gate, 2, 1, "--ticks", "50")
+            with trio.fail_after(60):
+                while not await _holds_permits(redis_url, gate, process.pid):
+                    await trio.sleep(0.02)
+            process.send_signal(signal.SIGINT)
+            _, stderr = await trio.to_thread.run_sync(lambda: process.communicate(timeout=60))
+            status = await _status(redis_url, gate)  # at once: no lease had to expire
+        assert process.returncode == 130 and stderr.decode().startswith("manor: interrupted")
+        assert status.holders == () and status.statistics.in_flight == 0
+
+    @pytest.mark.trio
+    async def test_redis_killed_mid_run_degrades_calls_and_the_runs_finish_with_their_saves(self, tmp_path: Path, redis_server: RedisServer) -> None:
+        gate, size, ticks = "lost", 3, 8
+        async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
+            config = _config(tmp_path, url)
+            saves = [tmp_path / f"world{seed}.msav" for seed in (1, 2)]
+            processes = [
+                _manor_run(config, redis_server.url, gate, size, seed, "--ticks", str(ticks), "--save", str(save))
+                for seed, save in zip((1, 2), saves, strict=True)
+            ]
+            with trio.fail_after(60):
+                while (status := await gate_status(redis_server.url, gate)) is None or status.statistics.admitted < 2 * CALLS_PER_TICK:
+                    await trio.sleep(0.02)
+            redis_server.kill()
+            results = [await _finished(process) for process in processes]
+            server = await stats(url)
+        assert server["rejected"] == 0
+        for (summary, stderr), save in zip(results, saves, strict=True):
+            lost = sum(reasons["gate_unavailable"] for reasons in summary["degradations"].values())
+            assert lost > 0 and summary["ticks"] == ticks
+            assert summary["ok"] + lost == summary["calls"] == ticks * CALLS_PER_TICK
+            assert any(row["reason"] == "gate_unavailable" and "Redis unreachable" in row["message"] for row in summary["errors"])
+            recorded = read_save(save)  # every value checked as it is read, gate_unavailable included
+            assert len(recorded.ticks) == ticks and recorded.finished
+            lost_recorded = sum(call.reason == "gate_unavailable" for frame in recorded.ticks for call in frame.record.calls)
+            assert lost_recorded == lost
+            assert "saved" in stderr
+            replayed = subprocess.run([sys.executable, "-m", "manor", "replay", str(save), "--json"], capture_output=True, text=True, check=False, env=_environment())
+            assert replayed.returncode == 0, replayed.stderr
+
+
+class TestCommandLine:
+    @pytest.mark.parametrize(("command", "save_flag", "save_name"), [("run", "--save", "x.msav"), ("fleet", "--save-dir", "runs")])
+    def test_an_unreachable_redis_at_start_is_one_line_and_no_save(self, tmp_path: Path, command: str, save_flag: str, save_name: str) -> None:
+        save = tmp_path / save_name
+        result = subprocess.run(
+            [sys.executable, "-m", "manor", command, "--gate-url", "redis://127.0.0.1:1/0", save_flag, str(save)],
+            capture_output=True, text=True, check=False, env=_environment(), cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 1
+        assert result.stderr.splitlines() == [result.stderr.strip()]
+        assert result.stderr.startswith("manor: error: gate redis://127.0.0.1:1/0 (gate manor): cannot reach Redis: ")
+        assert not save.exists()
+
+    def test_a_shared_gate_needs_the_real_clock(self, tmp_path: Path) -> None:
+        result = subprocess.run(
+            [sys.executable, "-m", "manor", "run", "--gate-url", "redis://127.0.0.1:1/0", "--clock", "virtual"],
+            capture_output=True, text=True, check=False, env=_environment(), cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 1
+        assert "run.clock = virtual cannot time a gate shared through Redis" in result.stderr
+
+    def test_the_password_in_the_url_is_never_shown(self, tmp_path: Path) -> None:
+        result = subprocess.run(
+            [sys.executable, "-m", "manor", "config", "--json", "--gate-url", "redis://:sesame99@127.0.0.1:1/0"],
+            capture_output=True, text=True, check=True, env=_environment(), cwd=tmp_path,
+        )  # fmt: skip
+        rows = json.loads(result.stdout)
+        assert rows["gate.url"] == {"value": "redis://:***@127.0.0.1:1/0", "source": "command line"}
+        assert rows["run.clock"]["source"] == "derived: the gate is shared (gate.url)"
+        assert "sesame99" not in result.stdout
+
+    @pytest.mark.trio
+    async def test_gate_status_and_resize(self, redis_url: str) -> None:
+        from manor.gate_redis import RedisGate
+
+        name = f"cli-{uuid.uuid4().hex[:8]}"
+        async with RedisGate(redis_url, name, size=2, world="held here").connected() as gate:
+            permit = await gate.acquire(timeout=10)
+
+            def manor(*args: str) -> subprocess.CompletedProcess[str]:
+                return subprocess.run([sys.executable, "-m", "manor", "gate", *args, "--gate-url", redis_url, "--gate-name", name], capture_output=True, text=True, check=False, env=_environment())
+
+            shown = await trio.to_thread.run_sync(manor, "status", "--json")
+            status = json.loads(shown.stdout)
+            assert status["statistics"]["size"] == 2 and status["statistics"]["in_flight"] == 1
+            assert [(holder["world"], holder["holding"], holder["pid"]) for holder in status["holders"]] == [("held here", 1, str(os.getpid()))]
+            resized = await trio.to_thread.run_sync(manor, "resize", "4")
+            assert resized.returncode == 0 and resized.stdout.strip().endswith("size 2 -> 4")
+            with trio.fail_after(2):
+                while gate.size != 4:
+                    await trio.sleep(0.01)
+            table = await trio.to_thread.run_sync(manor, "status")
+            assert "held here" in table.stdout and table.returncode == 0
+            permit.release()
+        missing = await trio.to_thread.run_sync(
+            lambda: subprocess.run([sys.executable, "-m", "manor", "gate", "status", "--gate-url", redis_url, "--gate-name", "never-used"], capture_output=True, text=True, check=False, env=_environment())
+        )
+        assert missing.returncode == 1 and missing.stderr.startswith("manor: error: gate never-used at ")
+
+
+class TestBenchmark:
+    def test_the_suite_measures_admissions_and_makespans_across_processes(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        from manor.bench import redis_gate
+        from manor.bench.suite import BenchContext
+        from manor.config import standard_sources
+        from manor.config.layering import flags_source
+
+        monkeypatch.setattr(redis_gate, "PROCESSES", (1, 2))
+        monkeypatch.setattr(redis_gate, "ADMISSION_S_QUICK", 0.5)
+        monkeypatch.setattr(redis_gate, "TICKS_QUICK", 1)
+        sources = standard_sources(flags=flags_source({"gate.url": redis_url}, {}), environ={})
+        figures = redis_gate.run(BenchContext(sources=sources, quick=True))
+        assert figures["available"] and figures["url"] == redis_url
+        assert [point["processes"] for point in figures["admission"]] == [1, 2]
+        for point in figures["admission"]:
+            assert point["admitted"] > 0 and point["latency_after_release_ms"]["samples"] > 0
+            assert 0 < point["fairness"] <= 1
+        for point in figures["makespan"]:
+            assert point["ratio"] > 0 and point["degraded"] == 0
+        assert figures["ratio"] == min(point["ratio"] for point in figures["makespan"])
+
+    def test_without_redis_the_suite_says_so(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from manor.bench import redis_gate
+        from manor.bench.report import evaluate_targets
+        from manor.bench.suite import BenchContext
+        from manor.config import standard_sources
+
+        monkeypatch.setattr(redis_gate.shutil, "which", lambda name: None)
+        figures = redis_gate.run(BenchContext(sources=standard_sources(environ={}), quick=True))
+        assert figures == {"available": False, "note": "no Redis reachable: set --gate-url (or MANOR_GATE_URL), or install redis-server"}
+        (target,) = evaluate_targets({"redis-gate": figures})
+        assert target["met"] is None and "no Redis reachable" in target["note"]
