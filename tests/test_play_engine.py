@@ -22,9 +22,11 @@ from manor.instruments import Instrument
 from manor.play.clock import PacedClock
 from manor.play.speed import SPEEDS, describe, faster, nearest
 from manor.play.state import DashboardState
+from manor.play.widgets.agents import readable
 from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.statistics import RunStatistics
 from manor.tickloop import TickLoop
+from manor.worlds import create_world
 
 LEGACY = {"run.policy": "legacy"}
 
@@ -373,3 +375,33 @@ class TestDashboardState:
         row = state.rows["werewolf:wolf"]
         assert (row.kind, row.state, row.error) == ("werewolf", "degraded", "no gate slot within 30s")
         assert state.degradations_total["werewolf"]["gate_timeout"] == state.degradations_tick["werewolf"]["gate_timeout"] == 1
+
+
+class TestAnotherWorld:
+    """The dashboard's state on Werewolf: rows are the world's callers, and the dead are
+    marked."""
+
+    def test_rows_are_the_worlds_callers_and_the_dead_are_marked(self) -> None:
+        scene = load_scene("werewolf_village")
+        config = resolve([built_in_source(), layer_defaults_source(), flags_source({"run.seed": scene.spec.seed}, {})])
+        e = build_engine(config, scene)
+        state = DashboardState(scene)
+        assert state.rows == {}  # known once the world can plan
+        e.loop.add_instrument(state)
+        trio.run(TickDriver(e.loop).run, 100, clock=trio.testing.MockClock(autojump_threshold=0))
+        world = e.loop.world
+        assert world.over is not None
+        assert {row.caller for row in state.rows.values()} <= set(world.callers)
+        first = [f"{r.caller}:{r.agent}" for r in create_world(scene, e.config.settings.run.seed).plan()]
+        assert list(state.rows)[: len(first)] == first
+        dead = {death.agent for death in world.deaths}
+        assert dead
+        assert {row.agent for row in state.rows.values() if row.mark == "dead"} == dead & {row.agent for row in state.rows.values()}
+        assert all(row.mark == "" for row in state.rows.values() if row.agent not in dead)
+
+    def test_a_structured_answer_reads_as_its_fields(self) -> None:
+        assert readable('{"target": "Maud"}') == "target: Maud"
+        assert readable('{"line": "hi", "move_to": null}') == "line: hi, move_to: None"
+        assert readable("{not json") == "{not json"
+        assert readable("plain words") == "plain words"
+

@@ -406,6 +406,7 @@ class PlayApp(App[None]):
             gate=gate,
             clock=clock,
             state=state,
+            ending=over.summary if (over := loop.world.over) is not None else "",
         )
 
     def _policy_shown(self) -> str:

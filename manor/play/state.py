@@ -22,9 +22,11 @@ from ..folds import Fold, fold_story
 from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..statistics import PlatformRejections, empty_degradations, percentile
+from ..worlds.base import world_marks
 
 if TYPE_CHECKING:
     from ..tickloop import TickLoop
+    from ..worlds import World
 
 __all__ = ["CALLS_KEPT", "CallerRow", "CallerState", "DashboardState", "ShownTick", "StoryItem", "TickFigures"]
 
@@ -63,6 +65,9 @@ class CallerRow:
     reason: str | None = None
     #: What failed, when its last call degraded.
     error: str = ""
+    #: What its world says of the agent (``world_marks``: "dead"), shown while it has no
+    #: call; "" = nothing.
+    mark: str = ""
     #: Its last calls, oldest first (as many as the dashboard keeps per caller).
     calls: deque[CallRecord] = attrs.field(factory=deque)
     #: ``caller:agent``, what the agents table knows it by (made once: hooks use it per call).
@@ -160,17 +165,21 @@ class DashboardState(Instrument):
         self.story: deque[StoryItem] = deque(maxlen=story_kept)
         #: Story lines ever added (``story`` keeps only the newest).
         self.story_count = 0
+        # Whether a row has a mark (``_take_marks``): with none, nothing is walked.
+        self._marked = False
         self._names = {agent_id: agent.name for agent_id, agent in scene.agents.items()}
         callers = len(scene.characters) + 2 + (len(scene.spec.beats.speakers) if scene.spec.beats.per_tick else 0)
         #: Calls each caller's history keeps (``CALLS_KEPT`` shared among the callers).
         self.calls_per_caller = min(_CALLS_PER_CALLER, max(1, calls_kept // callers)) if calls_kept else 0
-        for agent_id in scene.characters:
-            self._row(CallerKind.CHARACTER, agent_id)
-        self._row(CallerKind.NARRATOR, scene.narrator[0])
-        self._row(CallerKind.SUMMARISER, scene.summariser[0])
-        if scene.spec.beats.per_tick:
-            for speaker in scene.spec.beats.speakers:
-                self._row(CallerKind.SCENE_BEAT, speaker)
+        if scene.spec.world in ("", "manor"):
+            for agent_id in scene.characters:
+                self._row(CallerKind.CHARACTER, agent_id)
+            self._row(CallerKind.NARRATOR, scene.narrator[0])
+            self._row(CallerKind.SUMMARISER, scene.summariser[0])
+            if scene.spec.beats.per_tick:
+                for speaker in scene.spec.beats.speakers:
+                    self._row(CallerKind.SCENE_BEAT, speaker)
+        # Another world's callers are known once it can plan: ``run_started``.
 
     # -- instrument hooks -----------------------------------------------------------------
 
@@ -179,6 +188,12 @@ class DashboardState(Instrument):
         if not self.calls_total:
             self.degradations_tick = empty_degradations(loop.world.callers)
             self.degradations_total = empty_degradations(loop.world.callers)
+        if not self.rows:
+            # The first tick's callers, in planning order (``plan`` changes nothing);
+            # callers of later ticks join as they are first planned.
+            for request in loop.world.plan():
+                self._row(request.caller, request.agent)
+        self._take_marks(loop.world)
 
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
         self.current_tick = tick
@@ -268,6 +283,8 @@ class DashboardState(Instrument):
         self.degraded_ticks.append(degraded > 0)
         self.tick = record.tick
         self.current_tick = None
+        if self._loop is not None:
+            self._take_marks(self._loop.world)
         items = fold_story(story, lambda entry: entry)
         self.story.extend(items)
         self.story_count += len(items)
@@ -301,6 +318,18 @@ class DashboardState(Instrument):
         """The keys of rows changed since the last call (for the one table that shows them)."""
         dirty, self.dirty = self.dirty, set()
         return dirty
+
+    def _take_marks(self, world: World) -> None:
+        """The world's marks on its agents (``world_marks``) onto their rows."""
+        marks = world_marks(world)
+        if not marks and not self._marked:
+            return
+        for row in self.rows.values():
+            mark = marks.get(row.agent, "")
+            if mark != row.mark:
+                row.mark = mark
+                self.dirty.add(row.key)
+        self._marked = bool(marks)
 
     def _row(self, caller: str, agent: str) -> CallerRow:
         row = self._by_call.get((caller, agent))

@@ -1,7 +1,7 @@
 """Worlds: the games Manor runs. ``base`` says what a world is to the engine; the
 Wacky Manor (``manor``) is the default one; ``loading`` finds a scene's world."""
 
-from .base import Caller, GameOver, World, chain_hash, start_hash
+from .base import Caller, GameOver, World, chain_hash, start_hash, world_marks
 from .loading import BUILT_IN, create_world, world_class
 from .manor import ManorWorld
 
@@ -15,4 +15,5 @@ __all__ = [
     "create_world",
     "start_hash",
     "world_class",
+    "world_marks",
 ]

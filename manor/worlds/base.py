@@ -18,6 +18,10 @@ The rules for world authors (README, "Writing a world"):
 - ``hash`` changes only in ``apply``, chained over what was applied (``chain_hash``):
   replay compares it tick by tick, so a world that breaks a rule is caught at the first
   tick where it matters (``manor replay --verify``).
+
+A world may also have a ``marks()`` method, which the protocol does not require: agent
+id -> a short word the dashboard shows for that agent while it has no call ("dead"),
+read after every tick (``world_marks``).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from ..calls import Request
 from ..content import Scene
 from ..records import CallRecord, StoryEntry
 
-__all__ = ["Caller", "GameOver", "World", "chain_hash", "start_hash"]
+__all__ = ["Caller", "GameOver", "World", "chain_hash", "start_hash", "world_marks"]
 
 
 @attrs.frozen
@@ -121,3 +125,10 @@ def chain_hash(previous: str, applied: object) -> str:
     """``previous`` chained with what a tick applied (msgpack-encodable): two runs have
     the same hash after tick N exactly when they applied the same things."""
     return hashlib.blake2b(bytes.fromhex(previous) + msgspec.msgpack.encode(applied), digest_size=16).hexdigest()
+
+
+def world_marks(world: World) -> Mapping[str, str]:
+    """The world's ``marks()`` (agent id -> "dead" and the like), or none if it has no
+    such method: what the dashboard shows for an agent while it has no call."""
+    marks = getattr(world, "marks", None)
+    return marks() if callable(marks) else {}

@@ -195,6 +195,10 @@ class WerewolfWorld:
         """Tick ``tick``'s phase and the day it belongs to (a night opens its day)."""
         return _PHASES[(tick - 1) % 3], (tick - 1) // 3 + 1
 
+    def marks(self) -> dict[str, str]:
+        """The dead, for the dashboard (``world_marks``): each is shown as "dead"."""
+        return {death.agent: "dead" for death in self.deaths}
+
     def alive(self) -> list[str]:
         """The living players, in cast order."""
         dead = {death.agent for death in self.deaths}

@@ -7,6 +7,7 @@ so a world of a thousand agents costs a frame no more than a world of ten.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 
 from rich.segment import Segment
@@ -42,6 +43,21 @@ _STATE_STYLES = {
 #: A state in one cell, for the compact columns.
 STATE_MARKS = {"queued": "…", "running": "▶", "done": "✓", "degraded": "✗", "—": "—"}
 _REASON = Style(color="red")
+_MARKED = Style(color="magenta", dim=True)
+
+
+def readable(line: str) -> str:
+    """A last line as the table shows it: a structured answer's JSON object as its
+    fields (``target: Maud``), anything else as it is."""
+    if not line.startswith("{"):
+        return line
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(value, dict):
+        return line
+    return ", ".join(f"{key}: {item}" for key, item in value.items())
 
 
 class AgentsTable(ScrollView, can_focus=True):
@@ -118,12 +134,17 @@ class AgentsTable(ScrollView, can_focus=True):
             reason = SHORT_REASONS.get(row.reason or "", row.reason)
             line = Segment(f"{reason}: {row.error}" if row.error else f"{reason}", _REASON)
         else:
-            line = Segment(row.line, None if row.state == "done" else _DIM)
-        state = row.state if state_width > 2 else STATE_MARKS.get(row.state, row.state)
+            line = Segment(readable(row.line), None if row.state == "done" else _DIM)
+        if row.state == "—" and row.mark:
+            # No call this tick, and its world says why ("dead").
+            state, state_style = row.mark[:state_width] if state_width > 2 else row.mark[:1], _MARKED
+        else:
+            state = row.state if state_width > 2 else STATE_MARKS.get(row.state, row.state)
+            state_style = _STATE_STYLES.get(row.state)
         segments = [
             Segment(f"{_KINDS.get(row.kind, row.kind[:4]):<5}", _DIM),
-            Segment(f"{row.name[:name_width]:<{name_width + 1}}"),
-            Segment(f"{state:<{state_width}}", _STATE_STYLES.get(row.state)),
+            Segment(f"{row.name[:name_width]:<{name_width + 1}}", _DIM if row.mark else None),
+            Segment(f"{state:<{state_width}}", state_style),
             Segment(f"{latency:>{secs_width}}  "),
             line,
         ]

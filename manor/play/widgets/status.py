@@ -33,6 +33,7 @@ class StatusLine(Static):
         gate: str,
         clock: str,
         state: str,
+        ending: str = "",
     ) -> None:
         """Redraw with these values.
 
@@ -41,11 +42,15 @@ class StatusLine(Static):
             gate: "5/6" (gate size / platform limit), or "none/6" under legacy.
             clock: "t 83.2 s ×8" and the like.
             state: a driver state, or "stopped" once the engine has ended.
+            ending: how the game ended (``GameOver.summary``), once it has.
         """
         label, style = _STATES.get(state, (state, "bold"))
         text = Text(no_wrap=True, overflow="ellipsis")
         # Most telling first: on a narrow terminal the end is cut, not the state.
         text.append(f" {label} ", style=style)
+        if ending:  # the game's end tells more than its clock
+            text.append("│ ", style="dim")
+            text.append(ending + " ", style="bold magenta")
         ticking = f"tick {tick}" + (f" → {current}" if current is not None else "")
         for part in (ticking, policy, f"gate {gate}", clock):
             text.append("│ ", style="dim")
