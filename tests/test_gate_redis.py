@@ -463,10 +463,12 @@ class TestCrashes:
 
 
 def test_the_dashboard_has_a_gate_unavailable_row_only_for_a_shared_gate() -> None:
-    """Only a gate on a server can be lost: its panel has the row, the in-process one not."""
+    """Only a gate on a server can be lost: its panel has the row, the in-process one not;
+    only structured answers can be invalid: the invalid_output row likewise."""
     from manor.errors import REASONS
     from manor.play.widgets.degradations import SHORT_REASONS, shown_reasons
 
-    assert shown_reasons(shared_gate=True) == REASONS
-    assert shown_reasons(shared_gate=False) == tuple(reason for reason in REASONS if reason != "gate_unavailable")
+    assert shown_reasons(shared_gate=True, shaped=True) == REASONS
+    assert shown_reasons(shared_gate=False, shaped=True) == tuple(reason for reason in REASONS if reason != "gate_unavailable")
+    assert shown_reasons(shared_gate=True, shaped=False) == tuple(reason for reason in REASONS if reason != "invalid_output")
     assert set(SHORT_REASONS) == set(REASONS)

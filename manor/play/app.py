@@ -150,7 +150,12 @@ class PlayApp(App[None]):
 
     def compose(self) -> ComposeResult:
         shared_gate = bool(self.engine.config.settings.gate.url)
-        kinds, reasons = tuple(self.engine.loop.world.callers), shown_reasons(shared_gate=shared_gate)
+        world = self.engine.loop.world
+        # A world that asks for structured answers asks from its first tick on (``plan``
+        # changes nothing): the Wacky Manor never does, Werewolf always.
+        shaped = any(request.shape is not None for request in world.plan())
+        kinds, self._reasons = tuple(world.callers), shown_reasons(shared_gate=shared_gate, shaped=shaped)
+        reasons = self._reasons
         yield Dashboard(self.compose_controls, kinds=kinds, reasons=reasons, id="dashboard")
         yield StoryFilterInput(id="story-filter", disabled=True)
         yield Footer()
@@ -162,6 +167,9 @@ class PlayApp(App[None]):
     def on_mount(self) -> None:
         # A shared gate's panel has a row more (gate_unavailable).
         self.set_class(bool(self.engine.config.settings.gate.url), "shared-gate")
+        # The top panels are as tall as the degradation panel's rows: its border, its
+        # heading and a row a reason (fixed, so a redraw needs no layout pass).
+        self.query_one("#top").styles.height = len(self._reasons) + 3
         self.quit_on_signals()
         if self.writer is not None:
             self.notify(f"recording to {self.writer.path} (--no-save: no recording)", title="saving", markup=False)

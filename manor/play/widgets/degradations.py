@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rich.text import Text
+from textual.widget import Widget
 from textual.widgets import Static
 
 from ...calls import CALLER_KINDS
@@ -34,10 +35,13 @@ _CELL_WIDTH, _COMPACT_CELL_WIDTH = 9, 6
 Counts = Mapping[str, Mapping[str, int]]
 
 
-def shown_reasons(shared_gate: bool) -> tuple[str, ...]:
+def shown_reasons(*, shared_gate: bool, shaped: bool) -> tuple[str, ...]:
     """The reasons the panel has a row for: ``gate_unavailable`` only when the gate is
-    shared through a server, the one gate that can be lost."""
-    return REASONS if shared_gate else tuple(reason for reason in REASONS if reason != "gate_unavailable")
+    shared through a server, the one gate that can be lost; ``invalid_output`` only when
+    the world asks for structured answers (``shaped``), the only answers that can be
+    invalid."""
+    hidden = {reason for reason, shown in (("gate_unavailable", shared_gate), ("invalid_output", shaped)) if not shown}
+    return tuple(reason for reason in REASONS if reason not in hidden)
 
 
 class DegradationPanel(Static):
@@ -61,6 +65,20 @@ class DegradationPanel(Static):
         self.kinds = tuple(kinds)
         self.reasons = tuple(reasons)
 
+    def _room(self) -> int:
+        """The columns its content may take: the row's width less its neighbours' (a
+        neighbour that shrinks, at its least) and its own border and padding; 0 before
+        layout. The panel is as wide as its content, so its own size cannot say."""
+        parent = self.parent
+        if parent is None or not isinstance(parent, Widget) or not parent.size.width:
+            return 0
+        others = 0
+        for sibling in parent.children:
+            if sibling is not self and isinstance(sibling, Widget):
+                minimum = sibling.styles.min_width
+                others += int(minimum.value) if minimum is not None and sibling.styles.width is not None and sibling.styles.width.is_fraction else sibling.outer_size.width
+        return max(0, parent.size.width - others - self.styles.gutter.width)
+
     def on_mount(self) -> None:
         empty = {kind: dict.fromkeys(REASONS, 0) for kind in self.kinds}
         self.show(empty, empty)
@@ -79,6 +97,11 @@ class DegradationPanel(Static):
         listed = set(self.reasons)
         reasons = [*self.reasons, *sorted({r for kind in total.values() for r, n in kind.items() if n and r not in listed})]
         grid = [[(tick.get(kind, {}).get(reason, 0), total.get(kind, {}).get(reason, 0)) for kind in kinds] for reason in reasons]
+        room = self._room()
+        if not compact and room:
+            # A world of many caller kinds: short labels before columns are cut off.
+            wide = max(map(len, reasons)) + sum(1 + max(_CELL_WIDTH, len(_KIND_HEADINGS.get(kind, kind))) for kind in kinds)
+            compact = wide > room
         shown = (tuple(kinds), tuple(reasons), tuple(map(tuple, grid)), label, compact)
         if shown == self._shown:
             return
