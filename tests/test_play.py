@@ -418,6 +418,31 @@ class TestEnding:
         assert engine_failure(app.guest.result.error) == "manor: error: the engine stopped: RuntimeError: the backend broke (and 5 more errors)"
 
 
+class TestAnotherWorld:
+    """Werewolf on the dashboard: its callers, its dead, its end, its degraded panel."""
+
+    def test_a_game_to_its_end(self) -> None:
+        scene = load_scene("werewolf_village")
+        config = resolve([built_in_source(), layer_defaults_source(), flags_source({"run.seed": scene.spec.seed}, {})])
+        app = build_app(config, scene, paused=False, clock=PacedClock(math.inf), save=None)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: app.engine.loop.world.over is not None, "the game's end")
+            await until(pilot, lambda: app.driver.statistics().state == "finished", "finished")
+            await settled(pilot)
+            status = text_of(app.query_one(StatusLine))
+            assert app.engine.loop.world.over.summary in status
+            table = app.query_one(AgentsTable)
+            lines = [table.render_line(y).text for y in range(table.size.height)]
+            assert not any(line.startswith("char ") for line in lines)  # no manor callers
+            assert any(" dead " in line for line in lines) and any("target: " in line for line in lines)
+            panel = text_of(app.query_one(DegradationPanel))
+            # seven caller kinds fit at 120 columns in short labels; the invalid row is there
+            assert "summ" in panel and "invalid" in panel and "gate lost" not in panel
+
+        drive(app, scenario)
+
+
 class Broken(Provider):
     """A backend with a bug: it raises something that is not a CallError."""
 
