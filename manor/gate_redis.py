@@ -112,6 +112,10 @@ class _Waiter:
     #: The global ticket and the global admission count, as granted.
     global_ticket: int = 0
     order: int = 0
+    #: When its grant arrived: its admission. Its task may resume later, and waiters
+    #: granted together resume in any order, after a stall in another task (a first
+    #: call's imports), say; the admissions a save records keep their ticket order.
+    admitted_at: float = 0.0
     #: The wall-clock time (s) of the release that freed its slot, when one did.
     released_at: float | None = None
 
@@ -341,10 +345,9 @@ class RedisGate:
             raise
         if waiter.stage == _GRANTED:
             del self._waiters[ticket]
-            admitted_at = trio.current_time()
             if waiter.released_at is not None:
                 self._latencies.append(time.time() - waiter.released_at)
-            return RedisPermit(ticket, waiter.queued_at, admitted_at, waiter.global_ticket, waiter.order, self, waiter.id)
+            return RedisPermit(ticket, waiter.queued_at, waiter.admitted_at, waiter.global_ticket, waiter.order, self, waiter.id)
         if waiter.failure is not None:
             del self._waiters[ticket]
             raise waiter.failure
@@ -614,12 +617,14 @@ class RedisGate:
 
     def _grant(self, entries: Any) -> None:
         """Wake the waiters granted a slot: ``ID|TICKET|ORDER|AT|RELEASED_AT`` each."""
+        now = trio.current_time()
         for entry in entries:
             id, ticket, order, _, released_at = entry.split("|")
             waiter = self._waiting.pop(id, None)
             if waiter is None:
                 continue  # it gave up meanwhile: its leave takes the lease back
             waiter.stage = _GRANTED
+            waiter.admitted_at = now
             waiter.global_ticket, waiter.order = int(ticket), int(order)
             waiter.released_at = float(released_at) / 1000 if released_at else None
             self._held.add(id)

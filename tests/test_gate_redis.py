@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -260,6 +261,32 @@ class TestAcrossProcesses:
                     held.release()
                 # b never hears of its grant but through its poll, about a second later.
                 got[0].release()
+
+    @pytest.mark.trio
+    async def test_waiters_granted_together_are_admitted_when_the_grant_arrives(self, redis_url: str) -> None:
+        """Two waiters of one process, granted by one step of another's: each stalls the
+        loop once it runs again (a first call's imports do), yet both were admitted at
+        the same moment, in whichever order their tasks ran, so that the admissions a
+        fleet world's save records keep their ticket order (``manor replay --verify``)."""
+        async with _processes(redis_url, 2, size=2, lease_s=3600) as (a, b):
+            held = [await a.acquire(timeout=10), await a.acquire(timeout=10)]
+            permits: dict[int, Any] = {}
+
+            async def call(ticket: int) -> None:
+                permit = await b.acquire(ticket, timeout=30)
+                time.sleep(0.05)  # the stall: the other waiter's task runs after it
+                permits[ticket] = permit
+
+            async with trio.open_nursery() as nursery:
+                for ticket in b.issue(2):
+                    nursery.start_soon(call, ticket)
+                await trio.sleep(0.1)
+                for permit in held:
+                    permit.release()
+            first, second = sorted(permits)
+            assert permits[first].admitted_at == permits[second].admitted_at
+            for permit in permits.values():
+                permit.release()
 
     @pytest.mark.trio
     async def test_a_resize_from_any_process_is_seen_by_all_within_a_second(self, redis_url: str) -> None:
