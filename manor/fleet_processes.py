@@ -9,12 +9,15 @@ platform sees no more sessions than with one process.
 Both ends are here. The parent (``ProcessFleet``) starts each process as ``python -m
 manor fleet-part`` (a command ``manor --help`` does not list), writes its ``Part`` to
 the process's stdin as one JSON line, and reads its messages, JSON lines on its stdout:
-a ``Ticked`` after each tick of each of its worlds (the progress, the tick's makespan
-and the platform sessions its calls held) and a ``Finished`` with each world's figures
-at the end. From them it builds the report of a fleet in one process, with the same
-totals and fairness (``manor.fleet``); its ``peak_platform_sessions`` is the most calls
-in flight at once over every process, counted from the calls' admission and end on the
-monotonic clock every process of the machine shares (``PeakSessions``).
+``Ready`` once it has joined the gate, a ``Ticked`` after each tick of each of its
+worlds (the progress, the tick's makespan and the platform sessions its calls held) and
+a ``Finished`` with each world's figures at the end. From them it builds the report of
+a fleet in one process, with the same totals and fairness (``manor.fleet``); its
+``peak_platform_sessions`` is the most calls in flight at once over every process,
+counted from the calls' admission and end on the monotonic clock every process of the
+machine shares (``PeakSessions``). The worlds start together: once every process is
+ready, the parent tells each to start (a line on its stdin), so that a process that
+took longer to start does not find the others' calls ahead of its own at the gate.
 
 Stopping. The processes run in sessions of their own, so a Ctrl-C at the terminal
 reaches the parent alone. The parent stops each process still running once, with
@@ -23,7 +26,7 @@ does not ignore, unlike SIGINT): the process closes its saves with every tick it
 finished. The parent reads its last messages, and kills it if it has not ended within
 ``STOP_GRACE_S``. It does so on a signal, and when one process fails, which it then
 names with its worlds and why (``FleetError``). A process whose parent has gone (its
-stdin closed) stops itself (``stop_when_orphaned``).
+stdin closed) stops itself (``listen_to_parent``).
 """
 
 from __future__ import annotations
@@ -57,13 +60,14 @@ __all__ = [
     "PartReporter",
     "PeakSessions",
     "ProcessFleet",
+    "Ready",
     "SavesFailed",
     "Ticked",
     "describe_worlds",
+    "listen_to_parent",
     "message_channel",
     "read_part",
     "send",
-    "stop_when_orphaned",
 ]
 
 #: The command a process of the fleet runs: ``python -m manor fleet-part``.
@@ -89,6 +93,10 @@ class Part(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     force: bool = False
 
 
+class Ready(msgspec.Struct, tag="ready", kw_only=True):
+    """The process has joined the gate and waits for the word to start its worlds."""
+
+
 class Ticked(msgspec.Struct, tag="ticked", kw_only=True):
     """A world finished a tick: its makespan, when it ended, and the platform sessions
     its calls held, (admitted, ended); times on the machine's monotonic clock."""
@@ -112,7 +120,7 @@ class SavesFailed(msgspec.Struct, tag="saves_failed", kw_only=True):
     problem: str
 
 
-_MESSAGES = msgspec.json.Decoder(Ticked | Finished | SavesFailed)
+_MESSAGES = msgspec.json.Decoder(Ready | Ticked | Finished | SavesFailed)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -149,7 +157,7 @@ def message_channel() -> BinaryIO:
     return channel
 
 
-def send(channel: BinaryIO, message: Ticked | Finished | SavesFailed) -> None:
+def send(channel: BinaryIO, message: Ready | Ticked | Finished | SavesFailed) -> None:
     """Write one message, whole, to the parent."""
     channel.write(_ENCODER.encode(message) + b"\n")
     channel.flush()
@@ -181,13 +189,15 @@ class PartReporter(Instrument):
         send(self.channel, ticked)
 
 
-async def stop_when_orphaned(scope: trio.CancelScope) -> None:
-    """Cancel ``scope`` once stdin closes: the parent holds it open while it runs, so
-    it closes when the parent has gone (killed, say) and nobody would stop this process."""
+async def listen_to_parent(start: trio.Event, orphaned: trio.CancelScope) -> None:
+    """Set ``start`` when the parent says to start (it writes a line on stdin once every
+    process is ready); cancel ``orphaned`` when stdin closes: the parent holds it open
+    while it runs, so it closes when the parent has gone (killed, say) and nobody would
+    stop this process."""
     async with trio.lowlevel.FdStream(os.dup(sys.stdin.fileno())) as stdin:
         while await stdin.receive_some():
-            pass
-    scope.cancel()
+            start.set()
+    orphaned.cancel()
 
 
 # -- the parent ------------------------------------------------------------------------
@@ -264,6 +274,8 @@ class ProcessFleet:
     _warned: set[str] = attrs.field(factory=set, init=False)
     _failures: list[str] = attrs.field(factory=list, init=False)
     _saves_problem: str | None = attrs.field(default=None, init=False)
+    _ready: int = attrs.field(default=0, init=False)
+    _all_ready: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     def __attrs_post_init__(self) -> None:
         worlds = sum(len(part.indices) for part in self.parts)
@@ -320,11 +332,10 @@ class ProcessFleet:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._read, process, errors, garbled, reading)
             try:
-                try:
-                    await process.stdin.send_all(_ENCODER.encode(part) + b"\n")
-                except trio.BrokenResourceError:
-                    pass  # it has ended already: its status says why
-                await process.wait()
+                async with trio.open_nursery() as starting:
+                    starting.start_soon(self._hand_over, process, part)
+                    await process.wait()
+                    starting.cancel_scope.cancel()  # it ended before every process was ready
             finally:
                 with trio.CancelScope(shield=True):
                     if process.returncode is None:
@@ -343,6 +354,16 @@ class ProcessFleet:
         if why is not None:
             self._failures.append(f"fleet {describe_worlds(part.indices)} (process {process.pid}): {why}")
             fleet.cancel()
+
+    async def _hand_over(self, process: trio.Process, part: Part) -> None:
+        """Give the process its part, and once every process is ready, the word to start."""
+        assert process.stdin is not None
+        try:
+            await process.stdin.send_all(_ENCODER.encode(part) + b"\n")
+            await self._all_ready.wait()
+            await process.stdin.send_all(b"start\n")
+        except trio.BrokenResourceError:
+            pass  # it has ended already: its status says why
 
     async def _read(self, process: trio.Process, errors: deque[str], garbled: list[str], reading: trio.CancelScope) -> None:
         assert process.stdout is not None and process.stderr is not None
@@ -363,6 +384,10 @@ class ProcessFleet:
             last = self._done[message.world] == self.ticks
             self._peak.tick(message.world, message.ended_at, message.sessions, last=last)
             self.ticked()
+        elif isinstance(message, Ready):
+            self._ready += 1
+            if self._ready == len(self.parts):
+                self._all_ready.set()
         elif isinstance(message, Finished):
             self._figures[message.world] = message.figures
         elif self._saves_problem is None:

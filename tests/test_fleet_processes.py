@@ -96,7 +96,9 @@ def _wait_for_ticks(process: subprocess.Popen[str], saves: list[Path], ticks: in
 def _verifies(save: Path) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-m", "manor", "replay", str(save), "--verify", "--json"], capture_output=True, text=True, check=False, env=_environment())
     report = json.loads(done.stdout)
-    assert done.returncode == 0 and report["verified"], done.stdout
+    if done.returncode != 0 or not report["verified"]:
+        said = subprocess.run([sys.executable, "-m", "manor", "replay", str(save), "--verify"], capture_output=True, text=True, check=False, env=_environment())
+        pytest.fail(said.stdout + said.stderr)
     return report
 
 

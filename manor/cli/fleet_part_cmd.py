@@ -14,7 +14,7 @@ from .. import interrupts
 from ..engine import make_gate
 from ..errors import FleetError
 from ..fleet import build_fleet, configure_worlds
-from ..fleet_processes import PART_COMMAND, Finished, PartReporter, SavesFailed, describe_worlds, message_channel, read_part, send, stop_when_orphaned
+from ..fleet_processes import PART_COMMAND, Finished, PartReporter, Ready, SavesFailed, describe_worlds, listen_to_parent, message_channel, read_part, send
 from ..saves import SaveWriter
 from ..saves.format import FleetSeat
 from .fleet_cmd import save_failure, saves_state, stopped_after
@@ -62,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"manor: warning: {notice}", file=sys.stderr)
             with trio.CancelScope() as orphaned:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(stop_when_orphaned, orphaned)
+                    start = trio.Event()
+                    nursery.start_soon(listen_to_parent, start, orphaned)
+                    send(channel, Ready())
+                    await start.wait()
                     await fleet.run(settings.run.ticks, settings.run.tick_interval_s)
                     nursery.cancel_scope.cancel()
         if orphaned.cancelled_caught:
