@@ -91,6 +91,9 @@ class Part(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: Their save files, in the same order; none without ``--save-dir``.
     saves: list[str] = []
     force: bool = False
+    #: Every agent on the scene's simulated backend, its latencies times this (``manor
+    #: bench``'s redis-gate suite); ``None``: each agent's configured backend.
+    sim_latency_scale: float | None = None
 
 
 class Ready(msgspec.Struct, tag="ready", kw_only=True):

@@ -11,7 +11,7 @@ from pathlib import Path
 import trio
 
 from .. import interrupts
-from ..engine import make_gate
+from ..engine import make_gate, scene_sim
 from ..errors import FleetError
 from ..fleet import build_fleet, configure_worlds
 from ..fleet_processes import PART_COMMAND, Finished, PartReporter, Ready, SavesFailed, describe_worlds, listen_to_parent, message_channel, read_part, send
@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     scenes = sorted({scene.spec.name for _, scene in configured})
     mine = [configured[index] for index in part.indices]
     gate = make_gate(*mine[0], world=f"fleet of {part.worlds} worlds of {', '.join(scenes)}: {describe_worlds(part.indices)}")
-    fleet = build_fleet(mine, indices=part.indices, gate=gate)
+    scale = part.sim_latency_scale
+    backends = (lambda index: None) if scale is None else (lambda index: scene_sim(*configured[index], latency_scale=scale))
+    fleet = build_fleet(mine, indices=part.indices, gate=gate, backends=backends)
     writers = [
         SaveWriter.create(path, world.engine, force=part.force, fleet=FleetSeat(world=world.index, worlds=part.worlds))
         for path, world in zip(part.saves, fleet.worlds, strict=False)
