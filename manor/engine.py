@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import final
 
 import attrs
+import msgspec
 import trio
 import trio.testing
 
@@ -166,12 +167,21 @@ def scene_seed(config: Config, scene: Scene) -> int:
     return seed if seed is not None else scene.spec.seed
 
 
-def scene_sim(config: Config, scene: Scene) -> SimProvider:
-    """The scene's simulated backend, seeded and set up from the settings."""
+def scene_sim(config: Config, scene: Scene, *, seed: int | None = None, latency_scale: float = 1.0) -> SimProvider:
+    """The scene's simulated backend, seeded and set up from the settings.
+
+    Args:
+        seed: its seed, if not the run's.
+        latency_scale: every agent's latency times this (a benchmark's worlds that
+            sleep their latencies on the real clock, shortened).
+    """
     s = config.settings
+    profiles = {agent_id: agent.sim for agent_id, agent in scene.agents.items()}
+    if latency_scale != 1.0:
+        profiles = {agent_id: msgspec.structs.replace(profile, latency_s=profile.latency_s * latency_scale) for agent_id, profile in profiles.items()}
     return SimProvider(
-        {agent_id: agent.sim for agent_id, agent in scene.agents.items()},
-        seed=scene_seed(config, scene),
+        profiles,
+        seed=scene_seed(config, scene) if seed is None else seed,
         names=tuple(agent.name for agent in scene.characters.values()),
         error_rate=s.sim.error_rate,
         hang_rate=s.sim.hang_rate,

@@ -8,6 +8,7 @@ boundary (``raise ProviderError(...) from exc``)::
     ├── ContentError            a bad agent or scene file: names the file
     ├── SaveError               a save file that cannot be read or written
     ├── SharedGateError         the shared gate's server (Redis) cannot be reached at start
+    ├── FleetError              a process of a fleet spread over processes failed
     └── CallError               one model call failed; ``reason`` is its degradation reason
         ├── GateTimeout             gate_timeout       waited too long at the shared gate
         ├── GateUnavailable         gate_unavailable   the shared gate's server was lost
@@ -43,6 +44,7 @@ __all__ = [
     "ConfigError",
     "ERROR_CHARS",
     "ContentError",
+    "FleetError",
     "GateTimeout",
     "GateUnavailable",
     "ManorError",
@@ -147,6 +149,11 @@ class SaveError(ManorError):
 class SharedGateError(ManorError):
     """A gate shared across processes cannot be used: its server cannot be reached when
     a run starts, or refuses the gate's scripts. The message names the server."""
+
+
+class FleetError(ManorError):
+    """A process running some of a fleet's worlds (``manor fleet --processes``) failed,
+    or was given work it cannot read. The message names its worlds and says why."""
 
 
 class CallError(ManorError):

@@ -20,7 +20,9 @@ fail-fast platform at once) and a gate larger than the platform limit.
 The fleet's gate can itself be shared with other processes through Redis (``gate.url``,
 ``manor.gate_redis``): the worlds' lanes then take turns in the order this process
 sends its waiters to the server, which serves the processes first come, first served.
-Such a fleet runs on the real clock, so it is not repeatable.
+Such a fleet runs on the real clock, so it is not repeatable. Its worlds can also be
+spread over several processes (``parts``; ``manor.fleet_processes``), each a fleet of
+its part of the worlds, their reports joined into one (``fleet_total``, ``fairness``).
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ __all__ = [
     "configure_worlds",
     "fairness",
     "fleet_clock",
+    "fleet_total",
     "jain_index",
+    "parts",
 ]
 
 #: The ordinal of what the fleet sets for each world (its scene, its seed): above the
@@ -145,8 +149,14 @@ class Fleet:
         """The fleet's figures, as ``manor fleet --json`` prints them: ``worlds`` (each
         the object ``manor run --json`` prints, with ``index``, ``elapsed_s`` and
         ``calls_per_s``), ``total`` and ``fairness``."""
-        worlds = [self._world_summary(world) for world in self.worlds]
-        return {"worlds": worlds, "total": self._total(worlds), "fairness": fairness(worlds)}
+        worlds = self.world_summaries()
+        makespans = [span for world in self.worlds for span in world.statistics.makespans]
+        total = fleet_total(worlds, peak_platform_sessions=self.limiter.statistics().peak, makespans=makespans)
+        return {"worlds": worlds, "total": total, "fairness": fairness(worlds)}
+
+    def world_summaries(self) -> list[dict[str, Any]]:
+        """Each world's figures, as ``summary`` lists them."""
+        return [self._world_summary(world) for world in self.worlds]
 
     def _world_summary(self, world: FleetWorld) -> dict[str, Any]:
         summary = world.statistics.summary(world.engine)
@@ -161,30 +171,35 @@ class Fleet:
             "calls_per_s": round(summary["ok"] / elapsed, 6) if elapsed > 0 else None,
         }
 
-    def _total(self, worlds: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        # Every world's caller kinds (worlds of other games have other kinds), in order.
-        degradations: dict[str, dict[str, int]] = {}
-        rejections = dict.fromkeys(worlds[0]["platform_rejections"], 0)
-        for world in worlds:
-            for kind, reasons in world["degradations"].items():
-                counts = degradations.setdefault(kind, dict.fromkeys(reasons, 0))
-                for reason, count in reasons.items():
-                    counts[reason] += count
-            for key, count in world["platform_rejections"].items():
-                rejections[key] += count
-        return {
-            "worlds": len(worlds),
-            "gate_size": self.gate.size,
-            "platform_limit": self.limiter.limit,
-            "calls": sum(world["calls"] for world in worlds),
-            "ok": sum(world["ok"] for world in worlds),
-            "degraded": sum(world["degraded"] for world in worlds),
-            "degradations": degradations,
-            "platform_rejections": rejections,
-            "repairs": {key: sum(world["repairs"][key] for world in worlds) for key in ("asked", "repaired")},
-            "peak_platform_sessions": self.limiter.statistics().peak,
-            "tick_seconds": tick_seconds([span for world in self.worlds for span in world.statistics.makespans]),
-        }
+
+def fleet_total(worlds: Sequence[dict[str, Any]], *, peak_platform_sessions: int, makespans: Sequence[float]) -> dict[str, Any]:
+    """The ``total`` of a fleet's report, from its worlds' figures (``Fleet.summary``'s
+    ``worlds``; they share one gate and one platform, whose size and limit they give):
+    the counts summed, the most platform sessions open at once over all worlds, and the
+    tick makespans of every world together."""
+    # Every world's caller kinds (worlds of other games have other kinds), in order.
+    degradations: dict[str, dict[str, int]] = {}
+    rejections = dict.fromkeys(worlds[0]["platform_rejections"], 0)
+    for world in worlds:
+        for kind, reasons in world["degradations"].items():
+            counts = degradations.setdefault(kind, dict.fromkeys(reasons, 0))
+            for reason, count in reasons.items():
+                counts[reason] += count
+        for key, count in world["platform_rejections"].items():
+            rejections[key] += count
+    return {
+        "worlds": len(worlds),
+        "gate_size": worlds[0]["gate_size"],
+        "platform_limit": worlds[0]["platform_limit"],
+        "calls": sum(world["calls"] for world in worlds),
+        "ok": sum(world["ok"] for world in worlds),
+        "degraded": sum(world["degraded"] for world in worlds),
+        "degradations": degradations,
+        "platform_rejections": rejections,
+        "repairs": {key: sum(world["repairs"][key] for world in worlds) for key in ("asked", "repaired")},
+        "peak_platform_sessions": peak_platform_sessions,
+        "tick_seconds": tick_seconds(makespans),
+    }
 
 
 def fairness(worlds: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -278,6 +293,7 @@ def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
 def build_fleet(
     configured: Sequence[tuple[Config, Scene]],
     *,
+    indices: Sequence[int] | None = None,
     gate: SharedGate | None = None,
     instruments: Callable[[int], Iterable[Instrument]] = lambda index: (),
     backends: Callable[[int], Provider | None] = lambda index: None,
@@ -286,6 +302,8 @@ def build_fleet(
     limiter and ticket office sized by the first world's settings (all share them).
 
     Args:
+        indices: each world's number in the whole fleet, when these worlds are some of
+            it (the part one process runs: ``parts``); by default 0, 1, 2, ...
         gate: the gate every world shares; by default an in-process ``Gate``, so
             ``manor fleet`` passes ``make_gate``'s (shared through Redis when
             ``gate.url`` is set).
@@ -304,7 +322,7 @@ def build_fleet(
     limiter = SessionLimiter(s.platform.limit)
     office = TicketOffice(gate)
     worlds = []
-    for index, (config, scene) in enumerate(configured):
+    for index, (config, scene) in zip(range(len(configured)) if indices is None else indices, configured, strict=True):
         statistics, service = RunStatistics(), WorldService()
         engine = build_engine(
             config, scene, backend=backends(index), instruments=[statistics, service, *instruments(index)],
@@ -312,6 +330,12 @@ def build_fleet(
         )  # fmt: skip
         worlds.append(FleetWorld(index, engine, statistics, service))
     return Fleet(tuple(worlds), gate, limiter, office)
+
+
+def parts(worlds: int, processes: int) -> list[list[int]]:
+    """The worlds each of ``processes`` processes runs of a fleet of ``worlds``: world
+    ``i`` in process ``i mod processes`` (at most one process per world)."""
+    return [list(range(first, worlds, processes)) for first in range(min(worlds, processes))]
 
 
 def fleet_clock(configured: Sequence[tuple[Config, Scene]]) -> trio.abc.Clock | None:

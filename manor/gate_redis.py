@@ -24,7 +24,11 @@ leave the line when its heartbeat (renewed alike) expires.
 
 A release reaches the server at once, and the server hands the freed slot to the next
 waiter in line: that waiter's process is woken through its list of grants, on which it
-blocks (``BLMPOP``); a poll every second covers a grant whose reply was lost.
+blocks (``BLMPOP``); a poll every second covers a grant whose reply was lost. The
+server grants a process's waiters in the order it sent them, but the word of a grant
+comes on that list or in the reply to the process's own transition, and a later
+waiter's word may arrive first: it waits for the word of those before it, so that each
+waiter is admitted (and its admission recorded) in ticket order.
 
 When Redis is lost mid-run, the calls in flight go on; every call waiting at the gate,
 and every new one, degrades as ``gate_unavailable`` until the client has reconnected
@@ -112,6 +116,10 @@ class _Waiter:
     #: The global ticket and the global admission count, as granted.
     global_ticket: int = 0
     order: int = 0
+    #: When it was woken, granted: its admission. Its task may resume later, and
+    #: waiters woken together resume in any order, after a stall in another task (a
+    #: first call's imports), say; the admissions a save records keep their order.
+    admitted_at: float = 0.0
     #: The wall-clock time (s) of the release that freed its slot, when one did.
     released_at: float | None = None
 
@@ -220,6 +228,8 @@ class RedisGate:
     # at the server.
     _line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
     _waiting: dict[str, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
+    # The waiters sent to the server, in the order sent: the order it grants them.
+    _in_line: deque[_Waiter] = attrs.field(factory=deque, init=False, repr=False)
     _held: set[str] = attrs.field(factory=set, init=False, repr=False)
     # What the sender sends next.
     _releases: list[str] = attrs.field(factory=list, init=False, repr=False)
@@ -339,12 +349,11 @@ class RedisGate:
         except BaseException:
             self._give_up(waiter, self._cancelled)
             raise
-        if waiter.stage == _GRANTED:
+        if waiter.stage == _GRANTED and waiter.done.is_set():
             del self._waiters[ticket]
-            admitted_at = trio.current_time()
             if waiter.released_at is not None:
                 self._latencies.append(time.time() - waiter.released_at)
-            return RedisPermit(ticket, waiter.queued_at, admitted_at, waiter.global_ticket, waiter.order, self, waiter.id)
+            return RedisPermit(ticket, waiter.queued_at, waiter.admitted_at, waiter.global_ticket, waiter.order, self, waiter.id)
         if waiter.failure is not None:
             del self._waiters[ticket]
             raise waiter.failure
@@ -510,6 +519,7 @@ class RedisGate:
                 waiter.stage = _SENT
                 waiter.id = f"{self._pid}:{waiter.ticket}"
                 self._waiting[waiter.id] = waiter
+                self._in_line.append(waiter)
                 arrivals.append(waiter)
             else:
                 break
@@ -613,7 +623,8 @@ class RedisGate:
         self._grant(reply[1])
 
     def _grant(self, entries: Any) -> None:
-        """Wake the waiters granted a slot: ``ID|TICKET|ORDER|AT|RELEASED_AT`` each."""
+        """Take the grants of slots to waiters, ``ID|TICKET|ORDER|AT|RELEASED_AT`` each,
+        and wake those whose turn it is."""
         for entry in entries:
             id, ticket, order, _, released_at = entry.split("|")
             waiter = self._waiting.pop(id, None)
@@ -623,7 +634,18 @@ class RedisGate:
             waiter.global_ticket, waiter.order = int(ticket), int(order)
             waiter.released_at = float(released_at) / 1000 if released_at else None
             self._held.add(id)
-            waiter.done.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake the granted waiters at the head of the line, all at this moment: up to
+        the first one whose word has not come yet (it has been granted too)."""
+        now = trio.current_time()
+        line = self._in_line
+        while line and line[0].stage != _SENT:
+            waiter = line.popleft()
+            if waiter.stage == _GRANTED:
+                waiter.admitted_at = now
+                waiter.done.set()
 
     def _release(self, id: str) -> None:
         if id in self._held:
@@ -648,6 +670,7 @@ class RedisGate:
             self._kick()
             return
         waiter.stage = _FAILED
+        self._wake()  # it held back the granted ones behind it
         if self._available:
             reason.append(waiter.id)
             self._kick()
@@ -671,6 +694,7 @@ class RedisGate:
                 waiter.failure = self._unavailable()
                 waiter.done.set()
         self._waiting.clear()
+        self._wake()  # the granted ones their word came for: their calls go on
 
     def _unavailable(self) -> GateUnavailable:
         return GateUnavailable(f"gate {self.where}: Redis unreachable: {self._lost_reason}")

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -260,6 +261,65 @@ class TestAcrossProcesses:
                     held.release()
                 # b never hears of its grant but through its poll, about a second later.
                 got[0].release()
+
+    @pytest.mark.trio
+    async def test_waiters_granted_together_are_admitted_when_the_grant_arrives(self, redis_url: str) -> None:
+        """Two waiters of one process, granted by one step of another's: each stalls the
+        loop once it runs again (a first call's imports do), yet both were admitted at
+        the same moment, in whichever order their tasks ran, so that the admissions a
+        fleet world's save records keep their ticket order (``manor replay --verify``)."""
+        async with _processes(redis_url, 2, size=2, lease_s=3600) as (a, b):
+            held = [await a.acquire(timeout=10), await a.acquire(timeout=10)]
+            permits: dict[int, Any] = {}
+
+            async def call(ticket: int) -> None:
+                permit = await b.acquire(ticket, timeout=30)
+                time.sleep(0.05)  # the stall: the other waiter's task runs after it
+                permits[ticket] = permit
+
+            async with trio.open_nursery() as nursery:
+                for ticket in b.issue(2):
+                    nursery.start_soon(call, ticket)
+                await trio.sleep(0.1)
+                for permit in held:
+                    permit.release()
+            first, second = sorted(permits)
+            assert permits[first].admitted_at == permits[second].admitted_at
+            for permit in permits.values():
+                permit.release()
+
+    @pytest.mark.trio
+    async def test_a_waiter_whose_word_comes_first_waits_for_the_waiters_granted_before_it(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """b's first waiter is granted by a's release, whose word to b is lost; its
+        second by b's own release, whose reply says so at once. The second waits for the
+        first's word (the poll's), and both are admitted at that moment: in order."""
+
+        async def deaf(self: RedisGate) -> None:
+            await trio.sleep_forever()
+
+        async with _processes(redis_url, 1, size=2, lease_s=3600) as (a,):
+            monkeypatch.setattr(RedisGate, "_receive_grants", deaf)
+            async with _processes(redis_url, 1, size=2, name=a.name, lease_s=3600) as (b,):
+                held_by_a, held_by_b = await a.acquire(timeout=10), await b.acquire(timeout=10)
+                permits: dict[int, Any] = {}
+
+                async def call(ticket: int) -> None:
+                    permits[ticket] = await b.acquire(ticket, timeout=30)
+
+                async with trio.open_nursery() as nursery:
+                    first, second = b.issue(2)
+                    nursery.start_soon(call, first)
+                    await trio.sleep(0.05)
+                    nursery.start_soon(call, second)
+                    await trio.sleep(0.1)
+                    held_by_a.release()  # grants b's first, in a's transition
+                    await trio.sleep(0.1)
+                    held_by_b.release()  # grants b's second, in b's own
+                    await trio.sleep(0.1)
+                    assert permits == {}, "the second was let through before the first"
+                assert permits[first].admitted_at == permits[second].admitted_at
+                for permit in permits.values():
+                    permit.release()
 
     @pytest.mark.trio
     async def test_a_resize_from_any_process_is_seen_by_all_within_a_second(self, redis_url: str) -> None:

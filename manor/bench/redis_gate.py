@@ -15,6 +15,12 @@ Two measurements, each with 1, 2 and 4 OS processes sharing one gate on one Redi
   makespan over the Redis fleet's (target >= 0.9: the shared gate costs at most a tenth).
   ``fairness``: Jain's index of the worlds' completed calls per second.
 
+And one **fleet** (``manor fleet --processes``): ``FLEET_WORLDS`` worlds over
+``FLEET_PROCESSES`` processes on the Redis gate, each process a fleet of its worlds
+(latencies scaled alike), against the same fleet in one process on the in-process gate:
+the mean tick makespans and their ``ratio`` (in one process over the processes'), and
+both fleets' fairness as ``manor fleet`` reports it.
+
 The Redis server is ``gate.url`` (``--gate-url``, ``MANOR_GATE_URL``, manor.toml) when
 set; otherwise a ``redis-server`` started for the suite on a free loopback port, when
 one is installed; otherwise the suite says that no Redis is reachable.
@@ -36,16 +42,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import msgspec
 import trio
 
 from .. import interrupts
-from ..config import Config
+from ..config import Config, Source
 from ..content import Scene
-from ..engine import build_engine, scene_seed
+from ..engine import build_engine, scene_seed, scene_sim
 from ..errors import SharedGateError
+from ..fleet import build_fleet, configure_worlds, parts
+from ..fleet_processes import Part, ProcessFleet
 from ..gate import Gate, SharedGate
-from ..providers import SimProvider
 from ..statistics import RunStatistics, percentile
 from .suite import BENCH_ORDINAL, BenchContext, Suite
 
@@ -56,6 +62,8 @@ PROCESSES = (1, 2, 4)
 WAITERS = 8
 ADMISSION_S, ADMISSION_S_QUICK = 5.0, 1.5
 TICKS, TICKS_QUICK = 6, 2
+#: The fleet row: this many worlds over this many processes.
+FLEET_WORLDS, FLEET_PROCESSES = 4, 2
 #: Simulated latencies, scaled to real time: the scene's 0.6-2.4 s calls take 30-120 ms.
 LATENCY_SCALE = 0.05
 
@@ -68,7 +76,7 @@ def jain(values: Sequence[float]) -> float:
 
 
 def units(context: BenchContext) -> int:
-    return 2 * len(PROCESSES)
+    return 2 * len(PROCESSES) + 1
 
 
 def run(context: BenchContext) -> dict[str, Any]:
@@ -88,6 +96,8 @@ def run(context: BenchContext) -> dict[str, Any]:
         for processes in PROCESSES:
             makespan.append(_makespans(context, url, processes, ticks))
             context.advance(1)
+        fleet = _fleet(context, url, ticks)
+        context.advance(1)
     return {
         "available": True,
         "url": url,
@@ -98,6 +108,7 @@ def run(context: BenchContext) -> dict[str, Any]:
         "admission": admission,
         "makespan": makespan,
         "ratio": min(point["ratio"] for point in makespan),
+        "fleet": fleet,
     }
 
 
@@ -191,6 +202,35 @@ def _makespans(context: BenchContext, url: str, processes: int, ticks: int) -> d
     }
 
 
+def _fleet(context: BenchContext, url: str, ticks: int) -> dict[str, Any]:
+    """A fleet over processes on the Redis gate against the same fleet in one process
+    on the in-process gate."""
+    values = {"run.clock": "real", "run.ticks": ticks, "gate.url": url, "gate.name": f"bench-{uuid.uuid4().hex[:8]}"}
+    sources = [*context.sources, Source("redis-gate benchmark", BENCH_ORDINAL, values)]
+    configured = configure_worlds(sources, FLEET_WORLDS)
+    alone = build_fleet(configured, backends=lambda index: scene_sim(*configured[index], latency_scale=LATENCY_SCALE))
+    interrupts.run(alone.run, ticks)
+    jobs = [
+        Part(sources=sources, worlds=FLEET_WORLDS, scenes=[], indices=indices, sim_latency_scale=LATENCY_SCALE)
+        for indices in parts(FLEET_WORLDS, FLEET_PROCESSES)
+    ]
+    spread = ProcessFleet(jobs, ticks)
+    interrupts.run(spread.run)
+    local, shared = alone.summary(), spread.summary()
+    local_mean, shared_mean = local["total"]["tick_seconds"]["mean"], shared["total"]["tick_seconds"]["mean"]
+    return {
+        "worlds": FLEET_WORLDS,
+        "processes": FLEET_PROCESSES,
+        "in_process_makespan_mean_s": round(local_mean, 4),
+        "processes_makespan_mean_s": round(shared_mean, 4),
+        "ratio": round(local_mean / shared_mean, 4),
+        "fairness": shared["fairness"],
+        "in_process_fairness": local["fairness"],
+        "peak_platform_sessions": shared["total"]["peak_platform_sessions"],
+        "degraded": shared["total"]["degraded"],
+    }
+
+
 def _sources(context: BenchContext) -> list[dict[str, Any]]:
     """The user's settings, for the processes to configure themselves alike."""
     return [{"name": source.name, "ordinal": source.ordinal, "values": dict(source.values), "spelling": dict(source.spelling), "textual": source.textual} for source in context.sources]
@@ -198,9 +238,7 @@ def _sources(context: BenchContext) -> list[dict[str, Any]]:
 
 def _engine(config: Config, scene: Scene, world: int, gate: SharedGate) -> tuple[Any, RunStatistics]:
     """World ``world`` of the scene (seed + world), its latencies scaled to real time."""
-    seed = scene_seed(config, scene) + world
-    profiles = {agent_id: msgspec.structs.replace(agent.sim, latency_s=agent.sim.latency_s * LATENCY_SCALE) for agent_id, agent in scene.agents.items()}
-    backend = SimProvider(profiles, seed=seed, names=tuple(agent.name for agent in scene.characters.values()), max_sessions=0)
+    backend = scene_sim(config, scene, seed=scene_seed(config, scene) + world, latency_scale=LATENCY_SCALE)
     statistics = RunStatistics()
     return build_engine(config, scene, backend=backend, instruments=[statistics], gate=gate), statistics
 
@@ -255,7 +293,6 @@ async def _admission_process(job: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _world_process(job: dict[str, Any]) -> dict[str, Any]:
-    from ..config import Source
     from ..engine import configure
     from ..gate_redis import RedisGate
 

@@ -73,6 +73,10 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         if shared["available"]:
             ratio = shared["ratio"]
             targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, ratio, ratio >= REDIS_GATE_RATIO))
+            if "fleet" in shared:
+                fleet = shared["fleet"]
+                what = f"redis-gate.fleet.ratio ({fleet['worlds']} worlds over {fleet['processes']} processes)"
+                targets.append(_target(what, goal, fleet["ratio"], fleet["ratio"] >= REDIS_GATE_RATIO))
         else:
             targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, None, None, shared["note"]))
     play = result.get("play")
@@ -389,6 +393,21 @@ def _redis_gate(console: Console, figures: Mapping[str, Any]) -> None:
             f"{point['ratio']:.3f}", f"{point['fairness']:.3f}",
         )  # fmt: skip
     console.print(makespan)
+    if "fleet" in figures:
+        fleet = figures["fleet"]
+        table = _table(
+            f"redis-gate — a fleet of {fleet['worlds']} worlds over {fleet['processes']} processes on Redis ('manor fleet "
+            f"--processes') against the same fleet in one process on the in-process gate, {figures['ticks']} ticks",
+            "fleet", "mean tick (s)", "Jain's index of calls/s", "mean tick, shortest / longest world",
+        )
+        for name, mean, fairness in (
+            ("in one process", fleet["in_process_makespan_mean_s"], fleet["in_process_fairness"]),
+            (f"over {fleet['processes']} processes", fleet["processes_makespan_mean_s"], fleet["fairness"]),
+        ):
+            table.add_row(name, f"{mean:.3f}", _optional(fairness["jain_calls_per_s"]), _optional(fairness["makespan_min_max"]))
+        table.caption = f"ratio (in one process / over processes): {fleet['ratio']:.3f}; peak platform sessions {fleet['peak_platform_sessions']}"
+        table.caption_justify = "left"
+        console.print(table)
 
 
 def _targets(console: Console, targets: list[Mapping[str, Any]]) -> None:

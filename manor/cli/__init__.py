@@ -12,12 +12,12 @@ from typing import NoReturn
 from ..errors import ManorError, leaves, one_line
 from ..saves.writer import engine_version
 from .. import interrupts
-from . import bench_cmd, config_cmd, experiment_cmd, fleet_cmd, gate_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, story_cmd, trace_cmd
+from . import bench_cmd, config_cmd, experiment_cmd, fleet_cmd, fleet_part_cmd, gate_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, story_cmd, trace_cmd
 
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``manor --help`` lists them. Each has ``register``.
-COMMANDS = (run_cmd, play_cmd, fleet_cmd, replay_cmd, story_cmd, trace_cmd, bench_cmd, config_cmd, gate_cmd, serve_agent_cmd, experiment_cmd)
+COMMANDS = (run_cmd, play_cmd, fleet_cmd, fleet_part_cmd, replay_cmd, story_cmd, trace_cmd, bench_cmd, config_cmd, gate_cmd, serve_agent_cmd, experiment_cmd)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,4 +1,6 @@
-"""``manor fleet``: many worlds side by side in one process, every call through one gate."""
+"""``manor fleet``: many worlds side by side, every call through one gate: in one process,
+or spread over several that share the gate through Redis (``--processes``; each runs
+``manor fleet-part``, ``fleet_part_cmd``)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,8 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import interrupts
+from ..config import Config, Source
+from ..content import Scene
 from ..engine import make_gate
 from ..errors import REASONS, ConfigError, SaveError
-from ..fleet import DEFAULT_WORLDS, MAX_WORLDS, Fleet, build_fleet, configure_worlds, fleet_clock
+from ..fleet import DEFAULT_WORLDS, MAX_WORLDS, build_fleet, configure_worlds, fleet_clock, parts
+from ..fleet_processes import Part, ProcessFleet
 from ..forecast import gate_overload
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
@@ -27,10 +33,11 @@ from ..saves import SaveWriter
 from ..saves.format import FleetSeat
 from ..statistics import PlatformRejections
 from . import output
+from .numbers import positive_int
 from .options import add_setting_flags, sources_from_args
 from .run_cmd import errors_table
 
-__all__ = ["register"]
+__all__ = ["register", "save_failure", "saves_state", "stopped_after"]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -42,7 +49,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "one gate of the platform limit - 1, the worlds' lanes taking turns at it. Prints each world's "
         "figures (those of 'manor run'), the totals, and how fairly the gate served the worlds. With the "
         "simulated backend the clock is virtual: exact and repeatable, like 'manor run'. With --gate-url the "
-        "gate is shared through Redis with other processes too (on the real clock).",
+        "gate is shared through Redis with other processes too (on the real clock), and --processes spreads "
+        "the worlds over several processes that share it.",
     )
     parser.add_argument("--worlds", type=_worlds, default=None, metavar="N", help=f"worlds to run, 1 to {MAX_WORLDS:,} (default: one per --scenes entry, else {DEFAULT_WORLDS})")
     parser.add_argument(
@@ -53,6 +61,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object with the fleet's figures, nothing else")
     parser.add_argument("--save-dir", type=Path, default=None, metavar="DIR", help="record each world to its own save file in DIR (see 'manor replay')")
     parser.add_argument("--force", action="store_true", help="let --save-dir overwrite existing save files")
+    parser.add_argument(
+        "--processes", type=positive_int, default=1, metavar="P",
+        help="run the worlds in P processes, world i in process i mod P (at most one per world), each a whole "
+        "engine, all sharing the gate through Redis: needs --gate-url (default: 1, every world in this process)",
+    )  # fmt: skip
     add_setting_flags(parser)
     parser.set_defaults(handler=run)
 
@@ -75,18 +88,33 @@ def _scenes(text: str) -> tuple[str, ...]:
 
 
 class _ProgressBar(Instrument):
-    def __init__(self, progress: Progress, task: Any) -> None:
-        self.progress = progress
-        self.task = task
+    def __init__(self, advance: Callable[[], None]) -> None:
+        self.advance = advance
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        self.progress.advance(self.task)
+        self.advance()
+
+
+@contextmanager
+def _progress(args: argparse.Namespace, total: int) -> Iterator[Callable[[], None] | None]:
+    """A bar of the fleet's ``total`` ticks on stderr while inside, unless the output
+    is JSON or stderr no terminal; what to call after each tick (``None``: no bar)."""
+    if args.json or not Console(stderr=True).is_terminal:
+        yield None
+        return
+    columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("ticks", total=total)
+        yield lambda: progress.advance(task)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.scenes and args.setting_run_scene is not None:
         raise ConfigError("command line: --scene and --scenes both name the worlds' scenes; give one of them")
-    configured = configure_worlds(sources_from_args(args), args.worlds, args.scenes)
+    sources = sources_from_args(args)
+    configured = configure_worlds(sources, args.worlds, args.scenes)
+    if args.processes > 1:
+        return _run_in_processes(args, sources, configured)
     scenes = sorted({scene.spec.name for _, scene in configured})
     gate = make_gate(*configured[0], world=f"fleet of {len(configured)} worlds of {', '.join(scenes)}")
     paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
@@ -100,10 +128,9 @@ def run(args: argparse.Namespace) -> int:
     settings = configured[0][0].settings
     ticks, interval = settings.run.ticks, settings.run.tick_interval_s
     clock = fleet_clock(configured)
-    console = Console(stderr=True)
 
     def after() -> str:
-        return _ran(fleet, args.save_dir, writers)
+        return stopped_after(fleet.ticks, saves_state(args.save_dir, writers))
 
     async def main() -> None:
         async with gate.connected():
@@ -112,15 +139,12 @@ def run(args: argparse.Namespace) -> int:
             await fleet.run(ticks, interval)
 
     try:
-        if args.json or not console.is_terminal:
-            interrupts.run(main, clock=clock, after=after)
-        else:
-            columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=console, transient=True) as progress:
-                bar = _ProgressBar(progress, progress.add_task("ticks", total=ticks * len(fleet.worlds)))
+        with _progress(args, ticks * len(fleet.worlds)) as advance:
+            if advance is not None:
+                bar = _ProgressBar(advance)
                 for world in fleet.worlds:
                     world.engine.loop.add_instrument(bar)
-                interrupts.run(main, clock=clock, after=after)
+            interrupts.run(main, clock=clock, after=after)
     except KeyboardInterrupt as exc:
         if isinstance(exc, interrupts.Interrupted):
             raise
@@ -137,6 +161,60 @@ def run(args: argparse.Namespace) -> int:
         print_summary(output.console(), summary)
     if writers:
         print(f"manor: saved {min(fleet.ticks)} ticks of {len(writers)} worlds to {args.save_dir}", file=sys.stderr)
+    return 0
+
+
+def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], configured: Sequence[tuple[Config, Scene]]) -> int:
+    """``manor fleet --processes P``: the worlds spread over P processes that share the
+    gate through Redis, with the report of a fleet in one process."""
+    settings = configured[0][0].settings
+    if not settings.gate.url:
+        raise ConfigError(
+            f"--processes {args.processes}: the processes of a fleet share one gate through Redis; "
+            "give its server with --gate-url, MANOR_GATE_URL or [gate] url in manor.toml"
+        )
+    scenes = sorted({scene.spec.name for _, scene in configured})
+    # Reached once here, so that a server that is down ends in one line before any
+    # process starts or any save is made.
+    gate = make_gate(*configured[0], world=f"fleet of {len(configured)} worlds of {', '.join(scenes)}")
+    paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
+    fleet = build_fleet(configured, gate=gate)  # the settings' checks and the gate's forecast, before any process starts
+    if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
+        print(f"manor: warning: {overload}", file=sys.stderr)
+    divided = parts(len(configured), args.processes)
+    if len(divided) < args.processes:
+        print(f"manor: warning: --processes {args.processes} for {len(configured)} worlds: {len(divided)} processes, one world each", file=sys.stderr)
+    jobs = [
+        Part(
+            sources=list(sources), worlds=len(configured), scenes=list(args.scenes), indices=indices,
+            saves=[str(paths[index]) for index in indices] if paths else [], force=args.force,
+        )
+        for indices in divided
+    ]  # fmt: skip
+    ticks = settings.run.ticks
+
+    def after() -> str:
+        saved = (processes.saves_problem or f"{len(paths)} saves in {args.save_dir}") if paths else ""
+        return stopped_after(processes.ticks_done, saved)
+
+    processes = ProcessFleet(jobs, ticks, warn=lambda line: print(line, file=sys.stderr))
+    try:
+        with _progress(args, ticks * len(configured)) as advance:
+            if advance is not None:
+                processes.ticked = advance
+            interrupts.run(processes.run, after=after)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, interrupts.Interrupted):
+            raise
+        # A signal just before the trio run took over the signals (or just after it).
+        raise interrupts.Interrupted(interrupts.signal_received(), after()) from None
+    summary = processes.summary()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_summary(output.console(), summary, processes=len(divided))
+    if paths:
+        print(f"manor: saved {min(processes.ticks_done)} ticks of {len(paths)} worlds to {args.save_dir}", file=sys.stderr)
     return 0
 
 
@@ -163,30 +241,39 @@ def _save_paths(directory: Path, scenes: Sequence[str], *, force: bool) -> list[
     return paths
 
 
-def _ran(fleet: Fleet, directory: Path | None, writers: Sequence[SaveWriter]) -> str:
-    """What a stopped fleet had done: ``after 12 ticks of 16 worlds; 16 saves in runs/``."""
-    ticks = fleet.ticks
+def stopped_after(ticks: Sequence[int], saved: str) -> str:
+    """What a stopped fleet had done, ``ticks`` world by world: ``after 12 ticks of 16
+    worlds; 16 saves in runs/`` (``saved``: what became of the saves, "" for none)."""
     low, high = min(ticks), max(ticks)
     done = f"after {low if low == high else f'{low}-{high}'} tick{'' if high == 1 else 's'} of {len(ticks)} worlds"
+    return f"{done}; {saved}" if saved else done
+
+
+def saves_state(directory: Path | None, writers: Sequence[SaveWriter]) -> str:
+    """What became of the saves: ``16 saves in runs/``, the first that failed, or ""."""
     if not writers:
-        return done
-    failed = []
+        return ""
+    return save_failure(writers) or f"{len(writers)} saves in {directory}"
+
+
+def save_failure(writers: Sequence[SaveWriter]) -> str | None:
+    """Why the first save that failed did."""
     for writer in writers:
         try:
             writer.check()
         except SaveError as exc:
-            failed.append(str(exc))
-    if failed:
-        return f"{done}; {failed[0]}"
-    return f"{done}; {len(writers)} saves in {directory}"
+            return str(exc)
+    return None
 
 
-def print_summary(console: Console, summary: dict[str, Any]) -> None:
-    """The fleet's figures as rich tables: the worlds, the totals and fairness, what degraded."""
+def print_summary(console: Console, summary: dict[str, Any], processes: int = 1) -> None:
+    """The fleet's figures as rich tables: the worlds, the totals and fairness, what
+    degraded (its worlds run in ``processes`` processes)."""
     total, fairness = summary["total"], summary["fairness"]
     worlds = summary["worlds"]
     scenes = {world["scene"] for world in worlds}
-    title = f"fleet — {total['worlds']} worlds" + (f" of {worlds[0]['scene']}" if len(scenes) == 1 else "") + f", {worlds[0]['ticks']} ticks"
+    title = f"fleet — {total['worlds']} worlds" + (f" of {worlds[0]['scene']}" if len(scenes) == 1 else "")
+    title += (f" in {processes} processes" if processes > 1 else "") + f", {worlds[0]['ticks']} ticks"
     table = Table(
         title=f"{title}, one gate of {total['gate_size']} / platform {total['platform_limit']}, policy {worlds[0]['policy']}",
         title_justify="left",

@@ -1,0 +1,89 @@
+"""``manor fleet-part``: one process of ``manor fleet --processes`` (not listed in ``manor
+--help``: ``manor fleet`` runs it). It reads its part of the fleet on stdin, runs those
+worlds, and writes their progress and figures to stdout (``manor.fleet_processes``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import trio
+
+from .. import interrupts
+from ..engine import make_gate, scene_sim
+from ..errors import FleetError
+from ..fleet import build_fleet, configure_worlds
+from ..fleet_processes import PART_COMMAND, Finished, PartReporter, Ready, SavesFailed, describe_worlds, listen_to_parent, message_channel, read_part, send
+from ..saves import SaveWriter
+from ..saves.format import FleetSeat
+from .fleet_cmd import save_failure, saves_state, stopped_after
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    # No help: not listed among the commands.
+    parser = commands.add_parser(
+        PART_COMMAND,
+        description="One process of 'manor fleet --processes': reads its part of the fleet as one JSON line on stdin, "
+        "runs those worlds, and writes their progress and figures to stdout as JSON lines. 'manor fleet' runs it.",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``manor fleet-part``: one process of ``manor fleet --processes``, running the
+    worlds of the part on its stdin and telling the parent of each tick and, at the
+    end, of each world's figures (``manor.fleet_processes``)."""
+    part = read_part(sys.stdin.buffer)
+    channel = message_channel()
+    configured = configure_worlds(part.sources, part.worlds, part.scenes)
+    scenes = sorted({scene.spec.name for _, scene in configured})
+    mine = [configured[index] for index in part.indices]
+    gate = make_gate(*mine[0], world=f"fleet of {part.worlds} worlds of {', '.join(scenes)}: {describe_worlds(part.indices)}")
+    scale = part.sim_latency_scale
+    backends = (lambda index: None) if scale is None else (lambda index: scene_sim(*configured[index], latency_scale=scale))
+    fleet = build_fleet(mine, indices=part.indices, gate=gate, backends=backends)
+    writers = [
+        SaveWriter.create(path, world.engine, force=part.force, fleet=FleetSeat(world=world.index, worlds=part.worlds))
+        for path, world in zip(part.saves, fleet.worlds, strict=False)
+    ]
+    for world in fleet.worlds:
+        world.engine.loop.add_instrument(PartReporter(world.index, channel))
+    settings = mine[0][0].settings
+
+    def after() -> str:
+        if (problem := save_failure(writers)) is not None:
+            send(channel, SavesFailed(problem=problem))
+        return stopped_after(fleet.ticks, saves_state(Path(part.saves[0]).parent if part.saves else None, writers))
+
+    async def main() -> None:
+        async with gate.connected():
+            if (notice := getattr(gate, "notice", None)) is not None:
+                print(f"manor: warning: {notice}", file=sys.stderr)
+            with trio.CancelScope() as orphaned:
+                async with trio.open_nursery() as nursery:
+                    start = trio.Event()
+                    nursery.start_soon(listen_to_parent, start, orphaned)
+                    send(channel, Ready())
+                    await start.wait()
+                    await fleet.run(settings.run.ticks, settings.run.tick_interval_s)
+                    nursery.cancel_scope.cancel()
+        if orphaned.cancelled_caught:
+            raise FleetError(f"{describe_worlds(part.indices)}: the fleet that started this process has gone; stopped")
+
+    try:
+        interrupts.run(main, after=after)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, interrupts.Interrupted):
+            raise
+        # A signal just before the trio run took over the signals (or just after it).
+        for writer, world in zip(writers, fleet.worlds, strict=False):
+            writer.run_finished(world.engine.loop)
+        raise interrupts.Interrupted(interrupts.signal_received(), after()) from None
+    for writer in writers:
+        writer.check()
+    for figures in fleet.world_summaries():
+        send(channel, Finished(world=figures["index"], figures=figures))
+    return 0
