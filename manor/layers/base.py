@@ -159,14 +159,15 @@ class Stack:
         # Innermost, the backend's stream, each event passed on to the listener.
         self._call = _compose(backend, self.layers)
 
-    async def call(self, request: Request, listener: Listener = ignore) -> Done:
+    def call(self, request: Request, listener: Listener = ignore) -> Awaitable[Done]:
         """Make one call through every layer to the backend; ``listener`` hears its
-        events as they happen.
+        events as they happen. Await it: it is the outermost layer's coroutine, with
+        no frame of the stack's own around it.
 
         Raises:
-            CallError: a subclass naming why the call failed.
+            CallError: (when awaited) a subclass naming why the call failed.
         """
-        return await self._call(request, listener)
+        return self._call(request, listener)
 
     def arrival_order_matters(self) -> bool:
         """Whether any layer's decisions now depend on the order calls arrive in."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TypeVar
 
 from ..calls import Done, Event, Request
@@ -30,19 +30,22 @@ class Provider(abc.ABC):
             CallError: (from iteration) a subclass naming why the call failed.
         """
 
-    async def answer(self, request: Request) -> Done:
+    def answer(self, request: Request) -> Awaitable[Done]:
         """The answer to ``request`` for a caller that does not watch it stream
         (``collect`` without a listener that hears the stream).
 
-        By default the stream iterated to its end. A backend that can answer with less
-        work overrides it (the simulator: one timer to the answer's end, not one per
-        piece); it must end exactly as the stream would — the same ``Done`` or error,
-        at the same time to the bit — only the stream's own events go unheard.
+        By default the stream iterated to its end (that coroutine itself, not one of
+        this method's around it: every frame of a call's await chain is passed through
+        again each time the call resumes). A backend that can answer with less work
+        overrides it with an ``async def`` (the simulator: one timer to the answer's
+        end, not one per piece); it must end exactly as the stream would — the same
+        ``Done`` or error, at the same time to the bit — only the stream's own events
+        go unheard.
 
         Raises:
-            CallError: whatever the stream would raise.
+            CallError: (when awaited) whatever the stream would raise.
         """
-        return await _stream(self, request, None)
+        return _stream(self, request, None)
 
 
 def answer_only(listener: _Listener) -> _Listener:
@@ -60,21 +63,25 @@ def hears_stream(listener: Callable[[Event], None] | None) -> bool:
     return listener is not None and getattr(listener, "hears_stream", True)
 
 
-async def collect(provider: Provider, request: Request, listener: Callable[[Event], None] | None = None) -> Done:
-    """Run one call to the end and return its ``Done`` event; ``listener``, if given,
+def collect(provider: Provider, request: Request, listener: Callable[[Event], None] | None = None) -> Awaitable[Done]:
+    """One call run to the end, its ``Done`` event the result; ``listener``, if given,
     hears every event up to it as it streams — unless it is ``answer_only``: then the
     call is the provider's ``answer``, which ends the same way with less work.
 
+    It returns the call's coroutine rather than awaiting it in one of its own: the
+    call runs innermost in a stack, where a frame more is passed through on every
+    resumption.
+
     Raises:
-        ProviderError: the stream ended without a ``Done`` event.
-        CallError: whatever the stream raised.
+        ProviderError: (when awaited) the stream ended without a ``Done`` event.
+        CallError: (when awaited) whatever the stream raised.
     """
     if hears_stream(listener):
-        return await _stream(provider, request, listener)
+        return _stream(provider, request, listener)
     answer = getattr(provider, "answer", None)  # a duck-typed backend may have only invoke
     if answer is None:
-        return await _stream(provider, request, None)
-    return await answer(request)
+        return _stream(provider, request, None)
+    return answer(request)
 
 
 async def _stream(provider: Provider, request: Request, listener: Callable[[Event], None] | None) -> Done:
