@@ -21,6 +21,7 @@ a few percent of the bound (``manor bench --suite scheduling``, cast sweep).
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 
 __all__ = ["BALANCE_LIMIT", "longest_first", "planned_makespan"]
@@ -90,22 +91,35 @@ def _balance(latencies: Sequence[float], plan: list[list[int]]) -> None:
     for _ in range(len(latencies)):  # each step lowers the busiest load; this bounds the rest
         busiest = max(range(len(plan)), key=loads.__getitem__)
         top = loads[busiest]
-        best: tuple[float, int, tuple[int, ...], tuple[int, ...]] | None = None
+        best: tuple[int, tuple[int, ...], tuple[int, ...]] | None = None
+        # A trade must bring the busiest slot below ``bar``: more than _GAIN under its
+        # load, then more than _GAIN under the best trade found so far. The new load
+        # is max(top - delta, load + delta); it is below ``bar`` exactly when both are.
+        # (The same trades win as when each was compared with both bounds, in the same
+        # order: this runs every tick, and the comparisons are most of its time.)
+        bar = top - _GAIN
         given = _groups(plan[busiest], latencies, empty=False)
         for other, calls in enumerate(plan):
             if other == busiest:
+                continue
+            load = loads[other]
+            if top + load >= 2 * bar + 4 * math.ulp(top):
+                # The two new loads add up to top + load, so no trade with this slot
+                # brings both below bar (four ulps cover the sums' rounding).
                 continue
             for taken, taken_sum in _groups(calls, latencies, empty=True):
                 for gave, gave_sum in given:
                     delta = gave_sum - taken_sum
                     if delta <= 0:
                         continue
-                    new = max(top - delta, loads[other] + delta)
-                    if new < top - _GAIN and (best is None or new < best[0] - _GAIN):
-                        best = (new, other, gave, taken)
+                    lowered = top - delta
+                    raised = load + delta
+                    if lowered < bar and raised < bar:
+                        bar = (lowered if lowered >= raised else raised) - _GAIN
+                        best = (other, gave, taken)
         if best is None:
             return
-        _, other, gave, taken = best
+        other, gave, taken = best
         for index in gave:
             plan[busiest].remove(index)
             plan[other].append(index)
