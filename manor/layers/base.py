@@ -91,16 +91,15 @@ class Observer(Layer):
         (which goes on to the layers above). Must not raise."""
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
-        return await _observe((self.before,), (self.after,), request, listener, inner=inner)
+        return await _observe((self.before,), (self.after,), inner, request, listener)
 
 
 async def _observe(
     befores: tuple[Callable[[Request], object], ...],
     afters: tuple[Callable[[Request, object, Done | None, BaseException | None], None], ...],
+    inner: Inner,
     request: Request,
     listener: Listener,
-    *,
-    inner: Inner,
 ) -> Done:
     """Run ``inner`` watched by observers, as if nested: their ``before`` hooks
     outermost first, their ``after`` hooks (``afters``, innermost first) in reverse."""
@@ -111,12 +110,23 @@ async def _observe(
         done = await inner(request, listener)
     except BaseException as exc:
         skipped = len(befores) - len(states)  # observers outside the one that refused
-        for index, after in enumerate(afters[skipped:]):
-            after(request, states[-1 - index], None, exc)
+        for after, state in zip(afters[skipped:], reversed(states)):
+            after(request, state, None, exc)
         raise
-    for index, after in enumerate(afters):
-        after(request, states[-1 - index], done, None)
+    for after, state in zip(afters, reversed(states)):
+        after(request, state, done, None)
     return done
+
+
+def _wrap(call: Callable[[Request, Listener, Inner], Awaitable[Done]], inner: Inner) -> Inner:
+    """``call`` (a layer's) around ``inner``. A closure, not ``functools.partial(call,
+    inner=inner)``: a partial with a keyword builds a dict on every call, which costs
+    more than the call to the function here."""
+
+    def wrapped(request: Request, listener: Listener) -> Awaitable[Done]:
+        return call(request, listener, inner)
+
+    return wrapped
 
 
 def _folds(layer: Layer) -> bool:
@@ -137,11 +147,11 @@ def _compose(backend: Provider, layers: Sequence[Layer]) -> Inner:
             observers: list[Observer] = layers[start:index]  # type: ignore[assignment]
             befores = tuple(observer.before for observer in observers)
             afters = tuple(observer.after for observer in reversed(observers))
-            inner = functools.partial(_observe, befores, afters, inner=inner)
+            inner = functools.partial(_observe, befores, afters, inner)
             index = start
         else:
             index -= 1
-            inner = functools.partial(layers[index].call, inner=inner)
+            inner = _wrap(layers[index].call, inner)
     return inner
 
 
