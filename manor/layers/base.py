@@ -48,6 +48,11 @@ class Layer(abc.ABC):
     """
 
     priority: ClassVar[int]
+    #: Whether a deadline handed down past this layer (``call_deadline``) bounds it as
+    #: a cancel scope around it would: true of a layer that never waits of its own
+    #: accord and leaves ``call_deadline`` alone (the platform layer, which opens a
+    #: session or refuses at once). Observers' hooks never wait.
+    passes_deadline: ClassVar[bool] = False
 
     @abc.abstractmethod
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
@@ -59,6 +64,18 @@ class Layer(abc.ABC):
         Raises:
             CallError: this layer's refusal, or whatever ``inner`` raised.
         """
+
+    def bind(self, inner: Inner, *, deadline_kept_below: bool) -> Inner:
+        """This layer around ``inner``, as a stack composes it: ``call`` with ``inner``.
+
+        Args:
+            deadline_kept_below: the backend keeps a call's deadline itself
+                (``Provider.keeps_deadline``) and every layer in between passes it
+                (``passes_deadline``): a layer that bounds the call can hand its
+                deadline down (``call_deadline``) instead of opening a cancel scope
+                (the timeout layer does).
+        """
+        return _wrap(self.call, inner)
 
     def arrival_order_matters(self) -> bool:
         """Whether calls arriving at the same instant could be treated differently
@@ -138,6 +155,7 @@ def _compose(backend: Provider, layers: Sequence[Layer]) -> Inner:
     """The call through ``layers`` (outermost first) to ``backend``: one step per
     layer that wraps, one per run of adjacent observers."""
     inner: Inner = functools.partial(collect, backend)
+    deadline_kept = bool(getattr(backend, "keeps_deadline", False))  # a duck-typed backend may not say
     index = len(layers)
     while index:
         if _folds(layers[index - 1]):
@@ -151,7 +169,9 @@ def _compose(backend: Provider, layers: Sequence[Layer]) -> Inner:
             index = start
         else:
             index -= 1
-            inner = _wrap(layers[index].call, inner)
+            layer = layers[index]
+            inner = layer.bind(inner, deadline_kept_below=deadline_kept)
+            deadline_kept = deadline_kept and layer.passes_deadline
     return inner
 
 

@@ -23,6 +23,7 @@ class PlatformLayer(Layer):
     """
 
     priority = 90
+    passes_deadline = True  # it opens a session or refuses at once: it never waits
 
     limiter: SessionLimiter
 

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import TypeVar
+from contextvars import ContextVar
+from typing import ClassVar, TypeVar
+
+import trio
 
 from ..calls import Done, Event, Request
 from ..errors import ProviderError
 
-__all__ = ["Provider", "answer_only", "collect", "hears_stream"]
+__all__ = ["DeadlineReached", "Provider", "answer_only", "by_deadline", "call_deadline", "collect", "hears_stream"]
 
 _Listener = TypeVar("_Listener", bound=Callable[[Event], None])
+
+#: When the call the current task is making must end (trio time; ``inf``: no deadline),
+#: handed down by a layer that bounds the call (the timeout layer) instead of a cancel
+#: scope of its own. ``collect`` keeps it: through the backend's ``answer``, if the
+#: backend keeps deadlines itself (``Provider.keeps_deadline``), else with a cancel
+#: scope; either way the call ends at that instant with ``DeadlineReached``.
+call_deadline: ContextVar[float] = ContextVar("manor_call_deadline", default=math.inf)
+
+
+class DeadlineReached(Exception):
+    """The call reached its ``call_deadline`` before its answer. The layer that set the
+    deadline turns it into its own error (the timeout layer's ``CallTimeout``)."""
 
 
 class Provider(abc.ABC):
@@ -21,6 +37,13 @@ class Provider(abc.ABC):
     stream is iterated. Implement it as an async generator function, and close it with
     ``contextlib.aclosing`` when not iterating to the end.
     """
+
+    #: Whether ``answer`` keeps the call's deadline (``call_deadline``) itself: it ends
+    #: the call at that instant, to the bit, raising ``DeadlineReached``, as a cancel
+    #: scope around it would have ended it, but with fewer timers (the simulator sleeps
+    #: until the earlier of its answer's end and the deadline: one timer, where a
+    #: scope would be a second).
+    keeps_deadline: ClassVar[bool] = False
 
     @abc.abstractmethod
     def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
@@ -66,7 +89,8 @@ def hears_stream(listener: Callable[[Event], None] | None) -> bool:
 def collect(provider: Provider, request: Request, listener: Callable[[Event], None] | None = None) -> Awaitable[Done]:
     """One call run to the end, its ``Done`` event the result; ``listener``, if given,
     hears every event up to it as it streams — unless it is ``answer_only``: then the
-    call is the provider's ``answer``, which ends the same way with less work.
+    call is the provider's ``answer``, which ends the same way with less work. A
+    ``call_deadline`` set for the call is kept (``DeadlineReached``).
 
     It returns the call's coroutine rather than awaiting it in one of its own: the
     call runs innermost in a stack, where a frame more is passed through on every
@@ -74,14 +98,30 @@ def collect(provider: Provider, request: Request, listener: Callable[[Event], No
 
     Raises:
         ProviderError: (when awaited) the stream ended without a ``Done`` event.
+        DeadlineReached: (when awaited) the call's deadline came first.
         CallError: (when awaited) whatever the stream raised.
     """
     if hears_stream(listener):
-        return _stream(provider, request, listener)
-    answer = getattr(provider, "answer", None)  # a duck-typed backend may have only invoke
-    if answer is None:
-        return _stream(provider, request, None)
-    return answer(request)
+        answer = None
+        call = _stream(provider, request, listener)
+    else:
+        answer = getattr(provider, "answer", None)  # a duck-typed backend may have only invoke
+        call = _stream(provider, request, None) if answer is None else answer(request)
+    deadline = call_deadline.get()
+    if deadline == math.inf or (answer is not None and getattr(provider, "keeps_deadline", False)):
+        return call
+    return by_deadline(deadline, call)
+
+
+async def by_deadline(deadline: float, call: Awaitable[Done]) -> Done:
+    """``call``, cancelled at ``deadline`` if it has not answered by then.
+
+    Raises:
+        DeadlineReached: at ``deadline``.
+    """
+    with trio.move_on_at(deadline):
+        return await call
+    raise DeadlineReached
 
 
 async def _stream(provider: Provider, request: Request, listener: Callable[[Event], None] | None) -> Done:
