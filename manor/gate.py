@@ -110,6 +110,9 @@ class _Waiter:
     task: trio.lowlevel.Task | None = None
     # When the token head sleeps for a refill, the time it sleeps until.
     sleeping_until: float = math.inf
+    # When it was admitted, if the dispatch that admitted it read the clock (it does
+    # when a deadline needs it): the parked waiter, woken, need not read it again.
+    admitted_at: float | None = None
 
     def abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
         """A parked waiter is cancelled (its timeout, its caller's scope)."""
@@ -141,8 +144,10 @@ class Permit:
         if self._released:
             raise RuntimeError(f"permit for ticket {self.ticket} released twice")
         self._released = True
-        self._gate._in_flight -= 1
-        self._gate._dispatch()
+        gate = self._gate
+        gate._in_flight -= 1
+        if gate._waiting or gate._rate:  # nobody waiting for the slot: nothing to hand out
+            gate._dispatch()
 
 
 @final
@@ -320,7 +325,9 @@ class Gate:
                 else:
                     self._leave(waiter)
             raise
-        admitted_at = trio.current_time()
+        # When the dispatch decided it (under the virtual clock, the instant it wakes at:
+        # the clock moves only when no task can run).
+        admitted_at = trio.current_time() if waiter.admitted_at is None else waiter.admitted_at
         wait = admitted_at - waiter.queued_at
         self._admitted += 1
         self._total_wait += wait
@@ -485,6 +492,7 @@ class Gate:
             self._slot_line.served()
             del self._waiters[head.ticket]
             head.stage = _ADMITTED
+            head.admitted_at = now
             self._waiting -= 1
             self._in_flight += 1
             if self._in_flight > self._peak:
