@@ -186,6 +186,8 @@ class Stack:
     def __init__(self, backend: Provider, layers: Sequence[Layer] = ()) -> None:
         self.backend = backend
         self.layers: tuple[Layer, ...] = tuple(sorted(layers, key=lambda layer: layer.priority))
+        # The layers whose decisions can depend on arrival order, asked every tick.
+        self._order_sensitive = tuple(layer for layer in self.layers if type(layer).arrival_order_matters is not Layer.arrival_order_matters)
         # Innermost, the backend's stream, each event passed on to the listener.
         self._call = _compose(backend, self.layers)
 
@@ -201,7 +203,7 @@ class Stack:
 
     def arrival_order_matters(self) -> bool:
         """Whether any layer's decisions now depend on the order calls arrive in."""
-        return any(layer.arrival_order_matters() for layer in self.layers)
+        return any(layer.arrival_order_matters() for layer in self._order_sensitive)
 
     def layer(self, kind: type[Layer]) -> Layer | None:
         """The stack's layer of this type, if it has one."""
