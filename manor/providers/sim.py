@@ -145,8 +145,8 @@ class SimProvider(Provider):
             return await self._answer_at_once(request, latency, fault, text, math.inf)
 
     async def _answer_at_once(self, request: Request, latency: float, fault: str, text: str, deadline: float) -> Done:
-        words = text.split(" ")
-        end = None if fault else _one_timer_end(trio.current_time(), latency, min(4, len(words)))
+        words = text.count(" ") + 1  # len(text.split(" ")), as the stream counts them
+        end = None if fault else _one_timer_end(trio.current_time(), latency, min(4, words))
         if end is None:
             streamed = self._streamed(request, latency, fault, text)
             return await (streamed if deadline == math.inf else by_deadline(deadline, streamed))
@@ -156,7 +156,7 @@ class SimProvider(Provider):
             await trio.sleep_until(deadline)
             raise DeadlineReached
         await trio.sleep_until(end)
-        return Done(text=text, usage=Usage(input_tokens=len(request.prompt.split()), output_tokens=len(words)))
+        return Done(text=text, usage=Usage(input_tokens=len(request.prompt.split()), output_tokens=words))
 
     async def _streamed(self, request: Request, latency: float, fault: str, text: str) -> Done:
         async with aclosing(self._answer(request, latency, fault, text)) as events:
