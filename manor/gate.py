@@ -28,6 +28,7 @@ from typing import AsyncContextManager, Protocol, final
 import attrs
 import trio
 
+from .clock import current_time
 from .errors import GateTimeout
 from .lanes import Lanes
 
@@ -266,7 +267,7 @@ class Gate:
         waiter = self._waiters.get(ticket)
         if waiter is None or waiter.stage != _ISSUED:
             raise ValueError(f"ticket {ticket} was not issued by this gate, or is already used")
-        now = trio.current_time()
+        now = current_time()
         waiter.queued_at = now
         deadline = waiter.deadline = now + timeout
         if not self._rate and self._in_flight < self._size and self._front(self._slot_line, _WAIT_SLOT) is waiter:
@@ -327,7 +328,7 @@ class Gate:
             raise
         # When the dispatch decided it (under the virtual clock, the instant it wakes at:
         # the clock moves only when no task can run).
-        admitted_at = trio.current_time() if waiter.admitted_at is None else waiter.admitted_at
+        admitted_at = current_time() if waiter.admitted_at is None else waiter.admitted_at
         wait = admitted_at - waiter.queued_at
         self._admitted += 1
         self._total_wait += wait
@@ -465,7 +466,7 @@ class Gate:
         only when a deadline needs it otherwise)."""
         if self._rate:
             if now is None:
-                now = trio.current_time()
+                now = current_time()
             self._refill(now)
             while (head := self._front(self._token_line, _WAIT_TOKEN)) is not None:
                 if head.stage != _WAIT_TOKEN or _expired(head, now):
@@ -486,7 +487,7 @@ class Gate:
                 break
             if head.deadline != math.inf:
                 if now is None:
-                    now = trio.current_time()
+                    now = current_time()
                 if _expired(head, now):
                     break
             self._slot_line.served()

@@ -12,6 +12,7 @@ import msgspec
 import trio
 
 from .calls import Admitted, Done, Event, Opened, Request
+from .clock import current_time, read_clock_directly
 from .collector import full_collections_deferred
 from .errors import CallError, RefusedBy, SessionLimitError, error_line
 from .gate import SharedGate
@@ -129,6 +130,7 @@ class TickLoop:
         if not self._started:
             self._started = True
             self.instruments.call("run_started", self)
+        read_clock_directly()  # for this tick's calls, in the tasks this one starts
         requests = self.world.plan()
         tick = requests[0].tick if requests else self.world.tick + 1
         started = trio.current_time()
@@ -200,7 +202,7 @@ class TickLoop:
         gets the record too (``call_all`` spawns this directly: a wrapper coroutine
         per call would be one more frame every resumption of the call passes through).
         """
-        queued_at = trio.current_time()
+        queued_at = current_time()
         admitted_at: float | None = None
         done: Done | None = None
         failure: CallError | None = None
@@ -238,7 +240,7 @@ class TickLoop:
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
-        finished_at = trio.current_time()
+        finished_at = current_time()
         if done is not None and failure is None and not cancelled:
             # The ok path: nothing of the degraded record's message is built.
             usage = done.usage

@@ -9,6 +9,7 @@ import attrs
 import trio
 
 from ..calls import Done, Request
+from ..clock import current_time
 from ..errors import CallTimeout, CircuitOpen, ProviderError
 from .base import Observer
 
@@ -100,7 +101,7 @@ class BreakerLayer(Observer):
 
     def _defer(self, request: Request, outcome: bool | None, trial: bool) -> None:
         """Hold an outcome until its instant is over (or a call asks to be let through)."""
-        now = trio.current_time()
+        now = current_time()
         if self._pending and now != self._pending_at:
             self._settle()
         self._pending_at = now

@@ -8,6 +8,7 @@ import attrs
 import trio
 
 from ..calls import Done, Request
+from ..clock import current_time
 from ..errors import CallTimeout
 from ..providers.base import DeadlineReached, call_deadline
 from .base import Inner, Layer, Listener
@@ -39,7 +40,7 @@ class TimeoutLayer(Layer):
     seconds: float = attrs.field(validator=attrs.validators.gt(0))
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
-        with trio.CancelScope(deadline=trio.current_time() + self.seconds):
+        with trio.CancelScope(deadline=current_time() + self.seconds):
             return await inner(request, listener)
         raise CallTimeout(self._message())
 
@@ -48,7 +49,7 @@ class TimeoutLayer(Layer):
             return super().bind(inner, deadline_kept_below=deadline_kept_below)
 
         async def handed_down(request: Request, listener: Listener) -> Done:
-            reset = call_deadline.set(trio.current_time() + self.seconds)
+            reset = call_deadline.set(current_time() + self.seconds)
             try:
                 return await inner(request, listener)
             except DeadlineReached:

@@ -15,6 +15,7 @@ import trio
 from msgspec import Meta
 
 from ..calls import CallerKind, Done, Event, Request, Started, TextDelta, Usage
+from ..clock import current_time
 from ..errors import ProviderError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
 from ..templates import template_problem
@@ -146,7 +147,7 @@ class SimProvider(Provider):
 
     async def _answer_at_once(self, request: Request, latency: float, fault: str, text: str, deadline: float) -> Done:
         words = text.count(" ") + 1  # len(text.split(" ")), as the stream counts them
-        end = None if fault else _one_timer_end(trio.current_time(), latency, min(4, words))
+        end = None if fault else _one_timer_end(current_time(), latency, min(4, words))
         if end is None:
             streamed = self._streamed(request, latency, fault, text)
             return await (streamed if deadline == math.inf else by_deadline(deadline, streamed))
