@@ -28,6 +28,7 @@ from typing import AsyncContextManager, Protocol, final
 import attrs
 import trio
 
+from .clock import current_time
 from .errors import GateTimeout
 from .lanes import Lanes
 
@@ -110,6 +111,9 @@ class _Waiter:
     task: trio.lowlevel.Task | None = None
     # When the token head sleeps for a refill, the time it sleeps until.
     sleeping_until: float = math.inf
+    # When it was admitted, if the dispatch that admitted it read the clock (it does
+    # when a deadline needs it): the parked waiter, woken, need not read it again.
+    admitted_at: float | None = None
 
     def abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
         """A parked waiter is cancelled (its timeout, its caller's scope)."""
@@ -141,8 +145,10 @@ class Permit:
         if self._released:
             raise RuntimeError(f"permit for ticket {self.ticket} released twice")
         self._released = True
-        self._gate._in_flight -= 1
-        self._gate._dispatch()
+        gate = self._gate
+        gate._in_flight -= 1
+        if gate._waiting or gate._rate:  # nobody waiting for the slot: nothing to hand out
+            gate._dispatch()
 
 
 @final
@@ -261,11 +267,26 @@ class Gate:
         waiter = self._waiters.get(ticket)
         if waiter is None or waiter.stage != _ISSUED:
             raise ValueError(f"ticket {ticket} was not issued by this gate, or is already used")
-        now = trio.current_time()
+        now = current_time()
         waiter.queued_at = now
+        deadline = waiter.deadline = now + timeout
+        if not self._rate and self._in_flight < self._size and self._front(self._slot_line, _WAIT_SLOT) is waiter:
+            # Its turn, and a slot is free: admitted as it arrives, without the general
+            # dispatch (tickets behind it that arrived first are dispatched after it).
+            self._slot_line.served()
+            del self._waiters[ticket]
+            waiter.stage = _ADMITTED
+            self._in_flight += 1
+            if self._in_flight > self._peak:
+                self._peak = self._in_flight
+            self._admitted += 1  # after no wait: the wait figures stay as they are
+            if self._waiting:
+                self._dispatch(now)
+            # Still yield once, as an await should.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return Permit(ticket, now, now, self)
         waiter.stage = _WAIT_TOKEN if self._rate else _WAIT_SLOT
         self._waiting += 1
-        deadline = waiter.deadline = now + timeout
         self._dispatch(now)
         waited = False
         try:
@@ -305,7 +326,9 @@ class Gate:
                 else:
                     self._leave(waiter)
             raise
-        admitted_at = trio.current_time()
+        # When the dispatch decided it (under the virtual clock, the instant it wakes at:
+        # the clock moves only when no task can run).
+        admitted_at = current_time() if waiter.admitted_at is None else waiter.admitted_at
         wait = admitted_at - waiter.queued_at
         self._admitted += 1
         self._total_wait += wait
@@ -443,7 +466,7 @@ class Gate:
         only when a deadline needs it otherwise)."""
         if self._rate:
             if now is None:
-                now = trio.current_time()
+                now = current_time()
             self._refill(now)
             while (head := self._front(self._token_line, _WAIT_TOKEN)) is not None:
                 if head.stage != _WAIT_TOKEN or _expired(head, now):
@@ -464,12 +487,13 @@ class Gate:
                 break
             if head.deadline != math.inf:
                 if now is None:
-                    now = trio.current_time()
+                    now = current_time()
                 if _expired(head, now):
                     break
             self._slot_line.served()
             del self._waiters[head.ticket]
             head.stage = _ADMITTED
+            head.admitted_at = now
             self._waiting -= 1
             self._in_flight += 1
             if self._in_flight > self._peak:

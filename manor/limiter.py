@@ -61,7 +61,8 @@ class SessionLimiter:
             raise SessionLimitError(f"platform full: {self._in_use} of {self.limit} sessions in use", refused_by="limiter")
         self._in_use += 1
         self._admitted += 1
-        self._peak = max(self._peak, self._in_use)
+        if self._in_use > self._peak:
+            self._peak = self._in_use
         return Session(self)
 
     def statistics(self) -> SessionLimiterStatistics:

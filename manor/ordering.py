@@ -21,6 +21,8 @@ a few percent of the bound (``manor bench --suite scheduling``, cast sweep).
 from __future__ import annotations
 
 import heapq
+import itertools
+import math
 from collections.abc import Sequence
 
 __all__ = ["BALANCE_LIMIT", "longest_first", "planned_makespan"]
@@ -43,15 +45,20 @@ def longest_first(latencies: Sequence[float], slots: int) -> list[int]:
         latencies: each call's predicted latency, in planning order.
         slots: how many calls the gate runs at once (its size).
     """
-    order = sorted(range(len(latencies)), key=lambda i: -latencies[i])  # stable: ties in planning order
+    order = sorted(range(len(latencies)), key=latencies.__getitem__, reverse=True)  # stable: ties in planning order
     if len(order) <= slots or slots < 2:
         return order  # every call starts at once, or one after another: order is no matter
-    planned = planned_makespan(latencies, order, slots)
+    balancing = len(order) <= BALANCE_LIMIT
+    if balancing:
+        # The assignment's loads are the list schedule's: its makespan is the busiest.
+        plan, loads = _assign(latencies, order, slots)
+        planned = max(loads)
+    else:
+        planned = planned_makespan(latencies, order, slots)
     if planned <= max(latencies[order[0]], sum(latencies) / slots) + _GAIN:
         return order  # at the bound: no plan is shorter
-    if len(order) <= BALANCE_LIMIT:
-        plan = _assign(latencies, order, slots)
-        _balance(latencies, plan)
+    if balancing:
+        _balance(latencies, plan, loads)
         order = _by_planned_start(latencies, plan)
         planned = planned_makespan(latencies, order, slots)
     # Never plan a tick longer than planning order would run it (fifo).
@@ -70,42 +77,67 @@ def planned_makespan(latencies: Sequence[float], order: Sequence[int], slots: in
     return max(free)
 
 
-def _assign(latencies: Sequence[float], order: Sequence[int], slots: int) -> list[list[int]]:
-    """LPT: each call, longest first, to the least loaded slot (the lowest on a tie)."""
+def _assign(latencies: Sequence[float], order: Sequence[int], slots: int) -> tuple[list[list[int]], list[float]]:
+    """LPT: each call, longest first, to the least loaded slot (the lowest on a tie);
+    the slots' calls and their loads."""
     plan: list[list[int]] = [[] for _ in range(slots)]
-    loads = [(0.0, slot) for slot in range(slots)]
+    heap = [(0.0, slot) for slot in range(slots)]
     for index in order:
-        load, slot = heapq.heappop(loads)
+        load, slot = heapq.heappop(heap)
         plan[slot].append(index)
-        heapq.heappush(loads, (load + latencies[index], slot))
-    return plan
+        heapq.heappush(heap, (load + latencies[index], slot))
+    loads = [0.0] * slots
+    for load, slot in heap:
+        loads[slot] = load
+    return plan, loads
 
 
-def _balance(latencies: Sequence[float], plan: list[list[int]]) -> None:
+def _balance(latencies: Sequence[float], plan: list[list[int]], loads: list[float]) -> None:
     """Trade calls between the busiest slot and another — one or two of its calls for
     none, one or two of the other's — while that shortens the busiest slot; each step
     makes the trade that shortens it most. (One-for-one trades alone leave the example
-    in the module docstring at 6.8 s: it takes two 1.3 s calls for the 1.9 s one.)"""
-    loads = [sum(latencies[i] for i in slot) for slot in plan]
+    in the module docstring at 6.8 s: it takes two 1.3 s calls for the 1.9 s one.)
+    ``loads`` are the slots' (and are kept up to date)."""
+    # Each slot's groups of one or two calls, made again only for the two slots a
+    # trade changed.
+    groups: list[list[tuple[tuple[int, ...], float]] | None] = [None] * len(plan)
     for _ in range(len(latencies)):  # each step lowers the busiest load; this bounds the rest
         busiest = max(range(len(plan)), key=loads.__getitem__)
         top = loads[busiest]
-        best: tuple[float, int, tuple[int, ...], tuple[int, ...]] | None = None
-        given = _groups(plan[busiest], latencies, empty=False)
+        best: tuple[int, tuple[int, ...], tuple[int, ...]] | None = None
+        # A trade must bring the busiest slot below ``bar``: more than _GAIN under its
+        # load, then more than _GAIN under the best trade found so far. The new load
+        # is max(top - delta, load + delta); it is below ``bar`` exactly when both are.
+        # (The same trades win as when each was compared with both bounds, in the same
+        # order: this runs every tick, and the comparisons are most of its time.)
+        bar = top - _GAIN
+        given = groups[busiest] or _groups(plan[busiest], latencies)
+        groups[busiest] = given
         for other, calls in enumerate(plan):
             if other == busiest:
                 continue
-            for taken, taken_sum in _groups(calls, latencies, empty=True):
+            load = loads[other]
+            if top + load >= 2 * bar + 4 * math.ulp(top):
+                # The two new loads add up to top + load, so no trade with this slot
+                # brings both below bar (four ulps cover the sums' rounding).
+                continue
+            offered = groups[other]
+            if offered is None:
+                offered = groups[other] = _groups(calls, latencies)
+            for taken, taken_sum in itertools.chain(_NOTHING, offered):
                 for gave, gave_sum in given:
                     delta = gave_sum - taken_sum
                     if delta <= 0:
                         continue
-                    new = max(top - delta, loads[other] + delta)
-                    if new < top - _GAIN and (best is None or new < best[0] - _GAIN):
-                        best = (new, other, gave, taken)
+                    lowered = top - delta
+                    raised = load + delta
+                    if lowered < bar and raised < bar:
+                        bar = (lowered if lowered >= raised else raised) - _GAIN
+                        best = (other, gave, taken)
         if best is None:
             return
-        _, other, gave, taken = best
+        other, gave, taken = best
+        groups[busiest] = groups[other] = None
         for index in gave:
             plan[busiest].remove(index)
             plan[other].append(index)
@@ -117,10 +149,13 @@ def _balance(latencies: Sequence[float], plan: list[list[int]]) -> None:
         loads[other] += delta
 
 
-def _groups(calls: Sequence[int], latencies: Sequence[float], *, empty: bool) -> list[tuple[tuple[int, ...], float]]:
-    """Every group of one or two of ``calls`` (and the empty one, if ``empty``), with
-    its total latency."""
-    groups: list[tuple[tuple[int, ...], float]] = [((), 0.0)] if empty else []
+#: The group of no calls: a slot may give the busiest one a call and take none back.
+_NOTHING: tuple[tuple[tuple[int, ...], float]] = (((), 0.0),)
+
+
+def _groups(calls: Sequence[int], latencies: Sequence[float]) -> list[tuple[tuple[int, ...], float]]:
+    """Every group of one or two of ``calls``, with its total latency."""
+    groups: list[tuple[tuple[int, ...], float]] = []
     for n, first in enumerate(calls):
         groups.append(((first,), latencies[first]))
         groups += [((first, second), latencies[first] + latencies[second]) for second in calls[n + 1 :]]

@@ -66,8 +66,11 @@ class LatencyPredictor:
         return self.predict(request.agent, request.caller)
 
     def observe(self, record: CallRecord) -> None:
-        if record.ok and record.admitted_at is not None:
+        admitted_at = record.admitted_at
+        if record.outcome == "ok" and admitted_at is not None:
             key = (record.agent, record.caller)
-            mean, weight = self._means.get(key, (self.typical.get(record.agent, 1.0), self.prior))
-            weight = min(weight + 1, self.memory)
-            self._means[key] = (mean + (record.latency - mean) / weight, weight)
+            seen = self._means.get(key)
+            mean, weight = (self.typical.get(record.agent, 1.0), self.prior) if seen is None else seen
+            weight = weight + 1 if weight < self.memory else self.memory
+            # record.latency, without the property's call (this runs for every call)
+            self._means[key] = (mean + ((record.finished_at - admitted_at) - mean) / weight, weight)

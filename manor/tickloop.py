@@ -13,6 +13,7 @@ import trio
 
 from .answers import answer_problem, repair_prompt
 from .calls import Admitted, Done, Event, Opened, Request
+from .clock import current_time, read_clock_directly
 from .collector import full_collections_deferred
 from .errors import CallError, InvalidOutput, RefusedBy, SessionLimitError, error_line
 from .gate import SharedGate
@@ -133,6 +134,7 @@ class TickLoop:
         if not self._started:
             self._started = True
             self.instruments.call("run_started", self)
+        read_clock_directly()  # for this tick's calls, in the tasks this one starts
         requests = self.world.plan()
         tick = requests[0].tick if requests else self.world.tick + 1
         started = trio.current_time()
@@ -242,7 +244,7 @@ class TickLoop:
         An answer to a request with a shape is validated here: one that does not fit
         degrades as ``invalid_output``, keeping its text and tokens.
         """
-        queued_at = trio.current_time()
+        queued_at = current_time()
         admitted_at: float | None = None
         done: Done | None = None
         failure: CallError | None = None
@@ -280,7 +282,7 @@ class TickLoop:
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
-        finished_at = trio.current_time()
+        finished_at = current_time()
         if done is not None and failure is None and not cancelled and request.shape is not None:
             problem = answer_problem(done.text, request.shape)
             if problem is not None:

@@ -7,7 +7,8 @@ same ticks three ways:
 
 - **manor**: what ``manor run`` does — the engine with its statistics instrument, ticks
   run by ``TickLoop.run`` under ``MockClock(autojump_threshold=0)``. Nobody watches the
-  answers stream, so the simulator answers each call with one timer (``Provider.answer``);
+  answers stream, so the simulator answers each call with one timer (``Provider.answer``),
+  which keeps the call's timeout too (``Provider.keeps_deadline``);
 - **manor_streamed**: the same with every answer streamed in its timed pieces (first
   token, four pieces: five timers), as a listener watching the stream gets it and as
   every call went before fast-forward — and the check that both give the same records,

@@ -48,6 +48,11 @@ class Layer(abc.ABC):
     """
 
     priority: ClassVar[int]
+    #: Whether a deadline handed down past this layer (``call_deadline``) bounds it as
+    #: a cancel scope around it would: true of a layer that never waits of its own
+    #: accord and leaves ``call_deadline`` alone (the platform layer, which opens a
+    #: session or refuses at once). Observers' hooks never wait.
+    passes_deadline: ClassVar[bool] = False
 
     @abc.abstractmethod
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
@@ -59,6 +64,18 @@ class Layer(abc.ABC):
         Raises:
             CallError: this layer's refusal, or whatever ``inner`` raised.
         """
+
+    def bind(self, inner: Inner, *, deadline_kept_below: bool) -> Inner:
+        """This layer around ``inner``, as a stack composes it: ``call`` with ``inner``.
+
+        Args:
+            deadline_kept_below: the backend keeps a call's deadline itself
+                (``Provider.keeps_deadline``) and every layer in between passes it
+                (``passes_deadline``): a layer that bounds the call can hand its
+                deadline down (``call_deadline``) instead of opening a cancel scope
+                (the timeout layer does).
+        """
+        return _wrap(self.call, inner)
 
     def arrival_order_matters(self) -> bool:
         """Whether calls arriving at the same instant could be treated differently
@@ -91,16 +108,15 @@ class Observer(Layer):
         (which goes on to the layers above). Must not raise."""
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
-        return await _observe((self.before,), (self.after,), request, listener, inner=inner)
+        return await _observe((self.before,), (self.after,), inner, request, listener)
 
 
 async def _observe(
     befores: tuple[Callable[[Request], object], ...],
     afters: tuple[Callable[[Request, object, Done | None, BaseException | None], None], ...],
+    inner: Inner,
     request: Request,
     listener: Listener,
-    *,
-    inner: Inner,
 ) -> Done:
     """Run ``inner`` watched by observers, as if nested: their ``before`` hooks
     outermost first, their ``after`` hooks (``afters``, innermost first) in reverse."""
@@ -111,12 +127,23 @@ async def _observe(
         done = await inner(request, listener)
     except BaseException as exc:
         skipped = len(befores) - len(states)  # observers outside the one that refused
-        for index, after in enumerate(afters[skipped:]):
-            after(request, states[-1 - index], None, exc)
+        for after, state in zip(afters[skipped:], reversed(states)):
+            after(request, state, None, exc)
         raise
-    for index, after in enumerate(afters):
-        after(request, states[-1 - index], done, None)
+    for after, state in zip(afters, reversed(states)):
+        after(request, state, done, None)
     return done
+
+
+def _wrap(call: Callable[[Request, Listener, Inner], Awaitable[Done]], inner: Inner) -> Inner:
+    """``call`` (a layer's) around ``inner``. A closure, not ``functools.partial(call,
+    inner=inner)``: a partial with a keyword builds a dict on every call, which costs
+    more than the call to the function here."""
+
+    def wrapped(request: Request, listener: Listener) -> Awaitable[Done]:
+        return call(request, listener, inner)
+
+    return wrapped
 
 
 def _folds(layer: Layer) -> bool:
@@ -128,6 +155,7 @@ def _compose(backend: Provider, layers: Sequence[Layer]) -> Inner:
     """The call through ``layers`` (outermost first) to ``backend``: one step per
     layer that wraps, one per run of adjacent observers."""
     inner: Inner = functools.partial(collect, backend)
+    deadline_kept = bool(getattr(backend, "keeps_deadline", False))  # a duck-typed backend may not say
     index = len(layers)
     while index:
         if _folds(layers[index - 1]):
@@ -137,11 +165,13 @@ def _compose(backend: Provider, layers: Sequence[Layer]) -> Inner:
             observers: list[Observer] = layers[start:index]  # type: ignore[assignment]
             befores = tuple(observer.before for observer in observers)
             afters = tuple(observer.after for observer in reversed(observers))
-            inner = functools.partial(_observe, befores, afters, inner=inner)
+            inner = functools.partial(_observe, befores, afters, inner)
             index = start
         else:
             index -= 1
-            inner = functools.partial(layers[index].call, inner=inner)
+            layer = layers[index]
+            inner = layer.bind(inner, deadline_kept_below=deadline_kept)
+            deadline_kept = deadline_kept and layer.passes_deadline
     return inner
 
 
@@ -156,21 +186,24 @@ class Stack:
     def __init__(self, backend: Provider, layers: Sequence[Layer] = ()) -> None:
         self.backend = backend
         self.layers: tuple[Layer, ...] = tuple(sorted(layers, key=lambda layer: layer.priority))
+        # The layers whose decisions can depend on arrival order, asked every tick.
+        self._order_sensitive = tuple(layer for layer in self.layers if type(layer).arrival_order_matters is not Layer.arrival_order_matters)
         # Innermost, the backend's stream, each event passed on to the listener.
         self._call = _compose(backend, self.layers)
 
-    async def call(self, request: Request, listener: Listener = ignore) -> Done:
+    def call(self, request: Request, listener: Listener = ignore) -> Awaitable[Done]:
         """Make one call through every layer to the backend; ``listener`` hears its
-        events as they happen.
+        events as they happen. Await it: it is the outermost layer's coroutine, with
+        no frame of the stack's own around it.
 
         Raises:
-            CallError: a subclass naming why the call failed.
+            CallError: (when awaited) a subclass naming why the call failed.
         """
-        return await self._call(request, listener)
+        return self._call(request, listener)
 
     def arrival_order_matters(self) -> bool:
         """Whether any layer's decisions now depend on the order calls arrive in."""
-        return any(layer.arrival_order_matters() for layer in self.layers)
+        return any(layer.arrival_order_matters() for layer in self._order_sensitive)
 
     def layer(self, kind: type[Layer]) -> Layer | None:
         """The stack's layer of this type, if it has one."""

@@ -9,6 +9,7 @@ import attrs
 import trio
 
 from ..calls import Done, Request
+from ..clock import current_time
 from ..errors import CallTimeout, CircuitOpen, ProviderError
 from .base import Observer
 
@@ -19,6 +20,13 @@ class BreakerState(enum.StrEnum):
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"
+
+
+# The states as plain names: an enum member looked up on its class costs a descriptor
+# call, and the breaker looks at its state on every call.
+_CLOSED = BreakerState.CLOSED
+_OPEN = BreakerState.OPEN
+_HALF_OPEN = BreakerState.HALF_OPEN
 
 
 @final
@@ -61,6 +69,10 @@ class BreakerLayer(Observer):
 
     def before(self, request: Request) -> bool:
         """Let the call through (True when it is the half-open trial) or refuse it."""
+        if self._pending:
+            self._settle()
+        if self._state is _CLOSED:
+            return False
         return self._admit(request)
 
     def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
@@ -71,16 +83,16 @@ class BreakerLayer(Observer):
     def arrival_order_matters(self) -> bool:
         """Only a closed circuit treats every arrival alike: an open one lets the first
         arrival after the cooldown through as its trial and turns the others away."""
-        return self.state is not BreakerState.CLOSED
+        return self.state is not _CLOSED
 
     def _admit(self, request: Request) -> bool:
         """Let a call through or raise ``CircuitOpen``; True when it is the trial call."""
         self._settle()
-        if self._state is BreakerState.OPEN:
+        if self._state is _OPEN:
             if trio.current_time() < self._opened_at + self.cooldown:
                 raise CircuitOpen(f"circuit open after {self._consecutive} failures")
-            self._state = BreakerState.HALF_OPEN
-        if self._state is BreakerState.HALF_OPEN:
+            self._state = _HALF_OPEN
+        if self._state is _HALF_OPEN:
             if self._trial_running:
                 raise CircuitOpen("circuit half-open, a trial call is running")
             self._trial_running = True
@@ -89,7 +101,7 @@ class BreakerLayer(Observer):
 
     def _defer(self, request: Request, outcome: bool | None, trial: bool) -> None:
         """Hold an outcome until its instant is over (or a call asks to be let through)."""
-        now = trio.current_time()
+        now = current_time()
         if self._pending and now != self._pending_at:
             self._settle()
         self._pending_at = now
@@ -111,15 +123,15 @@ class BreakerLayer(Observer):
         if outcome is True:
             # Only the trial closes an open circuit: a call let through before it opened
             # and answering late says nothing about the backend since.
-            if trial or self._state is BreakerState.CLOSED:
+            if trial or self._state is _CLOSED:
                 self._consecutive = 0
-                self._state = BreakerState.CLOSED
+                self._state = _CLOSED
         elif outcome is False:
             self._consecutive += 1
             if trial or self._consecutive >= self.failures:
-                if self._state is not BreakerState.OPEN:
+                if self._state is not _OPEN:
                     self._opened_count += 1
-                self._state = BreakerState.OPEN
+                self._state = _OPEN
                 self._opened_at = at
 
 

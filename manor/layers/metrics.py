@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import final
 
 import attrs
-import trio
 
 from ..calls import Done, Request
+from ..clock import current_time
 from .base import Observer
 
 __all__ = ["LatencyStatistics", "MetricsLayer"]
@@ -43,13 +43,13 @@ class MetricsLayer(Observer):
     _tallies: dict[str, _Tally] = attrs.field(factory=dict, init=False)
 
     def before(self, request: Request) -> float:
-        return trio.current_time()
+        return current_time()
 
     def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
         tally = self._tallies.get(request.caller)
         if tally is None:  # not setdefault: that would build a tally per call
             tally = self._tallies[request.caller] = _Tally()
-        elapsed = trio.current_time() - state  # type: ignore[operator]
+        elapsed = current_time() - state  # type: ignore[operator]
         ok = error is None
         tally.calls += 1
         tally.ok += ok

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import final
 
 import attrs
-import trio
 
 from ..calls import Done, Opened, Request
+from ..clock import current_time
 from ..limiter import SessionLimiter
 from .base import Inner, Layer, Listener
 
@@ -23,13 +23,14 @@ class PlatformLayer(Layer):
     """
 
     priority = 90
+    passes_deadline = True  # it opens a session or refuses at once: it never waits
 
     limiter: SessionLimiter
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         session = self.limiter.try_acquire()
         try:
-            listener(Opened(opened_at=trio.current_time()))
+            listener(Opened(opened_at=current_time()))
             return await inner(request, listener)
         finally:
             session.release()

@@ -7,7 +7,7 @@ import math
 import random
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from typing import Annotated, final
+from typing import Annotated, ClassVar, final
 
 import attrs
 import msgspec
@@ -16,12 +16,16 @@ from msgspec import Meta
 
 from ..answers import draw_answer
 from ..calls import CallerKind, Done, Event, Request, Started, TextDelta, Usage
+from ..clock import current_time
 from ..errors import ProviderError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
 from ..templates import template_problem
-from .base import Provider
+from .base import DeadlineReached, Provider, by_deadline, call_deadline
 
 __all__ = ["PLACEHOLDERS", "SimProfile", "SimProvider", "line_problem"]
+
+_SUMMARISER = CallerKind.SUMMARISER.value
+_NARRATOR = CallerKind.NARRATOR.value
 
 #: What a line template may name; each is filled in with a word or a name.
 PLACEHOLDERS = ("object", "room", "someone", "mood")
@@ -94,6 +98,10 @@ class SimProvider(Provider):
     invalid_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     max_sessions: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False)
+    # One generator, seeded again for every draw: as random.Random(key), without
+    # building a generator (2.5 KB of state) per call.
+    _rng: random.Random = attrs.field(factory=random.Random, init=False, repr=False)
+    keeps_deadline: ClassVar[bool] = True  # answer(): see there
 
     def __attrs_post_init__(self) -> None:
         if not self.names:
@@ -120,28 +128,47 @@ class SimProvider(Provider):
         one per piece, where that ends the call at the same time to the bit
         (``_one_timer_end``); otherwise the stream, unheard.
 
+        It keeps the call's deadline (``call_deadline``): the one timer goes to the
+        earlier of the answer's end and the deadline; a stream (or a wait for one of
+        ``max_sessions``) is cancelled at the deadline.
+
         Raises:
             ProviderError: the simulated model failed this call.
+            DeadlineReached: the call's deadline came before its answer.
         """
         latency, fault, text = self._draw(request)
+        deadline = call_deadline.get()
         if self.max_sessions:
-            if self._limiter is None:
-                self._limiter = trio.CapacityLimiter(self.max_sessions)
-            async with self._limiter:
-                return await self._answer_at_once(request, latency, fault, text)
-        return await self._answer_at_once(request, latency, fault, text)
+            limited = self._limited(request, latency, fault, text)
+            return await (limited if deadline == math.inf else by_deadline(deadline, limited))
+        return await self._answer_at_once(request, latency, fault, text, deadline)
 
-    async def _answer_at_once(self, request: Request, latency: float, fault: str, text: str) -> Done:
-        words = text.split(" ")
-        end = None if fault else _one_timer_end(trio.current_time(), latency, min(4, len(words)))
+    async def _limited(self, request: Request, latency: float, fault: str, text: str) -> Done:
+        if self._limiter is None:
+            self._limiter = trio.CapacityLimiter(self.max_sessions)
+        async with self._limiter:
+            return await self._answer_at_once(request, latency, fault, text, math.inf)
+
+    async def _answer_at_once(self, request: Request, latency: float, fault: str, text: str, deadline: float) -> Done:
+        words = text.count(" ") + 1  # len(text.split(" ")), as the stream counts them
+        end = None if fault else _one_timer_end(current_time(), latency, min(4, words))
         if end is None:
-            async with aclosing(self._answer(request, latency, fault, text)) as events:
-                async for event in events:
-                    if isinstance(event, Done):
-                        return event
-            raise AssertionError("the simulated stream always ends with Done")  # pragma: no cover
+            streamed = self._streamed(request, latency, fault, text)
+            return await (streamed if deadline == math.inf else by_deadline(deadline, streamed))
+        if deadline <= end:
+            # At a tie the deadline wins, as it does when it is a cancel scope's around
+            # the answer's timer: the outer scope's cancellation is the one that shows.
+            await trio.sleep_until(deadline)
+            raise DeadlineReached
         await trio.sleep_until(end)
-        return Done(text=text, usage=Usage(input_tokens=len(request.prompt.split()), output_tokens=len(words)))
+        return Done(text=text, usage=Usage(input_tokens=len(request.prompt.split()), output_tokens=words))
+
+    async def _streamed(self, request: Request, latency: float, fault: str, text: str) -> Done:
+        async with aclosing(self._answer(request, latency, fault, text)) as events:
+            async for event in events:
+                if isinstance(event, Done):
+                    return event
+        raise AssertionError("the simulated stream always ends with Done")  # pragma: no cover
 
     async def _answer(self, request: Request, latency: float, fault: str, text: str) -> AsyncGenerator[Event, None]:
         first_token = latency * 0.25
@@ -163,8 +190,8 @@ class SimProvider(Provider):
         yield Done(text=text, usage=usage)
 
     def _draw(self, request: Request) -> tuple[float, str, str]:
-        key = f"{self.seed}:{request.agent}:{request.caller}:{request.tick}:{request.attempt}"
-        rng = random.Random(key)
+        rng = self._rng
+        rng.seed(f"{self.seed}:{request.agent}:{request.caller}:{request.tick}:{request.attempt}")
         profile = self.profiles.get(request.agent, self.default)
         if profile.jitter:
             latency = profile.latency_s * math.exp(rng.gauss(0.0, profile.jitter) - profile.jitter**2 / 2)
@@ -177,11 +204,11 @@ class SimProvider(Provider):
     def _text(self, request: Request, profile: SimProfile, rng: random.Random) -> str:
         if request.shape is not None:
             return self._shaped(request.shape, profile, rng)
-        if request.caller == CallerKind.SUMMARISER:
+        if request.caller == _SUMMARISER:
             lines = [line for line in request.prompt.splitlines() if line.strip()]
             gist = "; ".join(" ".join(line.split()[:7]) for line in lines[-4:])
             return f"So far: {gist or 'nothing of note has happened'}."
-        if request.caller == CallerKind.NARRATOR:
+        if request.caller == _NARRATOR:
             templates = profile.lines or _NARRATOR_LINES
         else:
             templates = profile.lines or _GENERIC_LINES
