@@ -439,6 +439,13 @@ class TestAnotherWorld:
             panel = text_of(app.query_one(DegradationPanel))
             # seven caller kinds fit at 120 columns in short labels; the invalid row is there
             assert "summ" in panel and "invalid" in panel and "gate lost" not in panel
+            # At 80 columns the headings are cut to four letters: all seven kinds still show.
+            await pilot.resize_terminal(80, 24)
+            await settled(pilot)
+            degraded = app.query_one(DegradationPanel)
+            headings = text_of(degraded).split("\n")[0].split()
+            assert headings == ["reason", "wolf", "seer", "doct", "spee", "vote", "narr", "summ"]
+            assert degraded.region.right <= 80, "the panel stays on screen"
 
         drive(app, scenario)
 

@@ -128,7 +128,7 @@ class PlayApp(App[None]):
         # in quick succession builds on the first, not on the old value.
         self._pending: dict[str, object] = {}
         self.guest = self._new_guest()
-        self._drawn = -1
+        self._drawn: tuple[int, int] | None = None
         # While a replay's restart recomposes the screen, its panels are not there.
         self._recomposing = False
         self._drawn_ticks = -1
@@ -183,7 +183,6 @@ class PlayApp(App[None]):
         narrow = event.size.width < NARROW
         if narrow != self.has_class("narrow"):
             self.set_class(narrow, "narrow")
-            self._drawn = -1  # redraw the panels whose text depends on it
         # Below the smallest size every panel is laid out for, say so instead of
         # drawing cut panels (the run goes on; the keys still work).
         width, height = event.size
@@ -378,9 +377,12 @@ class PlayApp(App[None]):
             burst=loop.gate.burst,
             tick=tick,
         )
-        if state.version == self._drawn:
+        # Drawn again when the state changed, or the panels' row was laid out at a new
+        # width (the degraded panel's columns depend on the room its neighbours leave).
+        drawn = (state.version, self.query_one("#top").size.width)
+        if drawn == self._drawn:
             return
-        self._drawn = state.version
+        self._drawn = drawn
         self.query_one(LatencyPanel).show(state.shown, state.ticks)
         if len(state.ticks) and state.tick != self._drawn_ticks:
             self._drawn_ticks = state.tick

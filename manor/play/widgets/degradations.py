@@ -28,9 +28,11 @@ SHORT_REASONS = {
     "gate_unavailable": "gate lost",
 }
 
-#: Room for "tick/total" in a cell, wide and compact: a count that does not fit is
-#: abbreviated (``904/19k``), and a column whose counts do not fit even so grows.
-_CELL_WIDTH, _COMPACT_CELL_WIDTH = 9, 6
+#: Room for "tick/total" in a cell, wide, compact and tight: a count that does not fit
+#: is abbreviated (``904/19k``), and a column whose counts do not fit even so grows.
+_CELL_WIDTH, _COMPACT_CELL_WIDTH, _TIGHT_CELL_WIDTH = 9, 6, 4
+#: A heading's length when the columns are tight (a world of many kinds at 80 columns).
+_TIGHT_HEADING = 4
 
 Counts = Mapping[str, Mapping[str, int]]
 
@@ -56,7 +58,7 @@ class DegradationPanel(Static):
 
     BORDER_TITLE = "degraded"
 
-    _compact: bool | None = None
+    _compact: tuple[bool, bool] | None = None
     _shown: tuple[object, ...] | None = None
     _widths: tuple[int, ...] = ()
 
@@ -97,19 +99,26 @@ class DegradationPanel(Static):
         listed = set(self.reasons)
         reasons = [*self.reasons, *sorted({r for kind in total.values() for r, n in kind.items() if n and r not in listed})]
         grid = [[(tick.get(kind, {}).get(reason, 0), total.get(kind, {}).get(reason, 0)) for kind in kinds] for reason in reasons]
+        headings = [_KIND_HEADINGS.get(kind, kind) for kind in kinds]
         room = self._room()
-        if not compact and room:
-            # A world of many caller kinds: short labels before columns are cut off.
-            wide = max(map(len, reasons)) + sum(1 + max(_CELL_WIDTH, len(_KIND_HEADINGS.get(kind, kind))) for kind in kinds)
-            compact = wide > room
-        shown = (tuple(kinds), tuple(reasons), tuple(map(tuple, grid)), label, compact)
+        # A world of many caller kinds: short labels, then tight columns with headings
+        # cut to four letters (as the agents table's), before columns are cut off.
+        tight = False
+        if room:
+            if not compact:
+                compact = _width(reasons, headings, _CELL_WIDTH) > room
+            if compact:
+                short = [SHORT_REASONS.get(reason, reason) for reason in reasons]
+                tight = _width(short, headings, _COMPACT_CELL_WIDTH) > room
+        if tight:
+            headings = [heading[:_TIGHT_HEADING] for heading in headings]
+        shown = (tuple(kinds), tuple(reasons), tuple(map(tuple, grid)), label, compact, tight)
         if shown == self._shown:
             return
         self._shown = shown
         self.border_title = f"degraded: {label} / total" if label else "degraded (tick/total)"
-        base = _COMPACT_CELL_WIDTH if compact else _CELL_WIDTH
+        base = _TIGHT_CELL_WIDTH if tight else _COMPACT_CELL_WIDTH if compact else _CELL_WIDTH
         cells = [[counts(now, ever) for now, ever in row] for row in grid]
-        headings = [_KIND_HEADINGS.get(kind, kind) for kind in kinds]
         widths = tuple(max(base, len(heading), *(fit_width(row[k]) for row in cells)) for k, heading in enumerate(headings))
         labels = [SHORT_REASONS.get(reason, reason) if compact else reason for reason in reasons]
         first = max(map(len, labels))
@@ -126,6 +135,11 @@ class DegradationPanel(Static):
                 text.append(" ")
                 text.append(f"{fit(width, form):>{width}}", style=style)
         # A fixed width keeps the panel's size, so a redraw needs no layout pass.
-        relayout = compact != self._compact or widths != self._widths
+        relayout = (compact, tight) != self._compact or widths != self._widths
         self.update(text, layout=relayout)
-        self._compact, self._widths = compact, widths
+        self._compact, self._widths = (compact, tight), widths
+
+
+def _width(labels: Sequence[str], headings: Sequence[str], cell: int) -> int:
+    """The columns the panel's text takes with these labels, headings and cells."""
+    return max(map(len, labels)) + sum(1 + max(cell, len(heading)) for heading in headings)
