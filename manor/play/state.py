@@ -324,6 +324,12 @@ class DashboardState(Instrument):
         marks = world_marks(world)
         if not marks and not self._marked:
             return
+        # An agent marked before it had a call (a player killed on the first night,
+        # before speaking) has a row all the same, of no caller kind, so that it shows.
+        seen = {row.agent for row in self.rows.values()}
+        for agent in marks:
+            if agent not in seen:
+                self._row("", agent)
         for row in self.rows.values():
             mark = marks.get(row.agent, "")
             if mark != row.mark:
