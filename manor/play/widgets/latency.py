@@ -15,6 +15,10 @@ from .tick_chart import TickChart
 
 __all__ = ["LatencyPanel"]
 
+#: The panel's title, roomiest first (a narrow panel beside a wide degraded panel).
+_TITLES = ("tick latency", "latency")
+#: Cells of a border line that its title or subtitle cannot take: corners and padding.
+_BORDER = 6
 #: How the p50 and max line reads, roomiest first.
 _SPREADS = ("calls p50 {} · max {}", "p50 {} · max {}", "p50 {} max {}")
 
@@ -25,7 +29,7 @@ class LatencyPanel(Vertical):
     calls' latencies (admission to answer, simulated seconds) — over a chart of the
     makespans of the last finished ticks."""
 
-    BORDER_TITLE = "tick latency"
+    BORDER_TITLE = _TITLES[0]
 
     def compose(self) -> ComposeResult:
         yield Static(Text("no tick started yet", style="dim"), id="latency-figures")
@@ -59,9 +63,12 @@ class LatencyPanel(Vertical):
         chart.show([(t.makespan, t.degraded > 0) for t in ticks])
         if chart.bars:
             bars = len(chart.bars)
-            top = fit(8, seconds(max(s for s, _ in chart.bars)))
-            subtitles = [f"last {bars} ticks · top {top}" if bars > 1 else f"tick {ticks[-1].tick} · top {top}", f"top {top}"]
-            self.border_subtitle = fit(max(0, self.size.width - 6), subtitles)
+            tops = seconds(max(s for s, _ in chart.bars))
+            top = fit(8, tops)
+            which = f"last {bars} ticks" if bars > 1 else f"tick {ticks[-1].tick}"
+            subtitles = [f"{which} · top {top}", *(f"top {t}" for t in tops), *tops]
+            self.border_subtitle = fit(max(0, self.outer_size.width - _BORDER), subtitles)
+        self.border_title = fit(max(0, self.outer_size.width - _BORDER), _TITLES)
 
 
 def _padded(forms: list[str], other: list[str]) -> list[str]:
