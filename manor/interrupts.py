@@ -33,7 +33,10 @@ from .errors import SaveError, leaves
 if TYPE_CHECKING:
     from .saves import SaveWriter
 
-__all__ = ["SIGNALS", "Interrupted", "exit_status", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "unawaited_coroutines_held"]
+__all__ = [
+    "SIGNALS", "Interrupted", "exit_status", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "stopped_as_interrupted",
+    "unawaited_coroutines_held",
+]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -146,6 +149,22 @@ def run(
     if received:
         raise Interrupted(received[0], after())
     return result  # type: ignore[return-value]  # not cancelled: async_fn returned it
+
+
+@contextmanager
+def stopped_as_interrupted(after: Callable[[], str], close: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """The part of a command around its trio run (``run``): a signal that reaches it
+    outside that run — before the run took the signals, or after it gave them back —
+    ends as ``Interrupted`` too, saying ``after()``. ``close`` first closes what the run
+    would have closed as it ended (a save's end frame: closing twice writes nothing more).
+    """
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        close()
+        if isinstance(exc, Interrupted):
+            raise
+        raise Interrupted(signal_received(), after()) from None
 
 
 async def _stop_on_signal(

@@ -26,7 +26,6 @@ beside ``in_process`` in this suite's figures, with their targets in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
@@ -37,10 +36,9 @@ from .. import interrupts
 from ..config import Source
 from ..engine import scene_sim
 from ..fleet import build_fleet, configure_worlds
-from ..instruments import Instrument
 from ..limits import MAX_SECONDS
-from ..records import StoryEntry, TickRecord
-from .suite import BENCH_ORDINAL, BenchContext, Suite
+from ..records import TickRecord
+from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector
 
 __all__ = ["SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound"]
 
@@ -58,17 +56,6 @@ def fair_share_bound(record: TickRecord, gate_size: int, worlds: int) -> float:
     return max(max(latencies, default=0.0), sum(latencies) * worlds / gate_size)
 
 
-class _Ticks(Instrument):
-    """Keeps one world's tick records; each finished tick advances the progress bar."""
-
-    def __init__(self, context: BenchContext) -> None:
-        self.context = context
-        self.ticks: list[TickRecord] = []
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        self.ticks.append(record)
-        self.context.advance(1)
-
 
 def _ticks(context: BenchContext) -> int:
     return TICKS_QUICK if context.quick else TICKS
@@ -80,7 +67,7 @@ def units(context: BenchContext) -> int:
 
 def _fleet(context: BenchContext, worlds: int) -> dict[str, Any]:
     configured = configure_worlds([*context.sources, Source("manor bench", BENCH_ORDINAL, _SETTINGS)], worlds)
-    recorders = [_Ticks(context) for _ in configured]
+    recorders = [TickCollector(context) for _ in configured]
     # The profiles' latencies, whatever backends manor.toml routes agents to.
     fleet = build_fleet(
         configured,

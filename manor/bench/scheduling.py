@@ -37,13 +37,12 @@ from ..calls import CALLER_KINDS, Request
 from ..config import Config, Settings
 from ..content import Scene, bundled_scenes
 from ..engine import build_engine, scene_seed, scene_sim
-from ..instruments import Instrument
 from ..prediction import Predictor
 from ..providers import SimProvider
-from ..records import CallRecord, StoryEntry, TickRecord
+from ..records import CallRecord, TickRecord
 from ..statistics import RunStatistics, percentile
 from .games import NextGame
-from .suite import BenchContext, Suite
+from .suite import BenchContext, Suite, TickCollector
 
 __all__ = ["ACTUAL", "CAST_SIZES", "MEAN", "ORACLES", "SUITE", "VARIANTS", "ActualLatency", "MeanLatency", "lower_bound", "summarise"]
 
@@ -156,17 +155,6 @@ def summarise(ticks: Sequence[TickRecord], gate_size: int) -> dict[str, float]:
     }
 
 
-class _TickCollector(Instrument):
-    """Keeps every tick's record and reports each one to the progress bar."""
-
-    def __init__(self, context: BenchContext) -> None:
-        self.context = context
-        self.ticks: list[TickRecord] = []
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        self.ticks.append(record)
-        self.context.advance(1)
-
 
 @attrs.frozen
 class _Outcome:
@@ -202,7 +190,7 @@ class _Runs:
         config, scene = self.configure({**overrides, "run.order": "longest-first"} if oracle else overrides)
         key = (config.settings, oracle)
         if key not in self._done:
-            collector, statistics = _TickCollector(self.context), RunStatistics()
+            collector, statistics = TickCollector(self.context), RunStatistics()
             # The profiles' latencies, whatever backends manor.toml routes agents to.
             backend = scene_sim(config, scene)
             next_game = NextGame(scene, scene_seed(config, scene))

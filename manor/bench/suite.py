@@ -7,7 +7,7 @@ progress bar) and a function that does them and returns its figures as a plain d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
 import attrs
@@ -17,8 +17,10 @@ from ..config.layering import FLAGS
 from ..content import Scene
 from ..engine import configure
 from ..errors import ManorError
+from ..instruments import Instrument
+from ..records import StoryEntry, TickRecord
 
-__all__ = ["BENCH_ORDINAL", "BenchContext", "BenchError", "Suite"]
+__all__ = ["BENCH_ORDINAL", "BenchContext", "BenchError", "Suite", "TickCollector"]
 
 #: The ordinal of the settings a suite sets for one of its runs (a policy, a gate size):
 #: above the command line, so that a sweep over gate sizes is not undone by
@@ -84,3 +86,16 @@ class Suite:
     run: Callable[[BenchContext], Any]
     skip: Callable[[BenchContext], str | None] = lambda context: None
     by_default: bool = True
+
+
+class TickCollector(Instrument):
+    """Keeps the tick records of the run it is attached to, each one reported to the
+    progress bar as it finishes."""
+
+    def __init__(self, context: BenchContext) -> None:
+        self.context = context
+        self.ticks: list[TickRecord] = []
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        self.ticks.append(record)
+        self.context.advance(1)

@@ -24,7 +24,7 @@ from ..config import Config, Source
 from ..content import Scene
 from ..engine import make_gate
 from ..errors import REASONS, ConfigError, SaveError
-from ..fleet import DEFAULT_WORLDS, MAX_WORLDS, build_fleet, configure_worlds, fleet_clock, parts
+from ..fleet import DEFAULT_WORLDS, MAX_WORLDS, Fleet, build_fleet, configure_worlds, fleet_clock, parts
 from ..fleet_processes import Part, ProcessFleet
 from ..forecast import gate_overload
 from ..instruments import Instrument
@@ -33,6 +33,7 @@ from ..saves import SaveWriter
 from ..saves.format import FleetSeat
 from ..statistics import PlatformRejections
 from . import output
+from .output import warn_of_gate
 from .numbers import positive_int
 from .options import add_setting_flags, sources_from_args
 from .run_cmd import errors_table
@@ -134,24 +135,15 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         async with gate.connected():
-            if (notice := getattr(gate, "notice", None)) is not None:
-                print(f"manor: warning: {notice}", file=sys.stderr)
+            warn_of_gate(gate)
             await fleet.run(ticks, interval)
 
-    try:
-        with _progress(args, ticks * len(fleet.worlds)) as advance:
-            if advance is not None:
-                bar = _ProgressBar(advance)
-                for world in fleet.worlds:
-                    world.engine.loop.add_instrument(bar)
-            interrupts.run(main, clock=clock, after=after)
-    except KeyboardInterrupt as exc:
-        if isinstance(exc, interrupts.Interrupted):
-            raise
-        # A signal just before the trio run took over the signals (or just after it).
-        for writer, world in zip(writers, fleet.worlds, strict=False):
-            writer.run_finished(world.engine.loop)
-        raise interrupts.Interrupted(interrupts.signal_received(), after()) from None
+    with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)), _progress(args, ticks * len(fleet.worlds)) as advance:
+        if advance is not None:
+            bar = _ProgressBar(advance)
+            for world in fleet.worlds:
+                world.engine.loop.add_instrument(bar)
+        interrupts.run(main, clock=clock, after=after)
     for writer in writers:
         writer.check()
     summary = fleet.summary()
@@ -198,16 +190,10 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
         return stopped_after(processes.ticks_done, saved)
 
     processes = ProcessFleet(jobs, ticks, warn=lambda line: print(line, file=sys.stderr))
-    try:
-        with _progress(args, ticks * len(configured)) as advance:
-            if advance is not None:
-                processes.ticked = advance
-            interrupts.run(processes.run, after=after)
-    except KeyboardInterrupt as exc:
-        if isinstance(exc, interrupts.Interrupted):
-            raise
-        # A signal just before the trio run took over the signals (or just after it).
-        raise interrupts.Interrupted(interrupts.signal_received(), after()) from None
+    with interrupts.stopped_as_interrupted(after), _progress(args, ticks * len(configured)) as advance:
+        if advance is not None:
+            processes.ticked = advance
+        interrupts.run(processes.run, after=after)
     summary = processes.summary()
     if args.json:
         print(json.dumps(summary))
@@ -254,6 +240,13 @@ def saves_state(directory: Path | None, writers: Sequence[SaveWriter]) -> str:
     if not writers:
         return ""
     return save_failure(writers) or f"{len(writers)} saves in {directory}"
+
+
+def close_saves(writers: Sequence[SaveWriter], fleet: Fleet) -> None:
+    """End each world's save as its loop would have as it ended (for a signal outside
+    the trio run; closing twice writes nothing more)."""
+    for writer, world in zip(writers, fleet.worlds, strict=False):
+        writer.run_finished(world.engine.loop)
 
 
 def save_failure(writers: Sequence[SaveWriter]) -> str | None:

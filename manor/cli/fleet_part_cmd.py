@@ -17,7 +17,8 @@ from ..fleet import build_fleet, configure_worlds
 from ..fleet_processes import PART_COMMAND, Finished, PartReporter, Ready, SavesFailed, describe_worlds, listen_to_parent, message_channel, read_part, send
 from ..saves import SaveWriter
 from ..saves.format import FleetSeat
-from .fleet_cmd import save_failure, saves_state, stopped_after
+from .output import warn_of_gate
+from .fleet_cmd import close_saves, save_failure, saves_state, stopped_after
 
 __all__ = ["register"]
 
@@ -60,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         async with gate.connected():
-            if (notice := getattr(gate, "notice", None)) is not None:
-                print(f"manor: warning: {notice}", file=sys.stderr)
+            warn_of_gate(gate)
             with trio.CancelScope() as orphaned:
                 async with trio.open_nursery() as nursery:
                     start = trio.Event()
@@ -73,15 +73,8 @@ def run(args: argparse.Namespace) -> int:
         if orphaned.cancelled_caught:
             raise FleetError(f"{describe_worlds(part.indices)}: the fleet that started this process has gone; stopped")
 
-    try:
+    with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)):
         interrupts.run(main, after=after)
-    except KeyboardInterrupt as exc:
-        if isinstance(exc, interrupts.Interrupted):
-            raise
-        # A signal just before the trio run took over the signals (or just after it).
-        for writer, world in zip(writers, fleet.worlds, strict=False):
-            writer.run_finished(world.engine.loop)
-        raise interrupts.Interrupted(interrupts.signal_received(), after()) from None
     for writer in writers:
         writer.check()
     for figures in fleet.world_summaries():

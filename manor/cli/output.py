@@ -11,7 +11,7 @@ from rich.console import Console
 
 from ..saves import SaveWriter
 
-__all__ = ["console", "output_path", "report_saved"]
+__all__ = ["console", "output_path", "report_saved", "warn_of_gate"]
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -23,6 +23,13 @@ def console(*, stderr: bool = False) -> Console:
     ``rich.text.Text``, never with markup in a string.
     """
     return Console(stderr=stderr, markup=False)
+
+
+def warn_of_gate(gate: object) -> None:
+    """The warning a connected shared gate has for the user (on Redis, one that exists
+    already with another size keeps its own), if any, as one line on stderr."""
+    if (notice := getattr(gate, "notice", None)) is not None:
+        print(f"manor: warning: {notice}", file=sys.stderr)
 
 
 def report_saved(writer: SaveWriter) -> None:

@@ -24,7 +24,7 @@ from ..statistics import PlatformRejections, RunStatistics
 from .. import interrupts
 from . import output
 from .options import add_setting_flags, sources_from_args
-from .output import report_saved
+from .output import report_saved, warn_of_gate
 
 __all__ = ["register"]
 
@@ -70,11 +70,14 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         async with gate.connected():
-            if (notice := getattr(gate, "notice", None)) is not None:
-                print(f"manor: warning: {notice}", file=sys.stderr)
+            warn_of_gate(gate)
             await engine.loop.run(ticks, interval)
 
-    try:
+    def close() -> None:
+        if writer is not None:
+            writer.run_finished(engine.loop)
+
+    with interrupts.stopped_as_interrupted(after, close):
         if args.json or not console.is_terminal:
             interrupts.run(main, clock=make_clock(config), after=after)
         else:
@@ -82,14 +85,6 @@ def run(args: argparse.Namespace) -> int:
             with Progress(*columns, console=console, transient=True) as progress:
                 engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
                 interrupts.run(main, clock=make_clock(config), after=after)
-    except KeyboardInterrupt as exc:
-        # The loop closes the save as it ends; a signal before the loop ran (or outside
-        # the trio run) leaves that to here. Closing twice writes nothing more.
-        if writer is not None:
-            writer.run_finished(engine.loop)
-        if isinstance(exc, interrupts.Interrupted):
-            raise
-        raise interrupts.Interrupted(interrupts.signal_received(), after()) from None
     if writer is not None:
         writer.check()
     summary = stats.summary(engine)
