@@ -221,10 +221,46 @@ class TestOtherCommands:
     def test_bench(self, tmp_path: Path, signum: int, status: int, word: str) -> None:
         """A trio run Manor's CLI does not start itself: signalled after 2 s of CPU
         (imports take well under 1 s; the scheduling suite takes some 20 s)."""
-        process = _start(["bench", "--suite", "scheduling", "--json"], tmp_path)
+        process = _start(["bench", "--suite", "scheduling", "--json"], tmp_path, stdout=subprocess.PIPE)
         _wait_until(process, lambda: _cpu_seconds(process.pid) >= 2.0)
-        assert _stop(process, signum) == f"manor: {word}\n"
+        try:
+            process.send_signal(signum)
+            out, err = process.communicate(timeout=PATIENCE_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert err == f"manor: {word} during the scheduling suite; no suite had finished\n"
         assert process.returncode == status
+        assert json.loads(out)["interrupted"] == {"suite": "scheduling", "signal": signal.Signals(signum).name}
+
+    @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    def test_bench_keeps_the_suites_done(
+        self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, signum: int, status: int, word: str
+    ) -> None:
+        """Signalled in its second suite (a trio run that would sleep a minute): the
+        first suite's figures are printed, the line names the suite it stopped."""
+        import attrs
+        import trio
+
+        from manor.bench import runner
+
+        async def a_minute() -> None:
+            os.kill(os.getpid(), signum)
+            await trio.sleep(60)
+
+        def stopped(context: Any) -> dict[str, Any]:
+            manor.interrupts.run(a_minute)
+            raise AssertionError("the signal did not stop the suite")
+
+        monkeypatch.setitem(runner.SUITES, "replay", attrs.evolve(runner.SUITES["replay"], run=stopped))
+        code = main(["bench", "--quick", "--suite", "scheduling", "--suite", "replay", "--json"])
+        out, err = capsys.readouterr()
+        result = json.loads(out)
+        assert (code, err) == (status, f"manor: {word} during the replay suite; the figures of scheduling above\n")
+        assert result["interrupted"] == {"suite": "replay", "signal": signal.Signals(signum).name}
+        assert result["scheduling"]["pipeline"]["efficiency"] > 0 and "replay" not in result
+        assert any(target["target"].startswith("scheduling.") for target in result["targets"])
 
     @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
     def test_replay_mid_tick(

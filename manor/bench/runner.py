@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import signal
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from .. import interrupts
 from . import fastforward, fleet, overhead, play, redis_gate, replay, scale, scheduling
 from .report import evaluate_targets
 from .suite import BenchContext, Suite
 
-__all__ = ["DEFAULT_SUITES", "SUITES", "Progress", "run_bench"]
+__all__ = ["DEFAULT_SUITES", "SUITES", "Progress", "interruption", "run_bench"]
 
 #: Every suite, in the order ``manor bench`` runs them.
 SUITES: dict[str, Suite] = {
@@ -31,7 +33,9 @@ Progress = Callable[[Suite, int], Callable[[int], None]]
 def run_bench(names: Sequence[str], context: BenchContext, progress: Progress | None = None) -> dict[str, Any]:
     """Run the suites called ``names`` (in the order of ``SUITES``) and return the
     result: the scene, each suite's figures under its name (or, under ``skipped``, why
-    it could not measure the scene), and the targets.
+    it could not measure the scene), and the targets. A signal stops the run after the
+    suites done so far: ``interrupted`` names the suite it stopped and the signal
+    (``interruption``).
 
     Raises:
         ConfigError: a bad setting.
@@ -51,6 +55,24 @@ def run_bench(names: Sequence[str], context: BenchContext, progress: Progress | 
             result.setdefault("skipped", {})[suite.name] = reason
             continue
         advance = progress(suite, suite.units(context)) if progress else context.advance
-        result[suite.name] = suite.run(attrs.evolve(context, advance=advance))
+        try:
+            result[suite.name] = suite.run(attrs.evolve(context, advance=advance))
+        except KeyboardInterrupt as exc:
+            # Ctrl-C or SIGTERM: the suites done so far keep their figures (a full run
+            # takes minutes); the command prints them and then says it was stopped.
+            signum = exc.signum if isinstance(exc, interrupts.Interrupted) else interrupts.signal_received()
+            result["interrupted"] = {"suite": suite.name, "signal": signal.Signals(signum).name}
+            break
     result["targets"] = evaluate_targets(result)
     return result
+
+
+def interruption(result: Mapping[str, Any]) -> interrupts.Interrupted | None:
+    """How a signal stopped the run whose ``result`` this is (``None``: it was not),
+    with what it had done by then."""
+    stopped = result.get("interrupted")
+    if stopped is None:
+        return None
+    done = [name for name in result["suites"] if name in result]
+    kept = f"the figures of {', '.join(done)} above" if done else "no suite had finished"
+    return interrupts.Interrupted(signal.Signals[stopped["signal"]], f"during the {stopped['suite']} suite; {kept}")

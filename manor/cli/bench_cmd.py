@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..bench.plot import check_plot_path, write_plot
 from ..bench.report import print_report
-from ..bench.runner import DEFAULT_SUITES, SUITES, run_bench
+from ..bench.runner import DEFAULT_SUITES, SUITES, interruption, run_bench
 from ..bench.suite import BenchContext, Suite
 from . import output
 from .options import add_setting_flags, sources_from_args
@@ -70,14 +70,17 @@ def run(args: argparse.Namespace) -> int:
         columns = (TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True) as progress:
             result = run_bench(names, context, _progress_bar(progress))
-    if args.plot is not None:
+    stopped = interruption(result)
+    if args.plot is not None and stopped is None:
         write_plot(args.plot, result)
     if args.json:
         print(json.dumps(result))
     else:
         print_report(output.console(), result)
-        if args.plot is not None:
+        if args.plot is not None and stopped is None:
             output.console().print(f"plot written to {args.plot}")
+    if stopped is not None:
+        raise stopped
     return 0
 
 
