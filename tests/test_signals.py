@@ -155,7 +155,9 @@ class TestRun:
         monkeypatch.setattr(SaveWriter, "call_finished", signal_in_tick_3)
         code = main(["run", "--scene", str(scene), "--ticks", "10", "--save", str(save), "--json"])
         out, err = capsys.readouterr()
-        assert (code, out, err) == (130, "", f"manor: interrupted after 2 ticks; saved to {save}\n")
+        assert (code, err) == (130, f"manor: interrupted after 2 ticks; saved to {save}\n")
+        figures = json.loads(out)  # the finished ticks' figures, as a whole run's
+        assert (figures["ticks"], figures["interrupted"]) == (2, "SIGINT")
         monkeypatch.undo()
         assert _verifies(save, capsys)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,21 +78,29 @@ def run(args: argparse.Namespace) -> int:
         if writer is not None:
             writer.run_finished(engine.loop)
 
-    with interrupts.stopped_as_interrupted(after, close):
-        if args.json or not console.is_terminal:
-            interrupts.run(main, clock=make_clock(config), after=after)
+    def report(summary: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(summary))
         else:
-            columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=console, transient=True) as progress:
-                engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
+            print_summary(output.console(), summary)
+
+    try:
+        with interrupts.stopped_as_interrupted(after, close):
+            if args.json or not console.is_terminal:
                 interrupts.run(main, clock=make_clock(config), after=after)
+            else:
+                columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+                with Progress(*columns, console=console, transient=True) as progress:
+                    engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
+                    interrupts.run(main, clock=make_clock(config), after=after)
+    except interrupts.Interrupted as stopped:
+        # The ticks that finished keep their figures, as a run's end would print them.
+        if stats.ticks:
+            report(stats.summary(engine) | {"interrupted": signal.Signals(stopped.signum).name})
+        raise
     if writer is not None:
         writer.check()
-    summary = stats.summary(engine)
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        print_summary(output.console(), summary)
+    report(stats.summary(engine))
     if writer is not None:
         report_saved(writer)
     return 0
