@@ -134,9 +134,9 @@ def repair_prompt(prompt: str, answer: str, problem: str) -> str:
 def draw_answer(shape: type, rng: random.Random, words: Sequence[str]) -> str:
     """A valid JSON answer of ``shape``, drawn with ``rng``: an ``enum`` gives one of its
     values, a string is drawn from ``words`` (the scene's content), an optional field is
-    sometimes left out. The simulator's answer to a shaped request. What a schema
-    cannot say in those terms (a string's ``pattern``, ``minLength``) is not drawn to
-    fit: give such choices as a ``Literal`` (an ``enum``)."""
+    sometimes left out, a number or a string's length kept within the bounds its
+    ``Meta`` sets. The simulator's answer to a shaped request. A string's ``pattern``
+    is not drawn to fit: give such choices as a ``Literal`` (an ``enum``)."""
     return draw_from_schema(response_schema(shape), rng, words)
 
 
@@ -172,11 +172,48 @@ def _draw(schema: dict[str, Any], defs: dict[str, Any], rng: random.Random, word
         high = max(low, min(schema.get("maxItems", 3), 3))
         return [_draw(schema.get("items", {}), defs, rng, words) for _ in range(rng.randint(low, high))]
     if kind == "integer":
-        return rng.randint(schema.get("minimum", 0), schema.get("maximum", 10))
+        return rng.randint(*_integer_bounds(schema))
     if kind == "number":
-        return round(rng.uniform(schema.get("minimum", 0.0), schema.get("maximum", 1.0)), 3)
+        low, high = _number_bounds(schema)
+        return min(max(round(rng.uniform(low, high), 3), low), high)
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "null":
         return None
-    return rng.choice(words) if words else "something"
+    return _string(schema, rng, words)
+
+
+def _integer_bounds(schema: dict[str, Any]) -> tuple[int, int]:
+    """The integers a schema allows, as ``randint``'s bounds: 0 to 10 where it sets
+    neither, else ten wide from the one it sets (``Meta(ge=20)``: 20 to 30)."""
+    low = schema.get("minimum", schema["exclusiveMinimum"] + 1 if "exclusiveMinimum" in schema else None)
+    high = schema.get("maximum", schema["exclusiveMaximum"] - 1 if "exclusiveMaximum" in schema else None)
+    if low is None:
+        low = 0 if high is None or high >= 0 else high - 10
+    if high is None:
+        high = 10 if low <= 10 else low + 10
+    return low, high
+
+
+def _number_bounds(schema: dict[str, Any]) -> tuple[float, float]:
+    """The numbers a schema allows, as ``uniform``'s bounds (0 to 1 when it sets none),
+    an exclusive bound moved in by a thousandth, as the draw is rounded to."""
+    low = schema.get("minimum", schema["exclusiveMinimum"] + 0.001 if "exclusiveMinimum" in schema else None)
+    high = schema.get("maximum", schema["exclusiveMaximum"] - 0.001 if "exclusiveMaximum" in schema else None)
+    if low is None:
+        low = 0.0 if high is None or high >= 0 else high - 1.0
+    if high is None:
+        high = 1.0 if low < 1.0 else low + 1.0
+    return low, high
+
+
+def _string(schema: dict[str, Any], rng: random.Random, words: Sequence[str]) -> str:
+    """A line of the scene's, long enough for ``minLength`` (more lines joined) and cut
+    to ``maxLength``."""
+    def line() -> str:
+        return rng.choice(words) if words else "something"
+
+    text = line()
+    while len(text) < schema.get("minLength", 0):
+        text = f"{text} {line()}"
+    return text[: schema["maxLength"]] if "maxLength" in schema else text

@@ -11,7 +11,7 @@ import re
 import sys
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import httpx
 import msgspec
@@ -46,6 +46,19 @@ from agent_servers import serving
 from scenes_fixture import fixed_scene, make_engine, run_engine
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+class Bounded(msgspec.Struct):
+    """Fields bounded every way a ``Meta`` can bound them."""
+
+    guess: Annotated[int, msgspec.Meta(ge=20)]
+    below: Annotated[int, msgspec.Meta(lt=-5)]
+    between: Annotated[int, msgspec.Meta(gt=3, le=4)]
+    share: Annotated[float, msgspec.Meta(gt=0.5, lt=0.502)]
+    far: Annotated[float, msgspec.Meta(ge=100.0)]
+    negative: Annotated[float, msgspec.Meta(le=-2.0)]
+    name: Annotated[str, msgspec.Meta(min_length=30, max_length=40)]
+    short: Annotated[str, msgspec.Meta(max_length=3)]
 
 
 class Pick(msgspec.Struct, frozen=True):
@@ -139,6 +152,13 @@ class TestDecoding:
     def test_a_drawn_answer_always_fits_its_shape(self, seed: int) -> None:
         text = draw_answer(Pick, random.Random(seed), ["a line"])
         assert decode_answer(text, Pick).colour in {"red", "green", "blue"}
+
+    @given(st.integers(min_value=0, max_value=2**32))
+    def test_a_drawn_answer_keeps_to_the_bounds_of_its_fields(self, seed: int) -> None:
+        """Numbers and lengths bounded as a world's shapes bound them, from one side or
+        both, inclusive or not: every draw decodes (none degrades as invalid_output)."""
+        text = draw_answer(Bounded, random.Random(seed), ["a", "longer line"])
+        assert isinstance(decode_answer(text, Bounded), Bounded)
 
     def test_a_schema_in_a_prompt_is_found_again(self) -> None:
         prompt = prompt_with_schema("pick one", Pick)
