@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from contextlib import aclosing
 from typing import Annotated, ClassVar, final
 
@@ -123,25 +123,26 @@ class SimProvider(Provider):
             async for event in self._answer(request, latency, fault, text):
                 yield event
 
-    async def answer(self, request: Request) -> Done:
+    def answer(self, request: Request) -> Awaitable[Done]:
         """The answer without its stream: one timer to the end of the answer instead of
         one per piece, where that ends the call at the same time to the bit
-        (``_one_timer_end``); otherwise the stream, unheard.
+        (``_one_timer_end``); otherwise the stream, unheard. The coroutine that answers,
+        not one of this method's around it (``Provider.answer``).
 
         It keeps the call's deadline (``call_deadline``): the one timer goes to the
         earlier of the answer's end and the deadline; a stream (or a wait for one of
         ``max_sessions``) is cancelled at the deadline.
 
         Raises:
-            ProviderError: the simulated model failed this call.
-            DeadlineReached: the call's deadline came before its answer.
+            ProviderError: (when awaited) the simulated model failed this call.
+            DeadlineReached: (when awaited) the call's deadline came before its answer.
         """
         latency, fault, text = self._draw(request)
         deadline = call_deadline.get()
         if self.max_sessions:
             limited = self._limited(request, latency, fault, text)
-            return await (limited if deadline == math.inf else by_deadline(deadline, limited))
-        return await self._answer_at_once(request, latency, fault, text, deadline)
+            return limited if deadline == math.inf else by_deadline(deadline, limited)
+        return self._answer_at_once(request, latency, fault, text, deadline)
 
     async def _limited(self, request: Request, latency: float, fault: str, text: str) -> Done:
         if self._limiter is None:
@@ -271,7 +272,8 @@ def _one_timer_end(now: float, latency: float, pieces: int) -> float | None:
     if not latency > 0 or not now > 0:
         return None
     first_token = latency * 0.25
+    piece = (latency - first_token) / pieces
     end = now + first_token
     for _ in range(pieces):
-        end = end + (latency - first_token) / pieces
+        end = end + piece
     return end if end <= 2 * now else None
