@@ -73,7 +73,7 @@ def planned_makespan(latencies: Sequence[float], order: Sequence[int], slots: in
     its latency: what the gate does with those tickets."""
     free = [0.0] * max(1, slots)
     for index in order:
-        heapq.heappush(free, heapq.heappop(free) + latencies[index])
+        heapq.heapreplace(free, free[0] + latencies[index])  # the first free slot takes it
     return max(free)
 
 
@@ -81,14 +81,12 @@ def _assign(latencies: Sequence[float], order: Sequence[int], slots: int) -> tup
     """LPT: each call, longest first, to the least loaded slot (the lowest on a tie);
     the slots' calls and their loads."""
     plan: list[list[int]] = [[] for _ in range(slots)]
-    heap = [(0.0, slot) for slot in range(slots)]
-    for index in order:
-        load, slot = heapq.heappop(heap)
-        plan[slot].append(index)
-        heapq.heappush(heap, (load + latencies[index], slot))
     loads = [0.0] * slots
-    for load, slot in heap:
-        loads[slot] = load
+    for index in order:
+        # A scan, not a heap: a balanced tick has few slots (fewer than BALANCE_LIMIT calls).
+        slot = loads.index(min(loads))
+        plan[slot].append(index)
+        loads[slot] += latencies[index]
     return plan, loads
 
 
