@@ -414,7 +414,7 @@ class TickLoop:
                 if one_by_one:
                     await start_now(nursery, functools.partial(make, request, stack, request.attempt + 1, done, repairs))
                 else:
-                    nursery.start_soon(make, request, stack, request.attempt + 1, done, repairs)
+                    nursery.start_soon(make, request, stack, request.attempt + 1, done, repairs, name=_CALL_TASK)
             task_status.started()
             if in_order:
                 # One timer for the calls' waits at the gate, not a cancel scope each.
@@ -431,3 +431,8 @@ class TickLoop:
     def deadline(self) -> float:
         """The current tick's deadline (``inf`` when there is none)."""
         return self._deadline
+
+
+#: The name trio gives a call's task (``TickLoop._make``'s), said once: trio would work it
+#: out from the method for every call spawned.
+_CALL_TASK = f"{TickLoop._make.__module__}.{TickLoop._make.__qualname__}"
