@@ -57,22 +57,26 @@ class Instruments:
     """The instruments of one loop, indexed by the hooks each overrides."""
 
     def __init__(self, instruments: Iterable[Instrument] = ()) -> None:
-        self._by_hook: dict[str, list[Instrument]] = {hook: [] for hook in HOOKS}
+        #: The instruments of each hook. The lists live as long as this object (added
+        #: to and removed from in place), so a hot path may keep one and call a hook
+        #: only when its list is not empty: a call per model call costs more than the
+        #: test when, as in a headless run, nobody listens.
+        self.by_hook: dict[str, list[Instrument]] = {hook: [] for hook in HOOKS}
         for instrument in instruments:
             self.add(instrument)
 
     def add(self, instrument: Instrument) -> None:
         for hook in HOOKS:
             if getattr(type(instrument), hook) is not getattr(Instrument, hook):
-                self._by_hook[hook].append(instrument)
+                self.by_hook[hook].append(instrument)
 
     def remove(self, instrument: Instrument) -> None:
-        for listeners in self._by_hook.values():
+        for listeners in self.by_hook.values():
             if instrument in listeners:
                 listeners.remove(instrument)
 
     def call(self, hook: str, *args: Any) -> None:
-        listeners = self._by_hook[hook]
+        listeners = self.by_hook[hook]
         if not listeners:  # the usual case, per call: keep it cheap
             return
         for instrument in list(listeners):

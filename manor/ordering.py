@@ -20,8 +20,8 @@ a few percent of the bound (``manor bench --suite scheduling``, cast sweep).
 
 from __future__ import annotations
 
+import bisect
 import heapq
-import itertools
 import math
 from collections.abc import Sequence
 
@@ -73,7 +73,7 @@ def planned_makespan(latencies: Sequence[float], order: Sequence[int], slots: in
     its latency: what the gate does with those tickets."""
     free = [0.0] * max(1, slots)
     for index in order:
-        heapq.heappush(free, heapq.heappop(free) + latencies[index])
+        heapq.heapreplace(free, free[0] + latencies[index])  # the first free slot takes it
     return max(free)
 
 
@@ -81,14 +81,12 @@ def _assign(latencies: Sequence[float], order: Sequence[int], slots: int) -> tup
     """LPT: each call, longest first, to the least loaded slot (the lowest on a tie);
     the slots' calls and their loads."""
     plan: list[list[int]] = [[] for _ in range(slots)]
-    heap = [(0.0, slot) for slot in range(slots)]
-    for index in order:
-        load, slot = heapq.heappop(heap)
-        plan[slot].append(index)
-        heapq.heappush(heap, (load + latencies[index], slot))
     loads = [0.0] * slots
-    for load, slot in heap:
-        loads[slot] = load
+    for index in order:
+        # A scan, not a heap: a balanced tick has few slots (fewer than BALANCE_LIMIT calls).
+        slot = loads.index(min(loads))
+        plan[slot].append(index)
+        loads[slot] += latencies[index]
     return plan, loads
 
 
@@ -98,21 +96,29 @@ def _balance(latencies: Sequence[float], plan: list[list[int]], loads: list[floa
     makes the trade that shortens it most. (One-for-one trades alone leave the example
     in the module docstring at 6.8 s: it takes two 1.3 s calls for the 1.9 s one.)
     ``loads`` are the slots' (and are kept up to date)."""
-    # Each slot's groups of one or two calls, made again only for the two slots a
+    # Each slot's groups' sums (``_group_sums``), made again only for the two slots a
     # trade changed.
-    groups: list[list[tuple[tuple[int, ...], float]] | None] = [None] * len(plan)
+    group_sums: list[list[float] | None] = [None] * len(plan)
     for _ in range(len(latencies)):  # each step lowers the busiest load; this bounds the rest
         busiest = max(range(len(plan)), key=loads.__getitem__)
         top = loads[busiest]
-        best: tuple[int, tuple[int, ...], tuple[int, ...]] | None = None
+        best: tuple[int, int, int] | None = None  # the other slot, and the groups traded
         # A trade must bring the busiest slot below ``bar``: more than _GAIN under its
         # load, then more than _GAIN under the best trade found so far. The new load
         # is max(top - delta, load + delta); it is below ``bar`` exactly when both are.
         # (The same trades win as when each was compared with both bounds, in the same
         # order: this runs every tick, and the comparisons are most of its time.)
         bar = top - _GAIN
-        given = groups[busiest] or _groups(plan[busiest], latencies)
-        groups[busiest] = given
+        given = group_sums[busiest] or _group_sums(plan[busiest], latencies)
+        group_sums[busiest] = given
+        # What the busiest slot can give (a group, not nothing) by sum: for a group
+        # taken back, only those whose sums lie in a narrow window can pass the
+        # comparisons, and a bisection finds them. The window is widened by ``slack``,
+        # far more than the sums' rounding, so that it holds every group that passes;
+        # those it holds are compared exactly, in the order of the groups.
+        by_sum = sorted(range(1, len(given)), key=given.__getitem__)
+        sums = [given[k] for k in by_sum]
+        slack = 64 * math.ulp(top)
         for other, calls in enumerate(plan):
             if other == busiest:
                 continue
@@ -121,45 +127,67 @@ def _balance(latencies: Sequence[float], plan: list[list[int]], loads: list[floa
                 # The two new loads add up to top + load, so no trade with this slot
                 # brings both below bar (four ulps cover the sums' rounding).
                 continue
-            offered = groups[other]
+            offered = group_sums[other]
             if offered is None:
-                offered = groups[other] = _groups(calls, latencies)
-            for taken, taken_sum in itertools.chain(_NOTHING, offered):
-                for gave, gave_sum in given:
-                    delta = gave_sum - taken_sum
+                offered = group_sums[other] = _group_sums(calls, latencies)
+            # gave_sum - taken_sum must exceed top - bar and stay under bar - load.
+            above, below = top - bar - slack, bar - load + slack
+            for taken, taken_sum in enumerate(offered):
+                first = bisect.bisect_right(sums, taken_sum + above)
+                if first == len(sums) or sums[first] >= taken_sum + below:
+                    continue  # the usual case: no group fits
+                for gave in sorted(by_sum[first : bisect.bisect_left(sums, taken_sum + below, first)]):
+                    delta = given[gave] - taken_sum
                     if delta <= 0:
                         continue
                     lowered = top - delta
                     raised = load + delta
                     if lowered < bar and raised < bar:
                         bar = (lowered if lowered >= raised else raised) - _GAIN
+                        above, below = top - bar - slack, bar - load + slack
                         best = (other, gave, taken)
         if best is None:
             return
         other, gave, taken = best
-        groups[busiest] = groups[other] = None
-        for index in gave:
+        gave_calls = _group(plan[busiest], gave)
+        taken_calls = _group(plan[other], taken)
+        group_sums[busiest] = group_sums[other] = None
+        for index in gave_calls:
             plan[busiest].remove(index)
             plan[other].append(index)
-        for index in taken:
+        for index in taken_calls:
             plan[other].remove(index)
             plan[busiest].append(index)
-        delta = sum(latencies[i] for i in gave) - sum(latencies[i] for i in taken)
+        delta = sum(latencies[i] for i in gave_calls) - sum(latencies[i] for i in taken_calls)
         loads[busiest] -= delta
         loads[other] += delta
 
 
-#: The group of no calls: a slot may give the busiest one a call and take none back.
-_NOTHING: tuple[tuple[tuple[int, ...], float]] = (((), 0.0),)
-
-
-def _groups(calls: Sequence[int], latencies: Sequence[float]) -> list[tuple[tuple[int, ...], float]]:
-    """Every group of one or two of ``calls``, with its total latency."""
-    groups: list[tuple[tuple[int, ...], float]] = []
+def _group_sums(calls: Sequence[int], latencies: Sequence[float]) -> list[float]:
+    """The total latency of every group of none, one or two of ``calls``, in the order
+    ``_group`` numbers them: none; then each call, followed by it with each call after it."""
+    sums = [0.0]
     for n, first in enumerate(calls):
-        groups.append(((first,), latencies[first]))
-        groups += [((first, second), latencies[first] + latencies[second]) for second in calls[n + 1 :]]
-    return groups
+        own = latencies[first]
+        sums.append(own)
+        for second in calls[n + 1 :]:  # a slot has a few calls: no comprehension's frame
+            sums.append(own + latencies[second])
+    return sums
+
+
+def _group(calls: Sequence[int], number: int) -> tuple[int, ...]:
+    """The calls of the group ``_group_sums`` lists at ``number``."""
+    if number == 0:
+        return ()
+    number -= 1
+    for n, first in enumerate(calls):
+        if number == 0:
+            return (first,)
+        after = len(calls) - n - 1
+        if number <= after:
+            return (first, calls[n + number])
+        number -= after + 1
+    raise IndexError("no such group")
 
 
 def _by_planned_start(latencies: Sequence[float], plan: list[list[int]]) -> list[int]:
@@ -168,7 +196,7 @@ def _by_planned_start(latencies: Sequence[float], plan: list[list[int]]) -> list
     starts: list[tuple[float, int, int]] = []
     for slot, calls in enumerate(plan):
         at = 0.0
-        for index in sorted(calls, key=lambda i: (-latencies[i], i)):
+        for index in sorted(sorted(calls), key=latencies.__getitem__, reverse=True):  # ties by index
             starts.append((at, slot, index))
             at += latencies[index]
     return [index for _, _, index in sorted(starts)]

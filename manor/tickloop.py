@@ -249,6 +249,7 @@ class TickLoop:
         done: Done | None = None
         failure: CallError | None = None
         instruments = self.instruments
+        hooked = instruments.by_hook
 
         @answer_only  # it wants the gate's and the platform's events, not the answer's stream
         def listener(event: Event) -> None:
@@ -262,7 +263,8 @@ class TickLoop:
                     admitted_at = event.opened_at  # type: ignore[union-attr]
                 else:
                     return
-                instruments.call("call_admitted", request, admitted_at)
+                if hooked["call_admitted"]:
+                    instruments.call("call_admitted", request, admitted_at)
 
         cancelled = False
         try:
@@ -290,10 +292,13 @@ class TickLoop:
         if done is not None and failure is None and not cancelled:
             # The ok path: nothing of the degraded record's message is built.
             usage = done.usage
+            input_tokens = usage.input_tokens
+            output_tokens = usage.output_tokens
+            caller = request.caller
             record = CallRecord(
                 tick=request.tick,
                 ticket=request.ticket,
-                caller=_plain(request.caller),
+                caller=caller if type(caller) is str else str(caller),  # _plain, without its call
                 agent=request.agent,
                 queued_at=queued_at,
                 admitted_at=admitted_at,
@@ -301,15 +306,16 @@ class TickLoop:
                 outcome="ok",
                 reason=None,
                 text=done.text,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost=usage.total_tokens / 1000 * self.price_per_1k_tokens,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost=(input_tokens + output_tokens) / 1000 * self.price_per_1k_tokens,  # usage.total_tokens
                 attempts=attempts,
                 repairs=repairs,
             )
         else:
             record = self._degraded(request, queued_at, admitted_at, finished_at, attempts, failure, done if failure else None, repairs)
-        instruments.call("call_finished", record)
+        if hooked["call_finished"]:
+            instruments.call("call_finished", record)
         if finished is not None:
             finished(record)
         return record
@@ -399,14 +405,16 @@ class TickLoop:
         # decided by arrival: always one by one then.
         one_by_one = stack is self.direct or self._arrival_order_matters(stack)
         make = self._make
+        heard = self.instruments.by_hook["call_started"]
         async with trio.open_nursery() as nursery:
             for index, request in in_order:
-                self.instruments.call("call_started", request)
+                if heard:
+                    self.instruments.call("call_started", request)
                 done = functools.partial(finished, index)
                 if one_by_one:
                     await start_now(nursery, functools.partial(make, request, stack, request.attempt + 1, done, repairs))
                 else:
-                    nursery.start_soon(make, request, stack, request.attempt + 1, done, repairs)
+                    nursery.start_soon(make, request, stack, request.attempt + 1, done, repairs, name=_CALL_TASK)
             task_status.started()
             if in_order:
                 # One timer for the calls' waits at the gate, not a cancel scope each.
@@ -423,3 +431,8 @@ class TickLoop:
     def deadline(self) -> float:
         """The current tick's deadline (``inf`` when there is none)."""
         return self._deadline
+
+
+#: The name trio gives a call's task (``TickLoop._make``'s), said once: trio would work it
+#: out from the method for every call spawned.
+_CALL_TASK = f"{TickLoop._make.__module__}.{TickLoop._make.__qualname__}"

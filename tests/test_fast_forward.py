@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 from hypothesis import example, given, settings
+from hypothesis import strategies as st
 import trio
 import trio.testing
 
@@ -154,6 +155,21 @@ class TestTheAnswerEndsAsTheStreamWould:
 
     def test_who_hears_the_stream(self) -> None:
         assert hears_stream(_hearing) and not hears_stream(None) and not hears_stream(answer_only(lambda event: None))
+
+
+class TestThePromptsTokens:
+    """The simulator counts a prompt's words without splitting it; the count is
+    ``len(prompt.split())``'s, always (a record's ``input_tokens``)."""
+
+    @pytest.mark.parametrize("character", [chr(code) for code in range(128)] + ["\x85", "\xa0", "\u2028", "é"])
+    def test_every_character_splits_as_str_split(self, character: str) -> None:
+        for text in (character, f"a{character}b", character * 2, f" {character}x{character} "):
+            assert sim_module._word_count(text) == len(text.split()), repr(text)
+
+    @given(text=st.text(alphabet=st.sampled_from(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1fab.\x85\xa0é")))
+    @settings(max_examples=500)
+    def test_any_text(self, text: str) -> None:
+        assert sim_module._word_count(text) == len(text.split())
 
 
 class _Spy(Provider):

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from manor.calls import CallerKind, Request
+from manor import ordering
 from manor.ordering import BALANCE_LIMIT, longest_first, planned_makespan
 from manor.prediction import LatencyPredictor
 from manor.records import CallRecord
@@ -62,6 +63,18 @@ class TestLongestFirst:
         assert planned <= planned_makespan(latencies, plain_lpt(latencies), slots) + 1e-9
         assert planned <= planned_makespan(latencies, range(len(latencies)), slots) + 1e-9
         assert planned >= max([*latencies, sum(latencies) / slots]) - 1e-9
+
+    @pytest.mark.parametrize("calls", [[], [7], [4, 2], [3, 0, 5], [9, 1, 6, 2, 8]])
+    def test_each_group_where_its_sum_is(self, calls: list[int]) -> None:
+        """The balancing keeps only the groups' sums and names a traded group by its
+        place among them: none, then each call followed by it with each call after it."""
+        latencies = [0.5 + index / 7 for index in range(10)]
+        groups = [()] + [group for n, first in enumerate(calls) for group in [(first,)] + [(first, second) for second in calls[n + 1 :]]]
+        sums = ordering._group_sums(calls, latencies)
+        assert len(sums) == len(groups) == 1 + len(calls) * (len(calls) + 1) // 2
+        for number, group in enumerate(groups):
+            assert ordering._group(calls, number) == group
+            assert sums[number] == sum(latencies[index] for index in group)
 
     def test_the_plans_are_those_it_always_made(self) -> None:
         """3,000 seeded ticks planned exactly as before the balancing was made faster:

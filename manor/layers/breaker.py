@@ -76,9 +76,14 @@ class BreakerLayer(Observer):
         return self._admit(request)
 
     def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
+        """Hold the outcome until its instant is over (or a call asks to be let through)."""
         # True success, False failure, None says nothing (flow control, cancellation).
         outcome = True if error is None else False if isinstance(error, ProviderError | CallTimeout) else None
-        self._defer(request, outcome, state)  # type: ignore[arg-type]
+        now = current_time()
+        if self._pending and now != self._pending_at:
+            self._settle()
+        self._pending_at = now
+        self._pending.append((request, outcome, state))  # type: ignore[arg-type]
 
     def arrival_order_matters(self) -> bool:
         """Only a closed circuit treats every arrival alike: an open one lets the first
@@ -98,14 +103,6 @@ class BreakerLayer(Observer):
             self._trial_running = True
             return True
         return False
-
-    def _defer(self, request: Request, outcome: bool | None, trial: bool) -> None:
-        """Hold an outcome until its instant is over (or a call asks to be let through)."""
-        now = current_time()
-        if self._pending and now != self._pending_at:
-            self._settle()
-        self._pending_at = now
-        self._pending.append((request, outcome, trial))
 
     def _settle(self) -> None:
         """Count the held outcomes, in ticket order."""

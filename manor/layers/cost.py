@@ -65,9 +65,11 @@ class CostLayer(Observer):
             return
         account: _Account = state  # type: ignore[assignment]
         usage = done.usage
-        cost = usage.total_tokens / 1000 * self.price_per_1k_tokens
-        account.input_tokens += usage.input_tokens
-        account.output_tokens += usage.output_tokens
+        input_tokens = usage.input_tokens
+        output_tokens = usage.output_tokens
+        cost = (input_tokens + output_tokens) / 1000 * self.price_per_1k_tokens  # usage.total_tokens
+        account.input_tokens += input_tokens
+        account.output_tokens += output_tokens
         account.cost += cost
         self._spent += cost
 

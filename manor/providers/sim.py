@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from contextlib import aclosing
 from typing import Annotated, ClassVar, final
 
@@ -123,25 +123,26 @@ class SimProvider(Provider):
             async for event in self._answer(request, latency, fault, text):
                 yield event
 
-    async def answer(self, request: Request) -> Done:
+    def answer(self, request: Request) -> Awaitable[Done]:
         """The answer without its stream: one timer to the end of the answer instead of
         one per piece, where that ends the call at the same time to the bit
-        (``_one_timer_end``); otherwise the stream, unheard.
+        (``_one_timer_end``); otherwise the stream, unheard. The coroutine that answers,
+        not one of this method's around it (``Provider.answer``).
 
         It keeps the call's deadline (``call_deadline``): the one timer goes to the
         earlier of the answer's end and the deadline; a stream (or a wait for one of
         ``max_sessions``) is cancelled at the deadline.
 
         Raises:
-            ProviderError: the simulated model failed this call.
-            DeadlineReached: the call's deadline came before its answer.
+            ProviderError: (when awaited) the simulated model failed this call.
+            DeadlineReached: (when awaited) the call's deadline came before its answer.
         """
         latency, fault, text = self._draw(request)
         deadline = call_deadline.get()
         if self.max_sessions:
             limited = self._limited(request, latency, fault, text)
-            return await (limited if deadline == math.inf else by_deadline(deadline, limited))
-        return await self._answer_at_once(request, latency, fault, text, deadline)
+            return limited if deadline == math.inf else by_deadline(deadline, limited)
+        return self._answer_at_once(request, latency, fault, text, deadline)
 
     async def _limited(self, request: Request, latency: float, fault: str, text: str) -> Done:
         if self._limiter is None:
@@ -161,7 +162,7 @@ class SimProvider(Provider):
             await trio.sleep_until(deadline)
             raise DeadlineReached
         await trio.sleep_until(end)
-        return Done(text=text, usage=Usage(input_tokens=len(request.prompt.split()), output_tokens=words))
+        return Done(text=text, usage=Usage(input_tokens=_word_count(request.prompt), output_tokens=words))
 
     async def _streamed(self, request: Request, latency: float, fault: str, text: str) -> Done:
         async with aclosing(self._answer(request, latency, fault, text)) as events:
@@ -186,7 +187,7 @@ class SimProvider(Provider):
             await trio.sleep((latency - first_token) / pieces)
             chunk = " ".join(words[i * step : (i + 1) * step])
             yield TextDelta(chunk if i == 0 else " " + chunk)
-        usage = Usage(input_tokens=len(request.prompt.split()), output_tokens=len(words))
+        usage = Usage(input_tokens=_word_count(request.prompt), output_tokens=len(words))
         yield Done(text=text, usage=usage)
 
     def _draw(self, request: Request) -> tuple[float, str, str]:
@@ -236,6 +237,22 @@ def _invalid(valid: str, rng: random.Random, words: tuple[str, ...]) -> str:
     return f"I think {rng.choice(words)}, if you ask me."
 
 
+#: ``bytes.translate`` table: an ASCII character that ``str.split()`` splits at (space,
+#: ``\t\n\v\f\r`` and the separators ``\x1c``-``\x1f``) becomes a space, any other an ``x``.
+_SPACE_OR_LETTER = bytes(32 if chr(code).isspace() else 120 for code in range(256))
+
+
+def _word_count(text: str) -> int:
+    """``len(text.split())``, the prompt's tokens as the simulator counts them, without
+    a string built per word (a prompt has about a hundred; building them cost more than
+    the rest of the answer): an ASCII text's words are counted where they start, a
+    letter after a space or at the beginning."""
+    if not text.isascii():
+        return len(text.split())
+    marks = text.encode().translate(_SPACE_OR_LETTER)
+    return marks.count(b" x") + marks.startswith(b"x")
+
+
 def _one_timer_end(now: float, latency: float, pieces: int) -> float | None:
     """When a streamed answer starting ``now`` ends (``SimProvider._answer``: a sleep
     to the first token, then one per piece), if one timer to that instant ends it at
@@ -255,7 +272,8 @@ def _one_timer_end(now: float, latency: float, pieces: int) -> float | None:
     if not latency > 0 or not now > 0:
         return None
     first_token = latency * 0.25
+    piece = (latency - first_token) / pieces
     end = now + first_token
     for _ in range(pieces):
-        end = end + (latency - first_token) / pieces
+        end = end + piece
     return end if end <= 2 * now else None
