@@ -7,7 +7,7 @@ An instrument that raises is removed and logged — it never crashes the run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .calls import Request
@@ -57,27 +57,26 @@ class Instruments:
     """The instruments of one loop, indexed by the hooks each overrides."""
 
     def __init__(self, instruments: Iterable[Instrument] = ()) -> None:
-        self._by_hook: dict[str, list[Instrument]] = {hook: [] for hook in HOOKS}
+        # hook -> (instrument, its bound hook) for each instrument that overrides it: a
+        # tuple, replaced (not changed) by ``add`` and ``remove``, so that a call walks
+        # it as it was without copying it, and finds each hook without a getattr.
+        self._by_hook: dict[str, tuple[tuple[Instrument, Callable[..., object]], ...]] = dict.fromkeys(HOOKS, ())
         for instrument in instruments:
             self.add(instrument)
 
     def add(self, instrument: Instrument) -> None:
         for hook in HOOKS:
             if getattr(type(instrument), hook) is not getattr(Instrument, hook):
-                self._by_hook[hook].append(instrument)
+                self._by_hook[hook] += ((instrument, getattr(instrument, hook)),)
 
     def remove(self, instrument: Instrument) -> None:
-        for listeners in self._by_hook.values():
-            if instrument in listeners:
-                listeners.remove(instrument)
+        for hook, listeners in self._by_hook.items():
+            self._by_hook[hook] = tuple(listener for listener in listeners if listener[0] is not instrument)
 
     def call(self, hook: str, *args: Any) -> None:
-        listeners = self._by_hook[hook]
-        if not listeners:  # the usual case, per call: keep it cheap
-            return
-        for instrument in list(listeners):
+        for instrument, method in self._by_hook[hook]:  # usually none, per call
             try:
-                getattr(instrument, hook)(*args)
+                method(*args)
             except Exception:
                 log.exception("instrument %r raised in %s; removed", instrument, hook)
                 self.remove(instrument)
