@@ -7,7 +7,7 @@ An instrument that raises is removed and logged — it never crashes the run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .calls import Request
@@ -57,31 +57,31 @@ class Instruments:
     """The instruments of one loop, indexed by the hooks each overrides."""
 
     def __init__(self, instruments: Iterable[Instrument] = ()) -> None:
-        #: The instruments of each hook. The lists live as long as this object (added
-        #: to and removed from in place), so a hot path may keep one and call a hook
-        #: only when its list is not empty: a call per model call costs more than the
-        #: test when, as in a headless run, nobody listens.
-        self.by_hook: dict[str, list[Instrument]] = {hook: [] for hook in HOOKS}
+        #: Each hook's listeners, (instrument, its bound hook): found without a getattr
+        #: per call. The lists live as long as this object (added to and removed from
+        #: in place), so a hot path may keep one and call a hook only when its list is
+        #: not empty: a call per model call costs more than the test when, as in a
+        #: headless run, nobody listens.
+        self.by_hook: dict[str, list[tuple[Instrument, Callable[..., object]]]] = {hook: [] for hook in HOOKS}
         for instrument in instruments:
             self.add(instrument)
 
     def add(self, instrument: Instrument) -> None:
         for hook in HOOKS:
             if getattr(type(instrument), hook) is not getattr(Instrument, hook):
-                self.by_hook[hook].append(instrument)
+                self.by_hook[hook].append((instrument, getattr(instrument, hook)))
 
     def remove(self, instrument: Instrument) -> None:
         for listeners in self.by_hook.values():
-            if instrument in listeners:
-                listeners.remove(instrument)
+            listeners[:] = [listener for listener in listeners if listener[0] is not instrument]
 
     def call(self, hook: str, *args: Any) -> None:
         listeners = self.by_hook[hook]
         if not listeners:  # the usual case, per call: keep it cheap
             return
-        for instrument in list(listeners):
+        for instrument, method in tuple(listeners):  # as it was: a failing one is removed
             try:
-                getattr(instrument, hook)(*args)
+                method(*args)
             except Exception:
                 log.exception("instrument %r raised in %s; removed", instrument, hook)
                 self.remove(instrument)

@@ -335,7 +335,7 @@ def _play(console: Console, figures: Mapping[str, Any]) -> None:
         "run", "calls/s", "µs a call", "vs headless",
     )
     headless = figures["headless_calls_per_s"]
-    labels = {"headless": "headless", "instrument": "headless + dashboard instrument", "dashboard": "manor play (headless Textual, 10 Hz)"}
+    labels = {"headless": "headless", "instrument": "headless + dashboard instrument", "dashboard": f"manor play, {figures['dashboard_frames_per_s']:g} frames/s"}
     for name, label in labels.items():
         rate = figures[f"{name}_calls_per_s"]
         table.add_row(label, f"{rate:,.0f}", f"{figures[f'{name}_us_per_call']:.1f}", f"{rate / headless:.3f}")

@@ -3,9 +3,10 @@
 Trio runs inside Textual's asyncio loop in guest mode (see DESIGN.md, "Trio inside
 Textual"). The engine's calls never touch a widget: its instrument (``DashboardState``)
 records what happened, and a timer redraws the panels from it ten times a second, so a
-world of a thousand agents costs the UI the same as a world of ten. Keys reach the
-engine through the trio token (``GuestRun.run_sync_soon``), and what they changed is
-drawn at once.
+world of a thousand agents costs the UI the same as a world of ten — fewer while the
+engine never waits, so that the frames take at most ``FRAME_BUDGET`` of its time
+(``FrameBudget``), one a second at least. Keys reach the engine through the trio token
+(``GuestRun.run_sync_soon``), and what they changed is drawn at once.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..errors import ManorError, leaves
 from ..policies import make_policy
 from ..records import CallRecord
 from ..saves import SaveWriter
+from .budget import FrameBudget
 from .clock import PacedClock
 from .figures import tick_label
 from .guest import GuestRun
@@ -53,6 +55,10 @@ __all__ = ["PlayApp", "build_app", "engine_failure"]
 
 #: Redraws per second: what the panels are coalesced to, however fast the engine goes.
 REFRESH_HZ = 10
+#: The most of a busy engine's time the dashboard takes: frames are spaced to keep it,
+#: but never more than ``FRAME_SPACING_MAX_S`` apart.
+FRAME_BUDGET = 0.04
+FRAME_SPACING_MAX_S = 1.0
 #: Below this many columns the panels take their compact forms (80x24 stays usable).
 NARROW = 110
 #: The smallest terminal every panel's figures are laid out for (columns, rows).
@@ -128,6 +134,7 @@ class PlayApp(App[None]):
         # in quick succession builds on the first, not on the old value.
         self._pending: dict[str, object] = {}
         self.guest = self._new_guest()
+        self._budget = FrameBudget(FRAME_BUDGET, longest=FRAME_SPACING_MAX_S)
         self._drawn: tuple[int, int] | None = None
         # While a replay's restart recomposes the screen, its panels are not there.
         self._recomposing = False
@@ -176,7 +183,7 @@ class PlayApp(App[None]):
         if (overload := gate_overload(self.engine)) is not None:
             self.notify(overload, title="the gate is too small for a tick", severity="warning", timeout=20, markup=False)
         self.start_engine()
-        self.set_interval(1 / REFRESH_HZ, self.refresh_panels, name="refresh panels")
+        self.set_interval(1 / REFRESH_HZ, self._next_frame, name="refresh panels")
         self.refresh_panels()
 
     def on_resize(self, event: Resize) -> None:
@@ -359,6 +366,10 @@ class PlayApp(App[None]):
         return self.state.makespans, self.state.degraded_ticks
 
     # -- drawing ----------------------------------------------------------------------
+
+    def _next_frame(self) -> None:
+        if self._budget.due(self.guest):
+            self.refresh_panels()
 
     def refresh_panels(self) -> None:
         """Redraw the panels from the engine's state; cheap when nothing changed."""

@@ -3,18 +3,28 @@
 One thread, no locks. Trio code runs between the host's callbacks; host code reaches
 into trio only through ``run_sync_soon`` (the trio token), because trio primitives
 (an ``Event``, a ``CancelScope``) must be touched from inside the trio run.
+
+Trio hands the host one step at a time (a step: its ready tasks run once). The run
+keeps the time it spent stepping and the time the host kept it waiting while it had a
+task ready, so that the host can tell what its own work costs the run (``FrameBudget``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, final
 
 import outcome
 import trio
 
 __all__ = ["GuestRun"]
+
+#: Waits for the host shorter than this are its loop's own turn between two steps, which
+#: no host can spare the run; longer ones are the host's work (a frame drawn).
+HELD_FLOOR_S = 0.001
 
 
 @final
@@ -32,6 +42,14 @@ class GuestRun:
         # Calls asked for before the run reached its first line; made once it does.
         self._early: list[Callable[[], object]] = []
         self._done: asyncio.Future[outcome.Outcome[Any]] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Wall seconds the run has spent stepping, and held: waiting, a task ready, for
+        #: the host to finish something else (waits under ``HELD_FLOOR_S`` not counted).
+        self.step_seconds = 0.0
+        self.held_seconds = 0.0
+        # Since when the next step is ready (None: the run waits for a timer or I/O).
+        self._ready_since: float | None = None
+        self._stepping = False
 
     @property
     def started(self) -> bool:
@@ -54,7 +72,7 @@ class GuestRun:
         """
         if self._done is not None:
             raise RuntimeError("this guest run was already started")
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._done = loop.create_future()
 
         async def main() -> Any:
@@ -67,8 +85,8 @@ class GuestRun:
 
         trio.lowlevel.start_guest_run(
             main,
-            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
-            run_sync_soon_not_threadsafe=loop.call_soon,
+            run_sync_soon_threadsafe=partial(loop.call_soon_threadsafe, self._step),
+            run_sync_soon_not_threadsafe=self._step_at_once,
             done_callback=self._finish,
             clock=clock,
             # asyncio wakes its loop for a signal through signal.set_wakeup_fd (the
@@ -106,6 +124,36 @@ class GuestRun:
     def _cancel_scope(self) -> None:
         if self._scope is not None:
             self._scope.cancel()
+
+    # -- the run's steps: trio hands each to the host -------------------------------------
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the run waits for a timer or I/O (or has ended): no task is ready, so
+        the host's work costs it nothing now."""
+        return self._ready_since is None and not self._stepping
+
+    def _step_at_once(self, step: Callable[[], object]) -> None:
+        """Schedule a step the one before made ready (the run has a task to run)."""
+        assert self._loop is not None
+        self._ready_since = time.perf_counter()
+        self._loop.call_soon(self._step, step)
+
+    def _step(self, step: Callable[[], object]) -> None:
+        # One host callback a step, however many follow at once: each lets the host's
+        # loop run what is ready in between (a key, a frame) — a key costs the few
+        # message hops Textual makes, each behind one step, not behind many.
+        # perf_counter, not thread_time (a system call): the host compares wall times.
+        started = time.perf_counter()
+        if self._ready_since is not None and started - self._ready_since > HELD_FLOOR_S:
+            self.held_seconds += started - self._ready_since
+        self._ready_since = None
+        self._stepping = True
+        try:
+            step()
+        finally:
+            self._stepping = False
+        self.step_seconds += time.perf_counter() - started
 
     def _finish(self, result: outcome.Outcome[Any]) -> None:
         assert self._done is not None

@@ -218,8 +218,13 @@ class StoryLog(RichLog):
         width = self.scrollable_content_region.width or 60
         self._wrapped_at = width
         lines = [item if isinstance(item, Text) else story_line(item, width) for item in items]
-        # One write: the log scrolls (and re-measures) once, not once a line.
-        self.write(Text("\n").join(lines), scroll_end=self.following)
+        # One write: the log scrolls (and re-measures) once, not once a line. Its width
+        # given: the lines are wrapped to it already, nothing is left to measure.
+        self.write(Text("\n").join(lines), width=width, scroll_end=False)
+        if self.following:
+            # At once, not after the next screen refresh as RichLog scrolls: the frame
+            # that brings the lines shows them, composed once rather than twice.
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def _say_unseen(self) -> None:
         self.border_subtitle = f"not following · {self.unseen} new · f follows"
