@@ -72,14 +72,18 @@ def _wait_until(process: subprocess.Popen[str], ready: Callable[[], bool]) -> No
 
 def _stop(process: subprocess.Popen[str], signum: int) -> str:
     """Send ``signum``; the process's stderr once it has ended."""
+    return _stop_reading(process, signum)[1]
+
+
+def _stop_reading(process: subprocess.Popen[str], signum: int) -> tuple[str, str]:
+    """Send ``signum``; the process's stdout (when piped) and stderr once it has ended."""
     try:
         process.send_signal(signum)
-        _, err = process.communicate(timeout=PATIENCE_S)
+        return process.communicate(timeout=PATIENCE_S)
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
-    return err
 
 
 def _ticks(save: Path) -> int:
@@ -225,13 +229,7 @@ class TestOtherCommands:
         (imports take well under 1 s; the scheduling suite takes some 20 s)."""
         process = _start(["bench", "--suite", "scheduling", "--json"], tmp_path, stdout=subprocess.PIPE)
         _wait_until(process, lambda: _cpu_seconds(process.pid) >= 2.0)
-        try:
-            process.send_signal(signum)
-            out, err = process.communicate(timeout=PATIENCE_S)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+        out, err = _stop_reading(process, signum)
         assert err == f"manor: {word} during the scheduling suite; no suite had finished\n"
         assert process.returncode == status
         assert json.loads(out)["interrupted"] == {"suite": "scheduling", "signal": signal.Signals(signum).name}
