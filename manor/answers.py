@@ -172,9 +172,9 @@ def _draw(schema: dict[str, Any], defs: dict[str, Any], rng: random.Random, word
         high = max(low, min(schema.get("maxItems", 3), 3))
         return [_draw(schema.get("items", {}), defs, rng, words) for _ in range(rng.randint(low, high))]
     if kind == "integer":
-        return rng.randint(*_integer_bounds(schema))
+        return rng.randint(*_bounds(schema, step=1, span=10))
     if kind == "number":
-        low, high = _number_bounds(schema)
+        low, high = _bounds(schema, step=0.001, span=1.0)
         return min(max(round(rng.uniform(low, high), 3), low), high)
     if kind == "boolean":
         return rng.random() < 0.5
@@ -183,27 +183,17 @@ def _draw(schema: dict[str, Any], defs: dict[str, Any], rng: random.Random, word
     return _string(schema, rng, words)
 
 
-def _integer_bounds(schema: dict[str, Any]) -> tuple[int, int]:
-    """The integers a schema allows, as ``randint``'s bounds: 0 to 10 where it sets
-    neither, else ten wide from the one it sets (``Meta(ge=20)``: 20 to 30)."""
-    low = schema.get("minimum", schema["exclusiveMinimum"] + 1 if "exclusiveMinimum" in schema else None)
-    high = schema.get("maximum", schema["exclusiveMaximum"] - 1 if "exclusiveMaximum" in schema else None)
+def _bounds(schema: dict[str, Any], *, step: float, span: float) -> tuple[Any, Any]:
+    """The values a number's schema allows, inclusive, as ``randint`` or ``uniform``
+    takes them: 0 to ``span`` where it sets neither bound, else ``span`` wide from the
+    one it sets (``Meta(ge=20)``, span 10: 20 to 30); an exclusive bound is moved in by
+    ``step`` (1 for integers; for numbers a thousandth, as the draw is rounded to)."""
+    low = schema.get("minimum", schema["exclusiveMinimum"] + step if "exclusiveMinimum" in schema else None)
+    high = schema.get("maximum", schema["exclusiveMaximum"] - step if "exclusiveMaximum" in schema else None)
     if low is None:
-        low = 0 if high is None or high >= 0 else high - 10
+        low = 0 if high is None or high >= 0 else high - span
     if high is None:
-        high = 10 if low <= 10 else low + 10
-    return low, high
-
-
-def _number_bounds(schema: dict[str, Any]) -> tuple[float, float]:
-    """The numbers a schema allows, as ``uniform``'s bounds (0 to 1 when it sets none),
-    an exclusive bound moved in by a thousandth, as the draw is rounded to."""
-    low = schema.get("minimum", schema["exclusiveMinimum"] + 0.001 if "exclusiveMinimum" in schema else None)
-    high = schema.get("maximum", schema["exclusiveMaximum"] - 0.001 if "exclusiveMaximum" in schema else None)
-    if low is None:
-        low = 0.0 if high is None or high >= 0 else high - 1.0
-    if high is None:
-        high = 1.0 if low < 1.0 else low + 1.0
+        high = span if low <= span else low + span
     return low, high
 
 
