@@ -61,10 +61,12 @@ def run(args: argparse.Namespace) -> int:
     engine = build_engine(config, scene, instruments=[stats], gate=gate)
     if (overload := gate_overload(engine)) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
-    writer = SaveWriter.create(args.save, engine, force=args.force) if args.save else None
     ticks = config.settings.run.ticks
     interval = config.settings.run.tick_interval_s
     console = Console(stderr=True)
+    # Nothing slow between making the save and the block that closes it on a signal
+    # (building the console took long enough for a Ctrl-C to land there, unreported).
+    writer = SaveWriter.create(args.save, engine, force=args.force) if args.save else None
 
     def after() -> str:
         return interrupts.ran(stats.ticks, writer)
