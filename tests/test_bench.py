@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -12,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 import pytest
 import trio
+import trio.testing
 
 from manor.answers import decode_answer
 from manor.bench import fastforward, overhead, scheduling
@@ -20,6 +22,7 @@ from manor.bench.plot import charts, check_plot_path, render_svg, write_plot
 from manor.bench.report import evaluate_targets
 from manor.bench.suite import BenchContext, BenchError
 from manor.calls import CallerKind, Done, Request
+from manor.providers.base import DeadlineReached, by_deadline, call_deadline
 from manor.cli import main
 from manor.bench.games import NextGame
 from manor.config import flags_source, standard_sources
@@ -395,6 +398,33 @@ class TestInstantProvider:
             return [event async for event in InstantProvider().invoke(Request(caller="vote", agent="a", shape=shape))][-1]
 
         assert decode_answer(trio.run(done).text, shape).target in ("Ann", "Bob")  # type: ignore[attr-defined]
+
+    @pytest.mark.parametrize("after", [-1.0, 0.0, 1e-9, 1.0, math.inf])
+    def test_it_keeps_a_deadline_as_a_cancel_scope_would(self, after: float) -> None:
+        """Its answer, keeping the call's deadline itself, ends as its stream does inside
+        a cancel scope at that deadline: the same answer, or ``DeadlineReached``."""
+        request = Request(caller=CallerKind.CHARACTER, agent="a")
+
+        async def ends(kept: bool) -> str:
+            await trio.sleep(10.0)
+            deadline = trio.current_time() + after
+            reset = call_deadline.set(deadline)
+            try:
+                done = await (InstantProvider().answer(request) if kept else by_deadline(deadline, stream(request)))
+            except DeadlineReached:
+                return "deadline"
+            finally:
+                call_deadline.reset(reset)
+            return done.text
+
+        async def stream(request: Request) -> Done:
+            return [event async for event in InstantProvider().invoke(request)][-1]  # type: ignore[return-value]
+
+        def run(kept: bool) -> str:
+            return trio.run(ends, kept, clock=trio.testing.MockClock(autojump_threshold=0))
+
+        assert InstantProvider.keeps_deadline
+        assert run(kept=True) == run(kept=False) == ("deadline" if after <= 0 else "ok")
 
 
 def test_flags_source_is_what_the_context_sees() -> None:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import AsyncGenerator
-from typing import final
+from typing import ClassVar, final
 
 import trio
 
 from ..answers import draw_answer
 from ..calls import Done, Event, Request, Usage
-from ..providers.base import Provider
+from ..clock import current_time
+from ..providers.base import DeadlineReached, Provider, call_deadline
 
 __all__ = ["InstantProvider"]
 
@@ -27,12 +28,28 @@ class InstantProvider(Provider):
     valid answer of its shape).
 
     It still passes one checkpoint before answering, as any call that does I/O would:
-    without it, a call that needs no wait would never let another task run.
+    without it, a call that needs no wait would never let another task run. That
+    checkpoint is the one moment a call's deadline can pass, so it keeps deadlines
+    itself (``Provider.keeps_deadline``), as the simulator does: a deadline come by then
+    ends the call there, as a cancel scope around it would have.
     """
+
+    keeps_deadline: ClassVar[bool] = True  # answer(): see there
 
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
         await trio.lowlevel.checkpoint()
         yield _DONE if request.shape is None else _shaped(request.shape)
+
+    async def answer(self, request: Request) -> Done:
+        """The answer, keeping the call's deadline (``call_deadline``) itself.
+
+        Raises:
+            DeadlineReached: the deadline had come by its checkpoint.
+        """
+        await trio.lowlevel.checkpoint()
+        if current_time() >= call_deadline.get():
+            raise DeadlineReached
+        return _DONE if request.shape is None else _shaped(request.shape)
 
 
 @functools.cache

@@ -2,24 +2,30 @@
 
 Real clock, zero-latency backend (``InstantProvider``), the same work three ways, in one
 process and one trio run, tick after tick of the scene's calls with at most ``gate
-size`` in flight:
+size`` in flight. A call is the backend's answer (``Provider.answer``) everywhere: what
+Manor's tick loop asks of a backend, since it does not watch the stream, and what the
+references ask too, so that no contender does more work for the same call.
 
 - **manor**: ``TickLoop.step`` — plan, tickets, the pipeline policy, the whole stack
   (metrics, cost, breaker, timeout, gate, platform limiter), a ``CallRecord`` per call,
-  the tick applied to the world;
+  the tick applied to the world. The zero-latency backend keeps a call's deadline
+  itself, as the simulator does (``Provider.keeps_deadline``): the timeout layer hands
+  the deadline down rather than opening a cancel scope, and the gate's waits are timed
+  by one timekeeper a tick (``Gate.keep_time``). A backend that cannot keep deadlines
+  (one that waits on a socket) costs a cancel scope more per call: about what
+  ``trio_bounded`` adds to ``trio``, small beside any real call's latency;
 - **trio**: a nursery and a ``trio.Semaphore``, the parent acquiring before it spawns
-  each call and the call releasing when its stream ends;
+  each call and the call releasing when its answer is in;
 - **aiometer**: ``aiometer.run_all(..., max_at_once=gate size)`` on trio (optional:
   ``pip install 'manor[bench]'``);
 - **trio_bounded**, a reference: the trio baseline with the two bounds Manor puts on
   every call, written the plain trio way — the wait at the semaphore under the gate's
-  timeout and each call under the call timeout, a cancel scope each. Manor's stack
-  needs a cancel scope for every call (its timeout) and one for every wait at the gate
-  (its timeout); in trio a cancel scope costs about half a bare call with a
-  zero-latency backend, so this is what the bounds alone cost, without Manor;
+  timeout and each call under the call timeout, a cancel scope each. In trio a cancel
+  scope costs about half a bare call with a zero-latency backend: this is what the
+  bounds cost written the usual way;
 - **manor_unbounded**, the other side of that: Manor's tick loop and stack with the two
   bounds left out (no call timeout, no bound on the gate's wait), a configuration only
-  this suite builds: what Manor's own machinery costs.
+  this suite builds: what Manor's machinery costs without them.
 
 Each round runs every contender over the same number of ticks, interleaved, so a burst
 of load from elsewhere on the machine hits all three alike; a contender's figure is its
@@ -38,7 +44,6 @@ import functools
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import aclosing
 from typing import Any
 
 import trio
@@ -63,10 +68,10 @@ _AIOMETER_MISSING = "unavailable: aiometer is not installed (pip install 'manor[
 
 
 async def drain(provider: Provider, request: Request) -> None:
-    """Iterate one call's stream to its end, as the baselines' "call"."""
-    async with aclosing(provider.invoke(request)) as events:
-        async for _ in events:
-            pass
+    """One call to its answer, as the references make it: the backend's ``answer``,
+    what Manor's tick loop asks for (no deadline: a reference bounds its calls itself,
+    or not at all)."""
+    await provider.answer(request)
 
 
 async def trio_tick(provider: Provider, requests: Sequence[Request], limit: int) -> None:
