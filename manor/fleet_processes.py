@@ -291,6 +291,12 @@ class ProcessFleet:
         return list(self._done)
 
     @property
+    def worlds_reported(self) -> int:
+        """Worlds whose figures have come in (every world's, once ``run`` has returned;
+        stopped, those of the processes that said them as they stopped)."""
+        return len(self._figures)
+
+    @property
     def saves_problem(self) -> str | None:
         """What went wrong with a save, as a process said when it was stopped."""
         return self._saves_problem
@@ -311,7 +317,7 @@ class ProcessFleet:
 
     def summary(self) -> dict[str, Any]:
         """The report of a fleet in one process (``Fleet.summary``), once ``run`` has
-        returned."""
+        returned; stopped, of the worlds reported (``worlds_reported``, at least one)."""
         worlds = [self._figures[index] for index in sorted(self._figures)]
         total = fleet_total(worlds, peak_platform_sessions=self._peak.finish(), makespans=self._makespans)
         return {"worlds": worlds, "total": total, "fairness": fairness(worlds)}

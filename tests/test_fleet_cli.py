@@ -212,9 +212,9 @@ class TestSignals:
         scene = fixed_latency_scene(tmp_path, 0.2, "slow")
         saves = tmp_path / "saves"
         env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
-        argv = ["fleet", "--worlds", "2", "--scene", str(scene), "--clock", "real", "--ticks", "100000", "--save-dir", str(saves)]
+        argv = ["fleet", "--worlds", "2", "--scene", str(scene), "--clock", "real", "--ticks", "100000", "--save-dir", str(saves), "--json"]
         process = subprocess.Popen([sys.executable, "-m", "manor", *argv], cwd=tmp_path, env=env, text=True,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         try:
             deadline = time.monotonic() + 60
             while not all(_ticks(saves / f"world-{index}-slow.msav") >= 2 for index in range(2)):
@@ -222,7 +222,7 @@ class TestSignals:
                 assert time.monotonic() < deadline, "the fleet never got under way"
                 time.sleep(0.05)
             process.send_signal(signum)
-            _, err = process.communicate(timeout=60)
+            out, err = process.communicate(timeout=60)
         finally:
             if process.poll() is None:
                 process.kill()
@@ -234,6 +234,11 @@ class TestSignals:
         for path in saves.iterdir():
             assert read_save(path).finished
             assert verify(capsys, path)["verified"]
+        # The finished ticks' figures, as a whole fleet's, saying it was stopped.
+        figures = json.loads(out)
+        assert figures["interrupted"] == signal.Signals(signum).name
+        saved = [read_save(saves / f"world-{index}-slow.msav").ticks for index in range(2)]
+        assert [(world["ticks"], world["calls"]) for world in figures["worlds"]] == [(len(t), sum(len(tick.record.calls) for tick in t)) for t in saved]
 
 
 def _ticks(path: Path) -> int:

@@ -274,8 +274,8 @@ class TestSignals:
     ) -> None:
         """Signalled once every world has saved two ticks: one line naming the ticks and
         the saves, every process gone within the grace, every save closed and verified."""
-        argv, saves = _slow_fleet(tmp_path, redis_url)
-        process = _manor(argv, tmp_path, stdout=subprocess.DEVNULL, start_new_session=group)
+        argv, saves = _slow_fleet(tmp_path, redis_url, "--json")
+        process = _manor(argv, tmp_path, start_new_session=group)
         paths = [saves / f"world-{index}-slow.msav" for index in range(4)]
         try:
             _wait_for_ticks(process, paths, 2)
@@ -285,7 +285,7 @@ class TestSignals:
                 os.killpg(process.pid, signum)
             else:
                 process.send_signal(signum)
-            _, err = process.communicate(timeout=PATIENCE_S)
+            out, err = process.communicate(timeout=PATIENCE_S)
             took = time.monotonic() - signalled
         finally:
             if process.poll() is None:
@@ -300,6 +300,11 @@ class TestSignals:
         for path in paths:
             assert read_save(path).finished
             _verifies(path)
+        # The finished ticks' figures, every process's, as a whole fleet's report.
+        figures = json.loads(out)
+        assert figures["interrupted"] == signal.Signals(signum).name
+        saved = [read_save(path).ticks for path in paths]
+        assert [(world["ticks"], world["calls"]) for world in figures["worlds"]] == [(len(t), sum(len(tick.record.calls) for tick in t)) for t in saved]
 
 
 class TestParts:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -138,19 +139,21 @@ def run(args: argparse.Namespace) -> int:
             warn_of_gate(gate)
             await fleet.run(ticks, interval)
 
-    with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)), _progress(args, ticks * len(fleet.worlds)) as advance:
-        if advance is not None:
-            bar = _ProgressBar(advance)
-            for world in fleet.worlds:
-                world.engine.loop.add_instrument(bar)
-        interrupts.run(main, clock=clock, after=after)
+    try:
+        with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)), _progress(args, ticks * len(fleet.worlds)) as advance:
+            if advance is not None:
+                bar = _ProgressBar(advance)
+                for world in fleet.worlds:
+                    world.engine.loop.add_instrument(bar)
+            interrupts.run(main, clock=clock, after=after)
+    except interrupts.Interrupted as stopped:
+        # The ticks that finished keep their figures, as the fleet's end would print them.
+        if max(fleet.ticks):
+            _report(args, fleet.summary(), stopped)
+        raise
     for writer in writers:
         writer.check()
-    summary = fleet.summary()
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        print_summary(output.console(), summary)
+    _report(args, fleet.summary())
     if writers:
         print(f"manor: saved {min(fleet.ticks)} ticks of {len(writers)} worlds to {args.save_dir}", file=sys.stderr)
     return 0
@@ -190,18 +193,31 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
         return stopped_after(processes.ticks_done, saved)
 
     processes = ProcessFleet(jobs, ticks, warn=lambda line: print(line, file=sys.stderr))
-    with interrupts.stopped_as_interrupted(after), _progress(args, ticks * len(configured)) as advance:
-        if advance is not None:
-            processes.ticked = advance
-        interrupts.run(processes.run, after=after)
-    summary = processes.summary()
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        print_summary(output.console(), summary, processes=len(divided))
+    try:
+        with interrupts.stopped_as_interrupted(after), _progress(args, ticks * len(configured)) as advance:
+            if advance is not None:
+                processes.ticked = advance
+            interrupts.run(processes.run, after=after)
+    except interrupts.Interrupted as stopped:
+        # Each process, stopped, sends its worlds' figures as far as they got.
+        if max(processes.ticks_done) and processes.worlds_reported:
+            _report(args, processes.summary(), stopped, processes=len(divided))
+        raise
+    _report(args, processes.summary(), processes=len(divided))
     if paths:
         print(f"manor: saved {min(processes.ticks_done)} ticks of {len(paths)} worlds to {args.save_dir}", file=sys.stderr)
     return 0
+
+
+def _report(args: argparse.Namespace, summary: dict[str, Any], stopped: interrupts.Interrupted | None = None, processes: int = 1) -> None:
+    """The fleet's figures on stdout, as JSON or tables; a fleet ``stopped`` by a signal
+    says so (``"interrupted": "SIGINT"``) and reports the ticks that finished."""
+    if stopped is not None:
+        summary = summary | {"interrupted": signal.Signals(stopped.signum).name}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_summary(output.console(), summary, processes=processes)
 
 
 def _save_paths(directory: Path, scenes: Sequence[str], *, force: bool) -> list[Path]:

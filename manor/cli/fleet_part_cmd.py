@@ -5,15 +5,17 @@ worlds, and writes their progress and figures to stdout (``manor.fleet_processes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import trio
 
 from .. import interrupts
 from ..engine import make_gate, scene_sim
 from ..errors import FleetError
-from ..fleet import build_fleet, configure_worlds
+from ..fleet import Fleet, build_fleet, configure_worlds
 from ..fleet_processes import PART_COMMAND, Finished, PartReporter, Ready, SavesFailed, describe_worlds, listen_to_parent, message_channel, read_part, send
 from ..saves import SaveWriter
 from ..saves.format import FleetSeat
@@ -73,10 +75,21 @@ def run(args: argparse.Namespace) -> int:
         if orphaned.cancelled_caught:
             raise FleetError(f"{describe_worlds(part.indices)}: the fleet that started this process has gone; stopped")
 
-    with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)):
-        interrupts.run(main, after=after)
+    try:
+        with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)):
+            interrupts.run(main, after=after)
+    except interrupts.Interrupted:
+        # Stopped: the ticks that finished, for the fleet's report (if anyone still listens).
+        with contextlib.suppress(OSError):
+            _send_figures(channel, fleet)
+        raise
     for writer in writers:
         writer.check()
+    _send_figures(channel, fleet)
+    return 0
+
+
+def _send_figures(channel: BinaryIO, fleet: Fleet) -> None:
+    """Each of the process's worlds' figures, as far as its run got."""
     for figures in fleet.world_summaries():
         send(channel, Finished(world=figures["index"], figures=figures))
-    return 0

@@ -64,9 +64,7 @@ def run(args: argparse.Namespace) -> int:
     ticks = config.settings.run.ticks
     interval = config.settings.run.tick_interval_s
     console = Console(stderr=True)
-    # Nothing slow between making the save and the block that closes it on a signal
-    # (building the console took long enough for a Ctrl-C to land there, unreported).
-    writer = SaveWriter.create(args.save, engine, force=args.force) if args.save else None
+    writer: SaveWriter | None = None  # made inside the block that closes it on a signal
 
     def after() -> str:
         return interrupts.ran(stats.ticks, writer)
@@ -88,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with interrupts.stopped_as_interrupted(after, close):
+            if args.save:
+                writer = SaveWriter.create(args.save, engine, force=args.force)
             if args.json or not console.is_terminal:
                 interrupts.run(main, clock=make_clock(config), after=after)
             else:
