@@ -9,6 +9,8 @@
 -- The gate's keys (after the prefix):
 --   cfg          hash: size, rate, burst, lease_ms, hold_until (ms)
 --   seq          the global ticket counter: admission order across processes
+--   admissions   the admission counter: a grant's place among all the gate's grants
+--                (one undone, its caller gone, keeps its place: unlike stats' admitted)
 --   line:token   zset waiter id -> ticket: waiting for a token (only with a bucket)
 --   line:slot    zset waiter id -> ticket: waiting for a slot
 --   since        hash waiter id -> when it joined the line (ms), for the wait figures
@@ -24,6 +26,7 @@
 local P = KEYS[1]
 local op = ARGV[1]
 local CFG, SEQ, TOKLINE, SLOTLINE, SINCE = P .. 'cfg', P .. 'seq', P .. 'line:token', P .. 'line:slot', P .. 'since'
+local ADMISSIONS = P .. 'admissions'
 local LEASES, PROCS, BUCKET, STATS = P .. 'leases', P .. 'procs', P .. 'bucket', P .. 'stats'
 -- A list of grants nobody reads (its process died) goes away on its own.
 local GRANTS_TTL_MS = 60000
@@ -157,14 +160,15 @@ local function dispatch(c, caller, cause)
     if alive(pid) then
       redis.call('ZADD', LEASES, expiry, id)
       in_flight = in_flight + 1
-      local admitted = redis.call('HINCRBY', STATS, 'admitted', 1)
+      redis.call('HINCRBY', STATS, 'admitted', 1)
+      local order = redis.call('INCR', ADMISSIONS)
       local wait = now - since
       redis.call('HINCRBYFLOAT', STATS, 'wait_ms', wait)
       if wait > (tonumber(redis.call('HGET', STATS, 'max_wait_ms')) or 0) then
         redis.call('HSET', STATS, 'max_wait_ms', ms(wait))
       end
       grants[pid] = grants[pid] or {}
-      table.insert(grants[pid], id .. '|' .. ticket .. '|' .. admitted .. '|' .. ms(now) .. '|' .. cause)
+      table.insert(grants[pid], id .. '|' .. ticket .. '|' .. order .. '|' .. ms(now) .. '|' .. cause)
     else
       refund(c)
     end

@@ -113,7 +113,7 @@ class _Waiter:
     failure: GateUnavailable | None = None
     #: At the server: "PID:TICKET".
     id: str = ""
-    #: The global ticket and the global admission count, as granted.
+    #: The global ticket and its place among the gate's admissions, as granted.
     global_ticket: int = 0
     order: int = 0
     #: When it was woken, granted: its admission. Its task may resume later, and
@@ -132,7 +132,9 @@ class RedisPermit:
 
     Attributes:
         global_ticket: the ticket the server gave it when it joined the line.
-        order: how many admissions the gate had made, this one included.
+        order: its place among every admission the gate has made (1 for the first);
+            an admission undone (its caller gone before it heard) keeps its place, so
+            the order only ever grows.
     """
 
     ticket: int

@@ -322,6 +322,41 @@ class TestAcrossProcesses:
                     permit.release()
 
     @pytest.mark.trio
+    async def test_an_admission_undone_keeps_its_place_in_the_order(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """b's two waiters are granted by a's releases, whose word to b is lost, and time
+        out before b's poll hears of it: their admissions are undone at the server. a's
+        next permit still comes after them in the order (it once reused their places, and
+        a permit admitted later could show an earlier order than one admitted before)."""
+
+        async def deaf(self: RedisGate) -> None:
+            await trio.sleep_forever()
+
+        monkeypatch.setattr(gate_redis, "POLL_S", 3600.0)  # no poll hears of the grants either
+        async with _processes(redis_url, 1, size=2, lease_s=3600) as (a,):
+            monkeypatch.setattr(RedisGate, "_receive_grants", deaf)
+            async with _processes(redis_url, 1, size=2, name=a.name, lease_s=3600) as (b,):
+                first, second = await a.acquire(timeout=10), await a.acquire(timeout=10)
+                timed_out: list[int] = []
+
+                async def wait(ticket: int) -> None:
+                    try:
+                        await b.acquire(ticket, timeout=0.5)
+                    except GateTimeout:
+                        timed_out.append(ticket)
+
+                async with trio.open_nursery() as nursery:
+                    for ticket in b.issue(2):
+                        nursery.start_soon(wait, ticket)
+                    await trio.sleep(0.1)
+                    first.release()
+                    second.release()  # grants b's two, in a's transitions: b never hears
+                assert len(timed_out) == 2
+                third = await a.acquire(timeout=10)
+                assert (first.order, second.order, third.order) == (1, 2, 5)
+                third.release()
+                assert (await _settled(redis_url, a.name)).statistics.admitted == 3
+
+    @pytest.mark.trio
     async def test_a_resize_from_any_process_is_seen_by_all_within_a_second(self, redis_url: str) -> None:
         async with _processes(redis_url, 3, size=2) as (a, b, c):
             b.size = 5
