@@ -14,8 +14,10 @@ from typing import Any
 
 import msgspec
 import pytest
+from rich.console import Console
 
 from manor.cli import main
+from manor.cli.fleet_cmd import print_summary
 from manor.saves import read_save
 from saves_fixture import frames_of, rewrite_payloads
 from scenes_fixture import fixed_latency_scene
@@ -90,6 +92,15 @@ class TestReport:
         for text in ("Jain's index of calls/s", "degradations, all worlds", "what failed, all worlds", "no gate slot within 5s"):
             assert text in words
         assert max(len(line) for line in out.splitlines()) <= 80
+
+    def test_worlds_stopped_at_different_ticks_say_both(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A fleet stopped by a signal reports worlds that got to different ticks: the
+        title gives the range, not the first world's."""
+        summary = fleet_json(capsys, "--worlds", "2", "--ticks", "3")
+        summary["worlds"][1]["ticks"] = 2
+        console = Console(width=80, record=True)
+        print_summary(console, summary)
+        assert " ".join(console.export_text().split()).startswith("fleet — 2 worlds of The Wacky Manor, 2-3 ticks, one gate")
 
     def test_a_gate_too_small_for_the_fleet_is_a_warning(self, capsys: pytest.CaptureFixture[str]) -> None:
         code, _, err = manor(capsys, "fleet", "--json", "--worlds", "16", "--ticks", "1")

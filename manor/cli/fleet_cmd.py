@@ -282,7 +282,9 @@ def print_summary(console: Console, summary: dict[str, Any], processes: int = 1)
     worlds = summary["worlds"]
     scenes = {world["scene"] for world in worlds}
     title = f"fleet — {total['worlds']} worlds" + (f" of {worlds[0]['scene']}" if len(scenes) == 1 else "")
-    title += (f" in {processes} processes" if processes > 1 else "") + f", {worlds[0]['ticks']} ticks"
+    low, high = min(world["ticks"] for world in worlds), max(world["ticks"] for world in worlds)
+    # Worlds stopped by a signal may have got to different ticks.
+    title += (f" in {processes} processes" if processes > 1 else "") + f", {low if low == high else f'{low}-{high}'} ticks"
     table = Table(
         title=f"{title}, one gate of {total['gate_size']} / platform {total['platform_limit']}, policy {worlds[0]['policy']}",
         title_justify="left",
