@@ -233,12 +233,14 @@ class TickLoop:
         request: Request,
         stack: Stack,
         attempts: int,
-        finished: Callable[[CallRecord], None] | None = None,
+        finished: Callable[[int, CallRecord], None] | None = None,
         repairs: int = 0,
+        index: int = 0,
     ) -> CallRecord:
         """``call`` once the instruments have heard it start; ``finished``, if given,
-        gets the record too (``call_all`` spawns this directly: a wrapper coroutine
-        per call would be one more frame every resumption of the call passes through).
+        gets ``index`` and the record too (``call_all`` spawns this directly: a wrapper
+        coroutine per call would be one more frame every resumption of the call passes
+        through, and a partial per call costs more than the argument).
         ``repairs``: how many of the ``attempts`` were repairs (``_repair``).
 
         An answer to a request with a shape is validated here: one that does not fit
@@ -317,7 +319,7 @@ class TickLoop:
         if hooked["call_finished"]:
             instruments.call("call_finished", record)
         if finished is not None:
-            finished(record)
+            finished(index, record)
         return record
 
     def _degraded(
@@ -410,11 +412,10 @@ class TickLoop:
             for index, request in in_order:
                 if heard:
                     self.instruments.call("call_started", request)
-                done = functools.partial(finished, index)
                 if one_by_one:
-                    await start_now(nursery, functools.partial(make, request, stack, request.attempt + 1, done, repairs))
+                    await start_now(nursery, functools.partial(make, request, stack, request.attempt + 1, finished, repairs, index))
                 else:
-                    nursery.start_soon(make, request, stack, request.attempt + 1, done, repairs, name=_CALL_TASK)
+                    nursery.start_soon(make, request, stack, request.attempt + 1, finished, repairs, index, name=_CALL_TASK)
             task_status.started()
             if in_order:
                 # One timer for the calls' waits at the gate, not a cancel scope each.
