@@ -4,9 +4,9 @@
 cancellation ends: when the deadline comes, trio cancels the scope, builds a
 ``Cancelled``, throws it into the task and catches it again at the scope. Under the
 virtual clock a simulated call is that one timer, and the exception's round trip was
-about 5 µs of the call's 81 (``manor bench --suite fastforward``). ``sleep_until`` here keeps the
-scope — in trio a timer is a cancel scope's deadline, there is no other — but when its
-own deadline wakes the task it reschedules the task plainly instead.
+about 5 µs of the call's 81 (``manor bench --suite fastforward``). ``sleep_until``
+here keeps the scope — in trio a timer is a cancel scope's deadline, there is no
+other — but when its own deadline wakes the task it reschedules the task plainly.
 
 It ends exactly as ``trio.sleep_until`` does, at the same instant, and a cancellation
 from outside ends it with ``Cancelled`` as before. Even at a tie: when an enclosing
