@@ -104,6 +104,9 @@ class TestTheSameEndsAsWithACancelScope:
     @example(calls=[(10.0, 1.0)], seconds=1.0, outer=1e9, faults={}, hearing=False)
     # The timeout and the outer deadline at one instant: the outer one shows.
     @example(calls=[(10.0, 3.0)], seconds=1.0, outer=1.0, faults={}, hearing=False)
+    # The answer's end and the outer deadline at one instant (11.0): the outer one shows,
+    # though the answer's timer wakes its call without a Cancelled (manor.timer).
+    @example(calls=[(10.0, 1.0)], seconds=4.0, outer=1.0, faults={}, hearing=False)
     @settings(max_examples=400, deadline=None)
     def test_to_the_bit(
         self, calls: list[tuple[float, float]], seconds: float, outer: float, faults: dict[str, Any], hearing: bool

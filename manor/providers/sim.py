@@ -20,6 +20,7 @@ from ..clock import current_time
 from ..errors import ProviderError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
 from ..templates import template_problem
+from ..timer import sleep_until
 from .base import DeadlineReached, Provider, by_deadline, call_deadline
 
 __all__ = ["PLACEHOLDERS", "SimProfile", "SimProvider", "line_problem"]
@@ -159,9 +160,9 @@ class SimProvider(Provider):
         if deadline <= end:
             # At a tie the deadline wins, as it does when it is a cancel scope's around
             # the answer's timer: the outer scope's cancellation is the one that shows.
-            await trio.sleep_until(deadline)
+            await sleep_until(deadline)
             raise DeadlineReached
-        await trio.sleep_until(end)
+        await sleep_until(end)  # without a Cancelled at the end (manor.timer)
         return Done(text=text, usage=Usage(input_tokens=_word_count(request.prompt), output_tokens=words))
 
     async def _streamed(self, request: Request, latency: float, fault: str, text: str) -> Done:
