@@ -149,6 +149,8 @@ class DashboardState(Instrument):
         self._degradations_total = empty_degradations()
         self._calls_total = 0
         self._degraded_total = 0
+        # Calls of the tick under way degraded (a retry counts again).
+        self._degraded_in_tick = 0
         self._rejections = PlatformRejections()
         #: Calls of the tick under way planned.
         self.planned = 0
@@ -268,7 +270,9 @@ class DashboardState(Instrument):
         self.current_tick = tick
         if self._loop is not None:
             self.tick_policy = self._loop.policy.name
-        self._degradations_tick = empty_degradations(self._degradations_total)  # every kind so far
+        if self._degraded_in_tick:  # else the last tick's counts are every kind so far at 0
+            self._degradations_tick = empty_degradations(self._degradations_total)
+        self._degraded_in_tick = 0
         self._latencies = []
         self.planned, self._queued, self._running, self._finished = len(requests), 0, 0, 0
         rows, dirty = self._by_call, self._dirty
@@ -299,8 +303,11 @@ class DashboardState(Instrument):
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         self._catch_up()
-        latencies = [call.latency for call in record.calls if call.admitted_at is not None]
-        degraded = sum(1 for call in record.calls if not call.ok)
+        if self._finished == len(record.calls):  # the calls that ended are the tick's own
+            latencies, degraded = self._latencies, self._degraded_in_tick
+        else:  # some were repaired: their records are not the tick's
+            latencies = [call.latency for call in record.calls if call.admitted_at is not None]
+            degraded = sum(1 for call in record.calls if not call.ok)
         self.ticks.append(
             TickFigures(
                 tick=record.tick,
@@ -360,6 +367,7 @@ class DashboardState(Instrument):
                 _count(degradations_tick, record.caller, reason)
                 _count(degradations_total, record.caller, reason)
                 self._degraded_total += 1
+                self._degraded_in_tick += 1
                 # Counted as the call ends, not as its tick does: the gate panel's
                 # rejections grow with the degraded panel's platform_rejected.
                 self._rejections.count((record,))
