@@ -341,10 +341,14 @@ class DashboardState(Instrument):
         self._version += 1
         by_call, row_for, dirty = self._by_call, self._row, self._dirty
         latencies, degradations_tick, degradations_total = self._latencies, self._degradations_tick, self._degradations_total
-        requests = records = unadmitted = 0
+        started = admitted = records = unadmitted = 0
         for note in notes:
-            if type(note) is not CallRecord:
-                requests += 1  # a call started, or admitted (a tuple)
+            kind = type(note)
+            if kind is tuple:
+                admitted += 1
+                continue
+            if kind is not CallRecord:
+                started += 1
                 continue
             record: CallRecord = note  # type: ignore[assignment]
             records += 1
@@ -355,8 +359,8 @@ class DashboardState(Instrument):
             if admitted_at is None:
                 unadmitted += 1
             else:
-                row.latency = record.finished_at - admitted_at
-                latencies.append(row.latency)
+                row.latency = latency = record.finished_at - admitted_at
+                latencies.append(latency)
             if record.outcome == "ok":
                 row.state, row.line, row.reason, row.error = "done", record.text, None, ""
                 if record.attempts > 1:
@@ -371,8 +375,6 @@ class DashboardState(Instrument):
                 # Counted as the call ends, not as its tick does: the gate panel's
                 # rejections grow with the degraded panel's platform_rejected.
                 self._rejections.count((record,))
-        admitted = sum(1 for note in notes if type(note) is tuple) if requests else 0
-        started = requests - admitted
         self._queued += started - admitted - unadmitted
         self._running += admitted - (records - unadmitted)
         self._finished += records
