@@ -289,6 +289,7 @@ class TestDashboardState:
         record = CallRecord(tick=1, ticket=0, caller="character", agent=request.agent, queued_at=0.0, admitted_at=1.0,
                             finished_at=3.5, outcome="ok", text="Hello.")
         state.call_finished(record)
+        assert state.rows[row.key] is row  # the hooks only note a call: reading the state takes it in
         assert (row.state, row.latency, row.line) == ("done", 2.5, "Hello.")
         assert len(state.rows) == rows
         assert state.take_dirty() == {row.key}

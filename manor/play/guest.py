@@ -4,16 +4,20 @@ One thread, no locks. Trio code runs between the host's callbacks; host code rea
 into trio only through ``run_sync_soon`` (the trio token), because trio primitives
 (an ``Event``, a ``CancelScope``) must be touched from inside the trio run.
 
-Trio hands the host one step at a time (a step: its ready tasks run once). The run
-keeps the time it spent stepping and the time the host kept it waiting while it had a
-task ready, so that the host can tell what its own work costs the run (``FrameBudget``).
+Trio hands the host one step at a time (a step: its ready tasks run once). A step that
+makes the next one ready runs it at once, in the same host callback, while the host has
+nothing ready of its own and for at most ``SLICE_S``: a turn of asyncio's loop between
+two steps (a ``select`` system call, a handle) costs more than the host's share of a
+step of a busy run, and nothing is waiting for it. The run keeps the time it spent
+stepping and the time the host kept it waiting while it had a task ready, so that the
+host can tell what its own work costs the run (``FrameBudget``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sized
 from functools import partial
 from typing import Any, final
 
@@ -25,6 +29,9 @@ __all__ = ["GuestRun"]
 #: Waits for the host shorter than this are its loop's own turn between two steps, which
 #: no host can spare the run; longer ones are the host's work (a frame drawn).
 HELD_FLOOR_S = 0.001
+#: The longest a run of steps goes on in one host callback: keys and timers, which the
+#: host's loop polls for between callbacks, wait at most this long for a busy run.
+SLICE_S = 0.001
 
 
 @final
@@ -50,6 +57,12 @@ class GuestRun:
         # Since when the next step is ready (None: the run waits for a timer or I/O).
         self._ready_since: float | None = None
         self._stepping = False
+        # While stepping: until when the next step may follow at once, and that step.
+        self._slice_ends = 0.0
+        self._next: Callable[[], object] | None = None
+        # The host loop's ready callbacks (asyncio's own deque): a step waits its turn
+        # behind them. A loop without one gets one host callback a step.
+        self._host_ready: Sized | None = None
 
     @property
     def started(self) -> bool:
@@ -73,6 +86,7 @@ class GuestRun:
         if self._done is not None:
             raise RuntimeError("this guest run was already started")
         loop = self._loop = asyncio.get_running_loop()
+        self._host_ready = getattr(loop, "_ready", None)
         self._done = loop.create_future()
 
         async def main() -> Any:
@@ -134,25 +148,39 @@ class GuestRun:
         return self._ready_since is None and not self._stepping
 
     def _step_at_once(self, step: Callable[[], object]) -> None:
-        """Schedule a step the one before made ready (the run has a task to run)."""
+        """Schedule a step the one before made ready (the run has a task to run): run
+        it next in this host callback while the slice lasts and the host has nothing
+        ready, else in a callback of its own."""
         assert self._loop is not None
-        self._ready_since = time.perf_counter()
+        now = time.perf_counter()
+        host_ready = self._host_ready
+        if self._stepping and now < self._slice_ends and host_ready is not None and not host_ready:
+            self._next = step
+            return
+        self._ready_since = now
         self._loop.call_soon(self._step, step)
 
     def _step(self, step: Callable[[], object]) -> None:
-        # One host callback a step, however many follow at once: each lets the host's
-        # loop run what is ready in between (a key, a frame) — a key costs the few
-        # message hops Textual makes, each behind one step, not behind many.
+        # A step the host has anything ready behind (a key's next message hop, a
+        # frame) waits its turn: a key costs the few hops Textual makes, each behind
+        # one step, not behind a slice of them.
         # perf_counter, not thread_time (a system call): the host compares wall times.
         started = time.perf_counter()
         if self._ready_since is not None and started - self._ready_since > HELD_FLOOR_S:
             self.held_seconds += started - self._ready_since
         self._ready_since = None
         self._stepping = True
+        self._slice_ends = started + SLICE_S
+        next_step: Callable[[], object] | None = step
         try:
-            step()
+            while next_step is not None:
+                next_step()
+                next_step, self._next = self._next, None
         finally:
             self._stepping = False
+            if self._next is not None:  # a step failed after readying the next one
+                self._loop.call_soon(self._step, self._next)  # type: ignore[union-attr]
+                self._next = None
         self.step_seconds += time.perf_counter() - started
 
     def _finish(self, result: outcome.Outcome[Any]) -> None:

@@ -1,9 +1,13 @@
 """What the dashboard shows, kept up to date by the tick loop's instrument hooks.
 
-The engine writes, the dashboard reads on a timer (about ten times a second), so a
-flood of call events costs a few dictionary updates each and never a redraw: updates
-are coalesced by construction. Both run on one thread (trio in guest mode on Textual's
-loop), so there are no locks.
+The engine writes, the dashboard reads on a timer (about ten times a second, fewer when
+the engine runs flat out), so per call a hook only notes what happened — one list
+append — and the rows, counts and histories are worked out from the notes when they
+are read (a frame), or at the end of the tick: per frame and per tick, not per call.
+Of a call's three events only the last changes its row, so most are never looked at
+one by one. Updates are coalesced by construction, and a flood of calls never costs a
+redraw. Both run on one thread (trio in guest mode on Textual's loop), so there are no
+locks.
 """
 
 from __future__ import annotations
@@ -123,8 +127,11 @@ class DashboardState(Instrument):
     """
 
     def __init__(self, scene: Scene, *, history: int = 120, story_kept: int = 500, calls_kept: int = CALLS_KEPT) -> None:
-        #: Bumped on every change; a panel redraws only when it moved.
-        self.version = 0
+        # What the call hooks noted since the last catch-up, in order: a call started
+        # (its request), admitted (its request and when) or finished (its record).
+        self._notes: list[Request | tuple[Request, float] | CallRecord] = []
+        # Bumped on every change (``version``).
+        self._version = 0
         #: The tick under way, or ``None`` between ticks.
         self.current_tick: int | None = None
         #: The last finished tick (0 before the first).
@@ -136,27 +143,27 @@ class DashboardState(Instrument):
         self.degraded_ticks = bytearray()
         # Admission-to-answer latencies of the tick under way's calls, for its p50.
         self._latencies: list[float] = []
-        #: caller kind -> reason -> count, zeros included, on the tick shown and since
-        #: the start: the manor world's kinds until a run starts, then its world's (a
-        #: kind no world declared is added as it is counted).
-        self.degradations_tick = empty_degradations()
-        self.degradations_total = empty_degradations()
-        self.calls_total = 0
-        self.degraded_total = 0
-        #: Platform rejections since the start (the tick under way's as its calls end), as
-        #: ``manor run`` counts them.
-        self.rejections = PlatformRejections()
-        #: Calls of the tick under way: planned, and by state (a retry counts again).
+        # ``degradations_tick`` and ``degradations_total``: the manor world's kinds
+        # until a run starts, then its world's.
+        self._degradations_tick = empty_degradations()
+        self._degradations_total = empty_degradations()
+        self._calls_total = 0
+        self._degraded_total = 0
+        # Calls of the tick under way degraded (a retry counts again).
+        self._degraded_in_tick = 0
+        self._rejections = PlatformRejections()
+        #: Calls of the tick under way planned.
         self.planned = 0
-        self.queued = 0
-        self.running = 0
-        self.finished = 0
-        self.rows: dict[str, CallerRow] = {}
-        # The same rows by (caller, agent): the hooks, which run on every call, find a
-        # row without formatting its key (a caller kind is a str: it hashes as one).
+        # ``queued``, ``running``, ``finished``.
+        self._queued = 0
+        self._running = 0
+        self._finished = 0
+        self._rows: dict[str, CallerRow] = {}
+        # The same rows by (caller, agent): found without formatting a key (a caller
+        # kind is a str: it hashes as one).
         self._by_call: dict[tuple[str, str], CallerRow] = {}
-        #: Keys of rows changed since the agents table last took them.
-        self.dirty: set[str] = set()
+        # Keys of rows changed since the agents table last took them (``take_dirty``).
+        self._dirty: set[str] = set()
         # The rows with a call in the tick under way (or the last one).
         self._in_tick: list[CallerRow] = []
         #: The policy the tick under way runs under (a switch applies from the next).
@@ -181,14 +188,77 @@ class DashboardState(Instrument):
                     self._row(CallerKind.SCENE_BEAT, speaker)
         # Another world's callers are known once it can plan: ``run_started``.
 
+    # -- what the panels read (the notes taken into account first) ------------------------
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change; a panel redraws only when it moved."""
+        self._catch_up()
+        return self._version
+
+    @property
+    def rows(self) -> dict[str, CallerRow]:
+        """The callers by ``caller:agent``, in the order they were first planned."""
+        self._catch_up()
+        return self._rows
+
+    @property
+    def degradations_tick(self) -> dict[str, dict[str, int]]:
+        """caller kind -> reason -> count, zeros included, on the tick shown (a kind no
+        world declared is added as it is counted)."""
+        self._catch_up()
+        return self._degradations_tick
+
+    @property
+    def degradations_total(self) -> dict[str, dict[str, int]]:
+        """As ``degradations_tick``, since the start."""
+        self._catch_up()
+        return self._degradations_total
+
+    @property
+    def calls_total(self) -> int:
+        self._catch_up()
+        return self._calls_total
+
+    @property
+    def degraded_total(self) -> int:
+        self._catch_up()
+        return self._degraded_total
+
+    @property
+    def rejections(self) -> PlatformRejections:
+        """Platform rejections since the start (the tick under way's as its calls end),
+        as ``manor run`` counts them."""
+        self._catch_up()
+        return self._rejections
+
+    @property
+    def queued(self) -> int:
+        """Calls of the tick under way waiting for the gate (a retry counts again)."""
+        self._catch_up()
+        return self._queued
+
+    @property
+    def running(self) -> int:
+        """Calls of the tick under way admitted and not ended."""
+        self._catch_up()
+        return self._running
+
+    @property
+    def finished(self) -> int:
+        """Calls of the tick under way ended (a retry counts again)."""
+        self._catch_up()
+        return self._finished
+
     # -- instrument hooks -----------------------------------------------------------------
 
     def run_started(self, loop: TickLoop) -> None:
+        self._catch_up()
         self._loop = loop
-        if not self.calls_total:
-            self.degradations_tick = empty_degradations(loop.world.callers)
-            self.degradations_total = empty_degradations(loop.world.callers)
-        if not self.rows:
+        if not self._calls_total:
+            self._degradations_tick = empty_degradations(loop.world.callers)
+            self._degradations_total = empty_degradations(loop.world.callers)
+        if not self._rows:
             # The first tick's callers, in planning order (``plan`` changes nothing);
             # callers of later ticks join as they are first planned.
             for request in loop.world.plan():
@@ -196,13 +266,16 @@ class DashboardState(Instrument):
         self._take_marks(loop.world)
 
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
+        self._catch_up()
         self.current_tick = tick
         if self._loop is not None:
             self.tick_policy = self._loop.policy.name
-        self.degradations_tick = empty_degradations(self.degradations_total)  # every kind so far
+        if self._degraded_in_tick:  # else the last tick's counts are every kind so far at 0
+            self._degradations_tick = empty_degradations(self._degradations_total)
+        self._degraded_in_tick = 0
         self._latencies = []
-        self.planned, self.queued, self.running, self.finished = len(requests), 0, 0, 0
-        rows, dirty = self._by_call, self.dirty
+        self.planned, self._queued, self._running, self._finished = len(requests), 0, 0, 0
+        rows, dirty = self._by_call, self._dirty
         previous, self._in_tick = self._in_tick, []
         for request in requests:
             row = rows.get((request.caller, request.agent)) or self._row(request.caller, request.agent)
@@ -215,60 +288,26 @@ class DashboardState(Instrument):
             if row.state != "queued":
                 row.state, row.reason, row.error = "—", None, ""
                 dirty.add(row.key)
-        self.version += 1
+        self._version += 1
+
+    # The call hooks run on every call: each only notes what happened (``_catch_up``).
 
     def call_started(self, request: Request) -> None:
-        self.queued += 1
-        row = self._by_call.get((request.caller, request.agent)) or self._row(request.caller, request.agent)
-        row.state = "queued"
-        self.dirty.add(row.key)
-        self.version += 1
+        self._notes.append(request)
 
     def call_admitted(self, request: Request, admitted_at: float) -> None:
-        self.queued -= 1
-        self.running += 1
-        row = self._by_call.get((request.caller, request.agent)) or self._row(request.caller, request.agent)
-        row.state = "running"
-        self.dirty.add(row.key)
-        self.version += 1
+        self._notes.append((request, admitted_at))
 
     def call_finished(self, record: CallRecord) -> None:
-        if record.admitted_at is None:
-            self.queued -= 1
-        else:
-            self.running -= 1
-        self.finished += 1
-        self.calls_total += 1
-        row = self._by_call.get((record.caller, record.agent)) or self._row(record.caller, record.agent)
-        self.dirty.add(row.key)
-        row.calls.append(record)
-        if record.admitted_at is not None:
-            self._latencies.append(record.latency)
-        if record.outcome == "ok":
-            row.state = "done"
-            row.latency = record.latency
-            row.line = record.text
-            row.reason = None
-            row.error = ""
-        else:
-            row.state = "degraded"
-            if record.admitted_at is not None:
-                row.latency = record.latency
-            row.reason = record.reason
-            row.error = record.error
-            reason = record.reason or "provider_error"
-            _count(self.degradations_tick, record.caller, reason)
-            _count(self.degradations_total, record.caller, reason)
-            self.degraded_total += 1
-        if record.outcome != "ok" or record.attempts > 1:
-            # Counted as the call ends, not as its tick does: the gate panel's
-            # rejections grow with the degraded panel's platform_rejected.
-            self.rejections.count((record,))
-        self.version += 1
+        self._notes.append(record)
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        latencies = [call.latency for call in record.calls if call.admitted_at is not None]
-        degraded = sum(1 for call in record.calls if not call.ok)
+        self._catch_up()
+        if self._finished == len(record.calls):  # the calls that ended are the tick's own
+            latencies, degraded = self._latencies, self._degraded_in_tick
+        else:  # some were repaired: their records are not the tick's
+            latencies = [call.latency for call in record.calls if call.admitted_at is not None]
+            degraded = sum(1 for call in record.calls if not call.ok)
         self.ticks.append(
             TickFigures(
                 tick=record.tick,
@@ -288,7 +327,77 @@ class DashboardState(Instrument):
         items = fold_story(story, lambda entry: entry)
         self.story.extend(items)
         self.story_count += len(items)
-        self.version += 1
+        self._version += 1
+
+    # -- the notes ------------------------------------------------------------------------
+
+    def _catch_up(self) -> None:
+        """Take the calls noted since the last catch-up into the counts, the rows and
+        the histories, as if each had been taken as it happened."""
+        notes = self._notes
+        if not notes:
+            return
+        self._notes = []
+        self._version += 1
+        by_call, row_for, dirty = self._by_call, self._row, self._dirty
+        latencies, degradations_tick, degradations_total = self._latencies, self._degradations_tick, self._degradations_total
+        started = admitted = records = unadmitted = 0
+        for note in notes:
+            kind = type(note)
+            if kind is tuple:
+                admitted += 1
+                continue
+            if kind is not CallRecord:
+                started += 1
+                continue
+            record: CallRecord = note  # type: ignore[assignment]
+            records += 1
+            row = by_call.get((record.caller, record.agent)) or row_for(record.caller, record.agent)
+            dirty.add(row.key)
+            row.calls.append(record)
+            admitted_at = record.admitted_at
+            if admitted_at is None:
+                unadmitted += 1
+            else:
+                row.latency = latency = record.finished_at - admitted_at
+                latencies.append(latency)
+            if record.outcome == "ok":
+                row.state, row.line, row.reason, row.error = "done", record.text, None, ""
+                if record.attempts > 1:
+                    self._rejections.count((record,))
+            else:
+                row.state, row.reason, row.error = "degraded", record.reason, record.error
+                reason = record.reason or "provider_error"
+                _count(degradations_tick, record.caller, reason)
+                _count(degradations_total, record.caller, reason)
+                self._degraded_total += 1
+                self._degraded_in_tick += 1
+                # Counted as the call ends, not as its tick does: the gate panel's
+                # rejections grow with the degraded panel's platform_rejected.
+                self._rejections.count((record,))
+        self._queued += started - admitted - unadmitted
+        self._running += admitted - (records - unadmitted)
+        self._finished += records
+        self._calls_total += records
+        if self._queued or self._running:
+            self._take_calls_in_flight(notes)
+
+    def _take_calls_in_flight(self, notes: list[Request | tuple[Request, float] | CallRecord]) -> None:
+        """Rows with a call queued or running show so: the rows whose last note is
+        a call started or admitted (the others' last is a record, taken already). Only
+        while calls are out: not at a tick's end."""
+        by_call, row_for, dirty = self._by_call, self._row, self._dirty
+        seen: set[tuple[str, str]] = set()
+        for note in reversed(notes):
+            request = note[0] if type(note) is tuple else note  # type: ignore[index]
+            key = (request.caller, request.agent)  # type: ignore[union-attr]
+            if key in seen:
+                continue
+            seen.add(key)
+            if type(note) is not CallRecord:
+                row = by_call.get(key) or row_for(*key)
+                row.state = "running" if type(note) is tuple else "queued"
+                dirty.add(row.key)
 
     # -- the tick shown -------------------------------------------------------------------
 
@@ -296,13 +405,14 @@ class DashboardState(Instrument):
     def shown(self) -> ShownTick | None:
         """The tick the panels show: the one under way, or the last finished (``None``
         before the first tick starts)."""
+        self._catch_up()
         if self.current_tick is not None:
             latencies = self._latencies
             return ShownTick(
                 tick=self.current_tick, under_way=True, makespan=None,
                 p50=percentile(latencies, 50), max=max(latencies, default=0.0),
-                done=self.finished, planned=self.planned,
-                degraded=sum(n for counts in self.degradations_tick.values() for n in counts.values()),
+                done=self._finished, planned=self.planned,
+                degraded=sum(n for counts in self._degradations_tick.values() for n in counts.values()),
             )  # fmt: skip
         if not self.ticks:
             return None
@@ -316,7 +426,8 @@ class DashboardState(Instrument):
 
     def take_dirty(self) -> set[str]:
         """The keys of rows changed since the last call (for the one table that shows them)."""
-        dirty, self.dirty = self.dirty, set()
+        self._catch_up()
+        dirty, self._dirty = self._dirty, set()
         return dirty
 
     def _take_marks(self, world: World) -> None:
@@ -326,23 +437,23 @@ class DashboardState(Instrument):
             return
         # An agent marked before it had a call (a player killed on the first night,
         # before speaking) has a row all the same, of no caller kind, so that it shows.
-        seen = {row.agent for row in self.rows.values()}
+        seen = {row.agent for row in self._rows.values()}
         for agent in marks:
             if agent not in seen:
                 self._row("", agent)
-        for row in self.rows.values():
+        for row in self._rows.values():
             mark = marks.get(row.agent, "")
             if mark != row.mark:
                 row.mark = mark
-                self.dirty.add(row.key)
+                self._dirty.add(row.key)
         self._marked = bool(marks)
 
     def _row(self, caller: str, agent: str) -> CallerRow:
         row = self._by_call.get((caller, agent))
         if row is None:
             row = CallerRow(str(caller), agent, self._names.get(agent, agent), calls=deque(maxlen=self.calls_per_caller))
-            self.rows[row.key] = self._by_call[caller, agent] = row
-            self.dirty.add(row.key)
+            self._rows[row.key] = self._by_call[caller, agent] = row
+            self._dirty.add(row.key)
         return row
 
 
