@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .saves import SaveWriter
 
 __all__ = [
-    "SIGNALS", "Interrupted", "exit_status", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "stopped_as_interrupted",
+    "SIGNALS", "Interrupted", "exit_status", "held", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "stopped_as_interrupted",
     "unawaited_coroutines_held",
 ]  # fmt: skip
 
@@ -187,6 +187,23 @@ def _exit_now(signum: int) -> None:
         print(f"{Interrupted(signum).line()} again; stopped without cleaning up", file=sys.stderr, flush=True)
     finally:
         os._exit(exit_status(signum))
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Within: the stopping signals (SIGINT, SIGTERM) wait, held by the system, and
+    arrive on leaving — for a few statements that must not be cut in half, so that the
+    code that reports a signal finds them done (a save's file made and its header
+    written, and the writer there to close it). A no-op where signals cannot be held
+    (outside the main thread, or without ``pthread_sigmask``)."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextmanager

@@ -142,6 +142,27 @@ class TestRun:
         assert process.returncode == 130
         assert err == f"manor: interrupted after 0 ticks; {save} holds no whole tick\n"
 
+    @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    def test_a_signal_while_the_save_is_made_waits_for_it(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, signum: int, status: int, word: str
+    ) -> None:
+        """In this process: the signal arrives while the save file is being made (its
+        header written, the writer not yet returned). It is held until the writer is
+        there, so the line names the save and the save is closed."""
+        save = tmp_path / "s.msav"
+        create = SaveWriter.create.__func__  # type: ignore[attr-defined]
+
+        def signalled_inside(cls: type[SaveWriter], *args: Any, **kwargs: Any) -> SaveWriter:
+            writer = create(cls, *args, **kwargs)
+            os.kill(os.getpid(), signum)
+            time.sleep(0.05)  # a signal not held would interrupt here
+            return writer
+
+        monkeypatch.setattr(SaveWriter, "create", classmethod(signalled_inside))
+        code = main(["run", "--scene", str(_slow_scene(tmp_path, latency=1.0)), "--ticks", "3", "--save", str(save)])
+        assert (code, capsys.readouterr().err) == (status, f"manor: {word} after 0 ticks; {save} holds no whole tick\n")
+        assert read_save(save).finished
+
     def test_a_signal_while_calls_wait_at_the_gate_under_the_virtual_clock(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     ) -> None:

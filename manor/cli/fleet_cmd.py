@@ -123,10 +123,7 @@ def run(args: argparse.Namespace) -> int:
     fleet = build_fleet(configured, gate=gate)
     if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
-    writers = [
-        SaveWriter.create(path, world.engine, force=args.force, fleet=FleetSeat(world=world.index, worlds=len(fleet.worlds)))
-        for path, world in zip(paths, fleet.worlds, strict=False)
-    ]
+    writers: list[SaveWriter] = []  # made inside the block that closes them on a signal
     settings = configured[0][0].settings
     ticks, interval = settings.run.ticks, settings.run.tick_interval_s
     clock = fleet_clock(configured)
@@ -141,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)), _progress(args, ticks * len(fleet.worlds)) as advance:
+            with interrupts.held():  # a signal comes once every writer is there
+                writers += [
+                    SaveWriter.create(path, world.engine, force=args.force, fleet=FleetSeat(world=world.index, worlds=len(fleet.worlds)))
+                    for path, world in zip(paths, fleet.worlds, strict=False)
+                ]
             if advance is not None:
                 bar = _ProgressBar(advance)
                 for world in fleet.worlds:

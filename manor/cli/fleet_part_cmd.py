@@ -48,12 +48,7 @@ def run(args: argparse.Namespace) -> int:
     scale = part.sim_latency_scale
     backends = (lambda index: None) if scale is None else (lambda index: scene_sim(*configured[index], latency_scale=scale))
     fleet = build_fleet(mine, indices=part.indices, gate=gate, backends=backends)
-    writers = [
-        SaveWriter.create(path, world.engine, force=part.force, fleet=FleetSeat(world=world.index, worlds=part.worlds))
-        for path, world in zip(part.saves, fleet.worlds, strict=False)
-    ]
-    for world in fleet.worlds:
-        world.engine.loop.add_instrument(PartReporter(world.index, channel))
+    writers: list[SaveWriter] = []  # made inside the block that closes them on a signal
     settings = mine[0][0].settings
 
     def after() -> str:
@@ -77,6 +72,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)):
+            with interrupts.held():  # a signal comes once every writer is there
+                writers += [
+                    SaveWriter.create(path, world.engine, force=part.force, fleet=FleetSeat(world=world.index, worlds=part.worlds))
+                    for path, world in zip(part.saves, fleet.worlds, strict=False)
+                ]
+            for world in fleet.worlds:  # after the writers: a tick is saved before the parent hears of it
+                world.engine.loop.add_instrument(PartReporter(world.index, channel))
             interrupts.run(main, after=after)
     except interrupts.Interrupted:
         # Stopped: the ticks that finished, for the fleet's report (if anyone still listens).

@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with interrupts.stopped_as_interrupted(after, close):
             if args.save:
-                writer = SaveWriter.create(args.save, engine, force=args.force)
+                with interrupts.held():  # a signal now comes once the writer is there
+                    writer = SaveWriter.create(args.save, engine, force=args.force)
             if args.json or not console.is_terminal:
                 interrupts.run(main, clock=make_clock(config), after=after)
             else:
