@@ -446,6 +446,13 @@ class TestAnotherWorld:
             headings = text_of(degraded).split("\n")[0].split()
             assert headings == ["reason", "wolf", "seer", "doct", "spee", "vote", "narr", "summ"]
             assert degraded.region.right <= 80, "the panel stays on screen"
+            # The agents table's state column is a mark wide there: the dead are †.
+            table = app.query_one(AgentsTable)
+            lines = [table.render_line(y).text for y in range(table.size.height)]
+            name_width, state_width, _ = table._columns()
+            assert state_width <= 2
+            states = [line[6 + name_width] for line in lines[1:] if line.strip()]
+            assert "†" in states and "d" not in states
 
         drive(app, scenario)
 

@@ -55,7 +55,7 @@ counts still growing), or else the last finished, [b]tick 12[/b]; each says whic
       (gate_unavailable, "gate lost": only with a gate shared through Redis).
   [b]agents[/b]  every caller's state on the tick shown (at 80 columns: … queued,
       ▶ running, ✓ done, ✗ degraded; — dimmed: no call this tick, its last line
-      kept); its last latency and line, or what failed.
+      kept; † dead, as its world says); its last latency and line, or what failed.
   [b]story[/b]  what was said; a degraded turn is marked ⚠ with what replaced it
       (idle, narration skipped, stale summary, speechless); five or more alike
       in a tick are folded into one line (⚠ 912 characters idle …).

@@ -42,6 +42,9 @@ _STATE_STYLES = {
 }
 #: A state in one cell, for the compact columns.
 STATE_MARKS = {"queued": "…", "running": "▶", "done": "✓", "degraded": "✗", "—": "—"}
+#: A world's mark (``world_marks``) where the state column is a mark wide; another mark
+#: shows its first letter.
+WORLD_MARKS = {"dead": "†"}
 _REASON = Style(color="red")
 _MARKED = Style(color="magenta", dim=True)
 
@@ -137,7 +140,7 @@ class AgentsTable(ScrollView, can_focus=True):
             line = Segment(readable(row.line), None if row.state == "done" else _DIM)
         if row.state == "—" and row.mark:
             # No call this tick, and its world says why ("dead").
-            state, state_style = row.mark[:state_width] if state_width > 2 else row.mark[:1], _MARKED
+            state, state_style = row.mark[:state_width] if state_width > 2 else WORLD_MARKS.get(row.mark, row.mark[:1]), _MARKED
         else:
             state = row.state if state_width > 2 else STATE_MARKS.get(row.state, row.state)
             state_style = _STATE_STYLES.get(row.state)
