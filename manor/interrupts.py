@@ -191,19 +191,32 @@ def _exit_now(signum: int) -> None:
 
 @contextmanager
 def held() -> Iterator[None]:
-    """Within: the stopping signals (SIGINT, SIGTERM) wait, held by the system, and
-    arrive on leaving — for a few statements that must not be cut in half, so that the
+    """Within: a stopping signal (SIGINT, SIGTERM) is noted, not acted on, and raised
+    again on leaving — for a few statements that must not be cut in half, so that the
     code that reports a signal finds them done (a save's file made and its header
-    written, and the writer there to close it). A no-op where signals cannot be held
-    (outside the main thread, or without ``pthread_sigmask``)."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    written, and its writer there to close it).
+
+    The handlers are Python's (they run in the main thread whichever thread the system
+    hands the signal to; blocking it in one thread would not hold it in a process with
+    others). A signal ignored stays ignored. A no-op outside the main thread, where
+    handlers cannot be set.
+    """
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    noted: list[int] = []
+    replaced = {}
+    for signum in SIGNALS:
+        handler = signal.getsignal(signum)
+        if handler is not None and handler is not signal.SIG_IGN:
+            replaced[signum] = signal.signal(signum, lambda signum, frame: noted.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in replaced.items():
+            signal.signal(signum, handler)
+        if noted:
+            signal.raise_signal(noted[0])  # to its own handler again, now
 
 
 @contextmanager

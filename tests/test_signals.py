@@ -159,7 +159,13 @@ class TestRun:
             return writer
 
         monkeypatch.setattr(SaveWriter, "create", classmethod(signalled_inside))
-        code = main(["run", "--scene", str(_slow_scene(tmp_path, latency=1.0)), "--ticks", "3", "--save", str(save)])
+        # Another thread in the process (a library's), which the system may hand the signal to.
+        other, stop = threading.Thread(target=lambda: stop.wait(), daemon=True), threading.Event()
+        other.start()
+        try:
+            code = main(["run", "--scene", str(_slow_scene(tmp_path, latency=1.0)), "--ticks", "3", "--save", str(save)])
+        finally:
+            stop.set()
         assert (code, capsys.readouterr().err) == (status, f"manor: {word} after 0 ticks; {save} holds no whole tick\n")
         assert read_save(save).finished
 
