@@ -87,15 +87,19 @@ def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSe
         print(json.dumps(report))
     elif mismatch is None and seat is not None:
         matched = "the world hash, and when each call was let through and ended, match" if result.times_checked else "the world hash matches"
-        print(f"{args.save}: world {seat.world} of a fleet of {seat.worlds}: {result.ticks} ticks replayed with the shared gate's "
+        print(f"{args.save}: world {seat.world} of a fleet of {seat.worlds}: {_ticks(result.ticks)} replayed with the shared gate's "
               f"recorded admissions; {matched} the recording after every tick ({result.statistics.world_hash})")  # fmt: skip
     elif mismatch is None:
-        print(f"{args.save}: {result.ticks} ticks replayed; the world hash matches the recording after every tick "
+        print(f"{args.save}: {_ticks(result.ticks)} replayed; the world hash matches the recording after every tick "
               f"({result.statistics.world_hash})")  # fmt: skip
     else:
         print(f"{args.save}: tick {mismatch.tick} differs from the recording: {mismatch.detail} "
               f"(world hash recorded {mismatch.recorded}, replayed {mismatch.replayed})")  # fmt: skip
     return 0 if mismatch is None else 1
+
+
+def _ticks(count: int) -> str:
+    return f"{count} tick{'' if count == 1 else 's'}"
 
 
 def print_comparison(console: Console, name: str, summary: dict[str, Any], changed: str) -> None:
