@@ -66,6 +66,11 @@ class Interrupted(KeyboardInterrupt):
     def exit_status(self) -> int:
         return exit_status(self.signum)
 
+    @property
+    def signal_name(self) -> str:
+        """``SIGINT`` or ``SIGTERM``, as a command's figures say what stopped it."""
+        return signal.Signals(self.signum).name
+
     def line(self) -> str:
         """The one line the command ends with."""
         what = "terminated" if self.signum == signal.SIGTERM else "interrupted"

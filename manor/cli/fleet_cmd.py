@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -215,7 +214,7 @@ def _report(args: argparse.Namespace, summary: dict[str, Any], stopped: interrup
     """The fleet's figures on stdout, as JSON or tables; a fleet ``stopped`` by a signal
     says so (``"interrupted": "SIGINT"``) and reports the ticks that finished."""
     if stopped is not None:
-        summary = summary | {"interrupted": signal.Signals(stopped.signum).name}
+        summary = summary | {"interrupted": stopped.signal_name}
     if args.json:
         print(json.dumps(summary))
     else:

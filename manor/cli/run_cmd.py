@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -99,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     except interrupts.Interrupted as stopped:
         # The ticks that finished keep their figures, as a run's end would print them.
         if stats.ticks:
-            report(stats.summary(engine) | {"interrupted": signal.Signals(stopped.signum).name})
+            report(stats.summary(engine) | {"interrupted": stopped.signal_name})
         raise
     if writer is not None:
         writer.check()
