@@ -247,9 +247,14 @@ def _save_paths(directory: Path, scenes: Sequence[str], *, force: bool) -> list[
 def stopped_after(ticks: Sequence[int], saved: str) -> str:
     """What a stopped fleet had done, ``ticks`` world by world: ``after 12 ticks of 16
     worlds; 16 saves in runs/`` (``saved``: what became of the saves, "" for none)."""
-    low, high = min(ticks), max(ticks)
-    done = f"after {low if low == high else f'{low}-{high}'} tick{'' if high == 1 else 's'} of {len(ticks)} worlds"
+    done = f"after {_tick_range(ticks)} tick{'' if max(ticks) == 1 else 's'} of {len(ticks)} worlds"
     return f"{done}; {saved}" if saved else done
+
+
+def _tick_range(ticks: Sequence[int]) -> str:
+    """How far worlds got: ``12``, or ``12-13`` when they stopped at different ticks."""
+    low, high = min(ticks), max(ticks)
+    return str(low) if low == high else f"{low}-{high}"
 
 
 def saves_state(directory: Path | None, writers: Sequence[SaveWriter]) -> str:
@@ -283,9 +288,8 @@ def print_summary(console: Console, summary: dict[str, Any], processes: int = 1)
     worlds = summary["worlds"]
     scenes = {world["scene"] for world in worlds}
     title = f"fleet — {total['worlds']} worlds" + (f" of {worlds[0]['scene']}" if len(scenes) == 1 else "")
-    low, high = min(world["ticks"] for world in worlds), max(world["ticks"] for world in worlds)
     # Worlds stopped by a signal may have got to different ticks.
-    title += (f" in {processes} processes" if processes > 1 else "") + f", {low if low == high else f'{low}-{high}'} ticks"
+    title += (f" in {processes} processes" if processes > 1 else "") + f", {_tick_range([world['ticks'] for world in worlds])} ticks"
     table = Table(
         title=f"{title}, one gate of {total['gate_size']} / platform {total['platform_limit']}, policy {worlds[0]['policy']}",
         title_justify="left",
