@@ -22,6 +22,7 @@ import trio
 
 __all__ = ["sleep_until"]
 
+
 async def sleep_until(deadline: float) -> None:
     """``trio.sleep_until(deadline)``, woken at the deadline without a ``Cancelled``.
 
