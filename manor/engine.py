@@ -16,7 +16,7 @@ from .config import Config, Source, resolve, scene_source, with_backends
 from .content import Scene, load_scene
 from .gate import Gate, SharedGate
 from .instruments import Instrument
-from .layers import BreakerLayer, CostLayer, GateLayer, Layer, MetricsLayer, PlatformLayer, Stack, TimeoutLayer
+from .layers import BreakerLayer, CostLayer, GateLayer, Layer, PlatformLayer, Stack, TimeoutLayer
 from .limiter import SessionLimiter
 from .policies import make_policy
 from .prediction import LatencyPredictor
@@ -35,6 +35,9 @@ class Engine:
     """A tick loop and the parts it was built from, for reports and dashboards.
 
     Attributes:
+        cost: the layer that enforces the cost budget (``cost.budget``); ``None``
+            without a budget. What the calls cost is counted from their records either
+            way (``RunStatistics``).
         run_id: names this run to the outside (an Agno session is per run). Random,
             so it never enters the world, its hash or a record: a run is still the
             same every time.
@@ -43,8 +46,7 @@ class Engine:
     loop: TickLoop
     scene: Scene
     config: Config
-    metrics: MetricsLayer
-    cost: CostLayer
+    cost: CostLayer | None
     breaker: BreakerLayer
     run_id: str
 
@@ -110,10 +112,12 @@ def build_engine(
         gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
     if limiter is None:
         limiter = SessionLimiter(s.platform.limit)
-    metrics = MetricsLayer()
-    cost = CostLayer(price_per_1k_tokens=s.cost.price_per_1k_tokens, budget=s.cost.budget)
+    # Only layers that act on a call: what calls cost and how long they took is counted
+    # from their records, once a tick (``RunStatistics``), not watched call by call.
+    # The cost layer is the budget's enforcement, so it is there when a budget is.
+    cost = CostLayer(price_per_1k_tokens=s.cost.price_per_1k_tokens, budget=s.cost.budget) if s.cost.budget else None
     breaker = BreakerLayer(failures=s.breaker.failures, cooldown=s.breaker.cooldown_s)
-    shared = [metrics, cost, breaker, TimeoutLayer(s.call.timeout_s), PlatformLayer(limiter)]
+    shared: list[Layer] = [*([cost] if cost else []), breaker, TimeoutLayer(s.call.timeout_s), PlatformLayer(limiter)]
     loop = TickLoop(
         world=create_world(scene, seed),
         gate=gate,
@@ -129,7 +133,7 @@ def build_engine(
         tickets=tickets,
         instruments=instruments,
     )
-    return Engine(loop, scene, config, metrics, cost, breaker, run_id)
+    return Engine(loop, scene, config, cost, breaker, run_id)
 
 
 def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> SharedGate:

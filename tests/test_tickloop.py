@@ -492,6 +492,22 @@ class TestDegradationAccounting:
         assert world.last_lines["c0"] == next(e.text for e in first if e.agent == "c0" and e.caller == "character")
 
 
+    def test_a_cost_budget_stops_the_calls_once_it_is_spent(self) -> None:
+        """The engine's stack has the cost layer only with a budget (without one, what
+        calls cost is counted from their records). Tick 1's calls all set off before
+        any has cost anything; once they have spent the budget, every call of tick 2
+        is refused before it reaches the backend, and says so."""
+        engine, stats, recorder = self._run(fixed_scene(), 2, cost_price_per_1k_tokens=1.0, cost_budget=0.001)
+        assert engine.cost is not None and "CostLayer" in repr(engine.loop.gated)
+        first, second = recorder.ticks
+        assert all(call.ok for call in first.calls) and engine.cost.spent >= 0.001
+        assert {(call.reason, call.error) for call in second.calls} == {("provider_error", "cost budget 0.001 spent")}
+        assert stats.cost == sum(call.cost for call in first.calls) == engine.cost.spent
+        self._check_counted_once(stats, recorder.ticks, recorder.stories)
+        unbudgeted, _, _ = self._run(fixed_scene(), 1)
+        assert unbudgeted.cost is None and "CostLayer" not in repr(unbudgeted.loop.gated)
+
+
 class _Raising(Instrument):
     def __init__(self) -> None:
         self.calls = 0
