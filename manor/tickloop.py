@@ -42,6 +42,34 @@ def _plain(caller: str) -> str:
 
 
 @final
+class _Admission:
+    """When a call got through, as its listener hears it: the gate's admission, or with
+    no gate the platform's session (``at``; ``None`` until then). An object a call, not
+    a closure: a closure marked ``answer_only`` would need a cell and a dict of its own
+    for every call."""
+
+    __slots__ = ("at", "instruments", "request")
+
+    def __init__(self, request: Request, instruments: Instruments) -> None:
+        self.at: float | None = None
+        self.request = request
+        self.instruments = instruments
+
+    @answer_only  # it wants the gate's and the platform's events, not the answer's stream
+    def heard(self, event: Event) -> None:
+        if self.at is None:
+            kind = type(event)
+            if kind is Admitted:
+                self.at = event.admitted_at  # type: ignore[union-attr]
+            elif kind is Opened:
+                self.at = event.opened_at  # type: ignore[union-attr]
+            else:
+                return
+            if self.instruments.by_hook["call_admitted"]:
+                self.instruments.call("call_admitted", self.request, self.at)
+
+
+@final
 @attrs.define(eq=False)
 class TickLoop:
     """Runs a world tick by tick.
@@ -247,26 +275,12 @@ class TickLoop:
         degrades as ``invalid_output``, keeping its text and tokens.
         """
         queued_at = current_time()
-        admitted_at: float | None = None
         done: Done | None = None
         failure: CallError | None = None
         instruments = self.instruments
         hooked = instruments.by_hook
-
-        @answer_only  # it wants the gate's and the platform's events, not the answer's stream
-        def listener(event: Event) -> None:
-            nonlocal admitted_at
-            # Admitted by the gate; or, with no gate, running once the platform opened.
-            if admitted_at is None:
-                kind = type(event)
-                if kind is Admitted:
-                    admitted_at = event.admitted_at  # type: ignore[union-attr]
-                elif kind is Opened:
-                    admitted_at = event.opened_at  # type: ignore[union-attr]
-                else:
-                    return
-                if hooked["call_admitted"]:
-                    instruments.call("call_admitted", request, admitted_at)
+        admission = _Admission(request, instruments)
+        listener = admission.heard
 
         cancelled = False
         try:
@@ -287,6 +301,7 @@ class TickLoop:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
         finished_at = current_time()
+        admitted_at = admission.at
         if done is not None and failure is None and not cancelled and request.shape is not None:
             problem = answer_problem(done.text, request.shape)
             if problem is not None:
