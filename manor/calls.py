@@ -4,7 +4,7 @@ A provider's ``invoke(request)`` returns a cold async stream of ``Event``: one
 ``Started``, any number of ``TextDelta``, then one ``Done`` holding the whole text and
 the token usage. Through a layer stack, the call's listener first hears ``Admitted``
 from the gate layer, which says when the call was queued and let through, then
-``Opened`` from the platform layer when it has a platform session, then the backend's
+``Opened`` from the platform layer as it opens a platform session, then the backend's
 events — unless the listener is ``answer_only`` (the tick loop's is): then the backend
 may answer without streaming (``Provider.answer``), ending exactly when the stream
 would. These are msgspec Structs because they also go into save files.
@@ -88,10 +88,10 @@ class Admitted(msgspec.Struct, frozen=True, tag="admitted", kw_only=True):
     admitted_at: float
 
 
-class Opened(msgspec.Struct, frozen=True, tag="opened", kw_only=True):
-    """The platform opened a session for the call (from the platform layer)."""
-
-    opened_at: float
+class Opened(msgspec.Struct, frozen=True, tag="opened"):
+    """The platform opened a session for the call (from the platform layer), now: the
+    layer says it as it opens the session, so the time it is heard is the time it
+    opened (a listener that wants it reads the clock; most listen to ``Admitted``)."""
 
 
 class Started(msgspec.Struct, frozen=True, tag="started"):

@@ -62,7 +62,7 @@ class _Admission:
             if kind is Admitted:
                 self.at = event.admitted_at  # type: ignore[union-attr]
             elif kind is Opened:
-                self.at = event.opened_at  # type: ignore[union-attr]
+                self.at = current_time()  # said as the session opens
             else:
                 return
             if self.instruments.by_hook["call_admitted"]:

@@ -132,8 +132,6 @@ async def test_a_call_streams_admitted_opened_then_the_backend_s_events(autojump
         record.append((type(event).__name__, trio.current_time()))
         if isinstance(event, Admitted):
             assert (event.ticket, event.queued_at, event.admitted_at) == (ticket, 0.0, 0.0)
-        if isinstance(event, Opened):
-            assert event.opened_at == 0.0
 
     done = await stack.call(request(ticket=ticket), listener)
     assert done.text

@@ -7,11 +7,14 @@ from typing import final
 import attrs
 
 from ..calls import Done, Opened, Request
-from ..clock import current_time
 from ..limiter import SessionLimiter
 from .base import Inner, Layer, Listener
 
 __all__ = ["PlatformLayer"]
+
+#: What the layer says as a session opens: the same for every call (``Opened`` holds
+#: nothing, so that no call builds one, nor reads the clock, for listeners that ignore it).
+_OPENED = Opened()
 
 
 @final
@@ -30,7 +33,7 @@ class PlatformLayer(Layer):
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         session = self.limiter.try_acquire()
         try:
-            listener(Opened(opened_at=current_time()))
+            listener(_OPENED)
             return await inner(request, listener)
         finally:
             session.release()
