@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from .errors import SaveError, leaves
+from .wording import counted
 
 if TYPE_CHECKING:
     from .saves import SaveWriter
@@ -85,7 +86,7 @@ def exit_status(signum: int) -> int:
 
 def ran(ticks: int, writer: SaveWriter | None) -> str:
     """What a stopped run had done, for ``Interrupted``: ``after 12 ticks; saved to s.msav``."""
-    done = f"after {ticks} tick{'' if ticks == 1 else 's'}"
+    done = f"after {counted(ticks, 'tick')}"
     if writer is None:
         return done
     try:

@@ -19,6 +19,7 @@ from rich.console import Console
 from manor.cli import main
 from manor.cli.fleet_cmd import print_summary
 from manor.saves import read_save
+from manor.wording import counted
 from saves_fixture import frames_of, rewrite_payloads
 from scenes_fixture import fixed_latency_scene
 
@@ -239,9 +240,9 @@ class TestSignals:
                 process.kill()
                 process.communicate()
         ticks = sorted({len(read_save(path).ticks) for path in saves.iterdir()})
-        done = str(ticks[0]) if len(ticks) == 1 else f"{ticks[0]}-{ticks[-1]}"
+        done = counted(ticks[0] if len(ticks) == 1 else f"{ticks[0]}-{ticks[-1]}", "tick")
         assert process.returncode == status
-        assert err == f"manor: {word} after {done} ticks of 2 worlds; 2 saves in {saves}\n"
+        assert err == f"manor: {word} after {done} of 2 worlds; 2 saves in {saves}\n"
         for path in saves.iterdir():
             assert read_save(path).finished
             assert verify(capsys, path)["verified"]

@@ -25,6 +25,7 @@ from manor.fleet import parts
 from manor.fleet_processes import STOP_GRACE_S, PeakSessions
 from manor.gate_redis import gate_status
 from manor.saves import read_save
+from manor.wording import counted
 
 from agent_servers import serving, stats
 from scenes_fixture import fixed_latency_scene
@@ -168,7 +169,7 @@ class TestReport:
         argv = ["fleet", "--worlds", "2", "--processes", "3", "--scene", str(scene), "--ticks", "1", "--gate-url", redis_url, "--gate-name", f"few-{uuid.uuid4().hex[:8]}"]
         out, err = _manor(argv, tmp_path).communicate(timeout=PATIENCE_S)
         assert err == "manor: warning: --processes 3 for 2 worlds: 2 processes, one world each\n"
-        assert " ".join(out.split()).startswith("fleet — 2 worlds of Quick in 2 processes, 1 ticks, one gate of 2 / platform 3")
+        assert " ".join(out.split()).startswith("fleet — 2 worlds of Quick in 2 processes, 1 tick, one gate of 2 / platform 3")
 
 
 class TestBadInput:
@@ -292,9 +293,9 @@ class TestSignals:
                 process.kill()
                 process.communicate()
         ticks = sorted({len(read_save(path).ticks) for path in paths})
-        done = str(ticks[0]) if len(ticks) == 1 else f"{ticks[0]}-{ticks[-1]}"
+        done = counted(ticks[0] if len(ticks) == 1 else f"{ticks[0]}-{ticks[-1]}", "tick")
         assert process.returncode == status
-        assert err == f"manor: {word} after {done} ticks of 4 worlds; 4 saves in {saves}\n"
+        assert err == f"manor: {word} after {done} of 4 worlds; 4 saves in {saves}\n"
         assert took < STOP_GRACE_S, "a process had to be killed"
         assert len(children) == 2 and not any(_running(child) for child in children)
         for path in paths:

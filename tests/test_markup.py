@@ -91,7 +91,7 @@ def test_play_notifies_a_save_path_as_it_is(tmp_path: Path) -> None:
     # The start's "recording to PATH", then the save's own toast: both take it as text.
     starting, saved = app._notifications
     assert starting.message.startswith(f"recording to {path}") and not starting.markup
-    assert saved.message.startswith(f"{path}: 1 ticks saved") and not saved.markup
+    assert saved.message.startswith(f"{path}: 1 tick saved") and not saved.markup
 
 
 def test_run_keeps_a_scene_name_with_brackets(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..saves.format import FleetSeat
 from ..statistics import PlatformRejections
+from ..wording import counted
 from . import output
 from .output import warn_of_gate
 from .numbers import positive_int
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         writer.check()
     _report(args, fleet.summary())
     if writers:
-        print(f"manor: saved {min(fleet.ticks)} ticks of {len(writers)} worlds to {args.save_dir}", file=sys.stderr)
+        print(f"manor: saved {counted(min(fleet.ticks), 'tick')} of {counted(len(writers), 'world')} to {args.save_dir}", file=sys.stderr)
     return 0
 
 
@@ -190,7 +191,7 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
     ticks = settings.run.ticks
 
     def after() -> str:
-        saved = (processes.saves_problem or f"{len(paths)} saves in {args.save_dir}") if paths else ""
+        saved = (processes.saves_problem or f"{counted(len(paths), 'save')} in {args.save_dir}") if paths else ""
         return stopped_after(processes.ticks_done, saved)
 
     processes = ProcessFleet(jobs, ticks, warn=lambda line: print(line, file=sys.stderr))
@@ -206,7 +207,7 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
         raise
     _report(args, processes.summary(), processes=len(divided))
     if paths:
-        print(f"manor: saved {min(processes.ticks_done)} ticks of {len(paths)} worlds to {args.save_dir}", file=sys.stderr)
+        print(f"manor: saved {counted(min(processes.ticks_done), 'tick')} of {counted(len(paths), 'world')} to {args.save_dir}", file=sys.stderr)
     return 0
 
 
@@ -247,7 +248,7 @@ def _save_paths(directory: Path, scenes: Sequence[str], *, force: bool) -> list[
 def stopped_after(ticks: Sequence[int], saved: str) -> str:
     """What a stopped fleet had done, ``ticks`` world by world: ``after 12 ticks of 16
     worlds; 16 saves in runs/`` (``saved``: what became of the saves, "" for none)."""
-    done = f"after {_tick_range(ticks)} tick{'' if max(ticks) == 1 else 's'} of {len(ticks)} worlds"
+    done = f"after {counted(_tick_range(ticks), 'tick')} of {counted(len(ticks), 'world')}"
     return f"{done}; {saved}" if saved else done
 
 
@@ -261,7 +262,7 @@ def saves_state(directory: Path | None, writers: Sequence[SaveWriter]) -> str:
     """What became of the saves: ``16 saves in runs/``, the first that failed, or ""."""
     if not writers:
         return ""
-    return save_failure(writers) or f"{len(writers)} saves in {directory}"
+    return save_failure(writers) or f"{counted(len(writers), 'save')} in {directory}"
 
 
 def close_saves(writers: Sequence[SaveWriter], fleet: Fleet) -> None:
@@ -287,9 +288,9 @@ def print_summary(console: Console, summary: dict[str, Any], processes: int = 1)
     total, fairness = summary["total"], summary["fairness"]
     worlds = summary["worlds"]
     scenes = {world["scene"] for world in worlds}
-    title = f"fleet — {total['worlds']} worlds" + (f" of {worlds[0]['scene']}" if len(scenes) == 1 else "")
+    title = f"fleet — {counted(total['worlds'], 'world')}" + (f" of {worlds[0]['scene']}" if len(scenes) == 1 else "")
     # Worlds stopped by a signal may have got to different ticks.
-    title += (f" in {processes} processes" if processes > 1 else "") + f", {_tick_range([world['ticks'] for world in worlds])} ticks"
+    title += (f" in {processes} processes" if processes > 1 else "") + f", {counted(_tick_range([world['ticks'] for world in worlds]), 'tick')}"
     table = Table(
         title=f"{title}, one gate of {total['gate_size']} / platform {total['platform_limit']}, policy {worlds[0]['policy']}",
         title_justify="left",

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..saves import SaveWriter
+from ..wording import counted
 
 __all__ = ["console", "output_path", "report_saved", "warn_of_gate"]
 
@@ -34,7 +35,7 @@ def warn_of_gate(gate: object) -> None:
 
 def report_saved(writer: SaveWriter) -> None:
     """One line on stderr saying where the run was saved (stdout may be pure JSON)."""
-    print(f"manor: saved {writer.ticks} ticks to {writer.path}", file=sys.stderr)
+    print(f"manor: saved {counted(writer.ticks, 'tick')} to {writer.path}", file=sys.stderr)
 
 
 def output_path(text: str) -> Path:

@@ -16,6 +16,7 @@ from ..errors import REASONS, ConfigError
 from ..saves import Replay, read_save, recorded_summary, replay
 from ..saves.format import FleetSeat
 from ..statistics import PlatformRejections
+from ..wording import counted
 from . import output
 from .options import add_setting_flags, flags_from_args
 from .run_cmd import errors_table
@@ -87,10 +88,10 @@ def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSe
         print(json.dumps(report))
     elif mismatch is None and seat is not None:
         matched = "the world hash, and when each call was let through and ended, match" if result.times_checked else "the world hash matches"
-        print(f"{args.save}: world {seat.world} of a fleet of {seat.worlds}: {_ticks(result.ticks)} replayed with the shared gate's "
+        print(f"{args.save}: world {seat.world} of a fleet of {seat.worlds}: {counted(result.ticks, 'tick')} replayed with the shared gate's "
               f"recorded admissions; {matched} the recording after every tick ({result.statistics.world_hash})")  # fmt: skip
     elif mismatch is None:
-        print(f"{args.save}: {_ticks(result.ticks)} replayed; the world hash matches the recording after every tick "
+        print(f"{args.save}: {counted(result.ticks, 'tick')} replayed; the world hash matches the recording after every tick "
               f"({result.statistics.world_hash})")  # fmt: skip
     else:
         print(f"{args.save}: tick {mismatch.tick} differs from the recording: {mismatch.detail} "
@@ -98,14 +99,10 @@ def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSe
     return 0 if mismatch is None else 1
 
 
-def _ticks(count: int) -> str:
-    return f"{count} tick{'' if count == 1 else 's'}"
-
-
 def print_comparison(console: Console, name: str, summary: dict[str, Any], changed: str) -> None:
     """The recorded and the replayed figures, side by side."""
     recorded = summary["recorded"]
-    table = Table(title=f"{name} — {summary['ticks']} ticks replayed with {changed}", title_justify="left")
+    table = Table(title=f"{name} — {counted(summary['ticks'], 'tick')} replayed with {changed}", title_justify="left")
     table.add_column("figure", no_wrap=True)
     table.add_column("recorded", justify="right")
     table.add_column("replayed", justify="right")

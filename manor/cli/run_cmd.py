@@ -22,6 +22,7 @@ from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..statistics import PlatformRejections, RunStatistics
 from .. import interrupts
+from ..wording import counted
 from . import output
 from .options import add_setting_flags, sources_from_args
 from .output import report_saved, warn_of_gate
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 def print_summary(console: Console, summary: dict[str, Any]) -> None:
     """The run's figures as rich tables."""
-    table = Table(title=f"{summary['scene']} — {summary['ticks']} ticks, policy {summary['policy']}", title_justify="left")
+    table = Table(title=f"{summary['scene']} — {counted(summary['ticks'], 'tick')}, policy {summary['policy']}", title_justify="left")
     table.add_column("figure")
     table.add_column("value", justify="right")
     seconds = summary["tick_seconds"]
@@ -137,7 +138,7 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     console.print(table)
     world = summary.get("world")  # a summary from before worlds could end has none
     if world and world["over"]:
-        console.print(f"game over after {summary['ticks']} ticks: {world['summary']}")
+        console.print(f"game over after {counted(summary['ticks'], 'tick')}: {world['summary']}")
     degradations = Table(title="degradations (reason × caller kind)", title_justify="left")
     degradations.add_column("reason", no_wrap=True)  # a world with many caller kinds narrows them, not it
     kinds = list(summary["degradations"])  # the world's caller kinds, in its order

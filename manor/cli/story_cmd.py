@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..saves import read_save, story_lines, story_text, write_story
 from ..saves.story import FORMATS
+from ..wording import counted
 from .output import output_path
 
 __all__ = ["register"]
@@ -43,5 +44,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(story_text(save.scene.spec.name, list(story_lines(save)), format))
         return 0
     lines = write_story(save, format, str(args.output))
-    print(f"manor: wrote {lines} story lines of {len(save.ticks)} ticks to {args.output}", file=sys.stderr)
+    print(f"manor: wrote {counted(lines, 'story line')} of {counted(len(save.ticks), 'tick')} to {args.output}", file=sys.stderr)
     return 0

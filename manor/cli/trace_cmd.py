@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import SaveError
 from ..saves import read_save, write_trace
+from ..wording import counted
 from .output import output_path
 
 __all__ = ["register"]
@@ -41,5 +42,5 @@ def run(args: argparse.Namespace) -> int:
     for warning in save.warnings:
         print(f"manor: warning: {warning}", file=sys.stderr)
     events = write_trace(save, args.output)
-    print(f"{args.output}: {events} trace events for {len(save.ticks)} ticks; open it at https://ui.perfetto.dev")
+    print(f"{args.output}: {counted(events, 'trace event')} for {counted(len(save.ticks), 'tick')}; open it at https://ui.perfetto.dev")
     return 0

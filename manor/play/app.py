@@ -36,6 +36,7 @@ from ..errors import ManorError, leaves
 from ..policies import make_policy
 from ..records import CallRecord
 from ..saves import SaveWriter
+from ..wording import counted
 from .budget import FrameBudget
 from .clock import PacedClock
 from .figures import tick_label
@@ -501,7 +502,7 @@ class PlayApp(App[None]):
             self.notify(str(exc), title="save failed", severity="error", markup=False)
             return
         # The writer writes and flushes each tick as it ends: the file is up to date.
-        self.notify(f"{writer.path}: {writer.ticks} ticks saved (each tick is written as it ends)", title="saved", markup=False)
+        self.notify(f"{writer.path}: {counted(writer.ticks, 'tick')} saved (each tick is written as it ends)", title="saved", markup=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Over the help screen only help and quit act: a key must not change the run

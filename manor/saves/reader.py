@@ -12,6 +12,7 @@ import msgspec
 from ..content import Scene
 from ..errors import REASONS, SaveError, one_line
 from ..records import CallRecord, TickRecord
+from ..wording import counted
 from .format import FORMAT_VERSION, VERSIONS, EndFrame, Header, TickFrame, frame_decoder, header_decoder, probe_version, upgrade, upgrade_frame
 from .framing import SIGNATURE, CorruptFrame, FrameReader
 from .validation import check_changes, check_header
@@ -110,7 +111,7 @@ def decode_save(data: bytes, name: str) -> Save:
                 raise SaveError(f"{name}: corrupt: frame {index} is not a tick or end frame: {one_line(exc)}") from None
             if isinstance(frame, EndFrame):
                 if frame.ticks != len(ticks):
-                    raise SaveError(f"{name}: corrupt: the end frame counts {frame.ticks} ticks, the file holds {len(ticks)}")
+                    raise SaveError(f"{name}: corrupt: the end frame counts {counted(frame.ticks, 'tick')}, the file holds {len(ticks)}")
                 finished = True
                 break  # whatever follows is checked below, as bytes, not as frames
             _check_tick(frame, len(ticks) + 1, header, name)

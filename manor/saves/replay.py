@@ -19,6 +19,7 @@ from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..tickloop import TickLoop
 from ..statistics import RunStatistics
+from ..wording import counted
 from ..worlds import create_world
 from .admissions import RecordedAdmissions
 from .backend import ReplayBackend, recorded_responses
@@ -238,5 +239,5 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
             nursery.cancel_scope.cancel()
 
     # Ctrl-C or SIGTERM stops it cleanly and says how far it got.
-    interrupts.run(main, clock=clock, after=lambda: f"after {statistics.ticks} of {len(save.ticks)} ticks replayed")
+    interrupts.run(main, clock=clock, after=lambda: f"after {statistics.ticks} of {counted(len(save.ticks), 'tick')} replayed")
     return Replay(engine, statistics, backend.drawn, mismatch or check.mismatch, (*save.warnings, *dropped), check.times)

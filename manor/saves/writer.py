@@ -15,6 +15,7 @@ from ..engine import scene_seed
 from ..errors import SaveError
 from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
+from ..wording import counted
 from ..worlds import ManorWorld
 from .format import EndFrame, FleetSeat, Header, SettingChange, SettingRow, TickFrame, WorldAtStart
 from .framing import SIGNATURE, write_frame
@@ -142,7 +143,7 @@ class SaveWriter(Instrument):
 
     def _fail(self, exc: OSError) -> None:
         if self._error is None:
-            self._error = SaveError(f"{self.path}: writing failed after {self.ticks} ticks: {exc.strerror or exc}")
+            self._error = SaveError(f"{self.path}: writing failed after {counted(self.ticks, 'tick')}: {exc.strerror or exc}")
 
 
 def header_for(engine: Engine, fleet: FleetSeat | None = None) -> Header:
