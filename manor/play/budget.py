@@ -1,8 +1,8 @@
 """How often the dashboard draws: ten frames a second at most, and, while the engine
 wants the CPU, no more often than a small share of the engine's time allows.
 
-A frame — the panels redrawn, Textual composing the screen — costs about 20 ms of CPU at
-120×40 when everything on it moves (the Wacky Manor flat out), more for a big world.
+A frame — the panels redrawn, Textual composing the screen — costs about 15-20 ms of CPU
+at 120×40 when everything on it moves (the Wacky Manor flat out), more for a big world.
 An engine that waits
 (simulated time paced to the wall clock, a slow model) loses nothing to that: the frame
 is drawn while it has nothing to do. An engine that never waits (simulated time flat

@@ -8,7 +8,9 @@ from collections import deque
 from collections.abc import Sequence
 
 import attrs
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import RichLog
@@ -18,7 +20,7 @@ from ...folds import Fold
 from ...records import StoryEntry
 from ..state import StoryItem
 
-__all__ = ["StoryFilter", "StoryLog", "story_line", "story_text"]
+__all__ = ["StoryFilter", "StoryLog", "story_line", "story_parts", "story_rows", "story_text"]
 
 #: At most this many new lines are written per refresh; a flood (a tick of a 1,000-agent
 #: world) is summarised by a count, so drawing stays cheap.
@@ -29,6 +31,9 @@ _KEPT = 400
 _INDENT = 4
 # Wrapping needs a console only to measure text; nothing is printed with it.
 _MEASURE = Console(width=200, file=io.StringIO())
+#: The story's styles, parsed once (as ``Text`` rendering parses its span styles).
+_STYLES = {name: _MEASURE.get_style(name) for name in ("", "dim", "bold", "red", "bold red", "italic", "dim bold", "magenta", "bold magenta")}
+_NEWLINE = Segment.line()
 
 
 #: Names a folded line lists before it counts the rest.
@@ -83,39 +88,73 @@ def story_line(item: StoryItem, width: int) -> Text:
     return line
 
 
+def story_rows(item: StoryItem, width: int) -> list[list[Segment]]:
+    """``story_line`` rendered: the segments of each of its rows.
+
+    A line that fits on one row (almost every line, at the panel's usual width) is
+    made straight from its parts, without building, wrapping and rendering a ``Text``:
+    a flood writes ``_LINES_PER_REFRESH`` lines a frame, and the ``Text`` way of
+    making them was the frame's largest part. The segments are the ones rendering the
+    ``Text`` gives, so what is drawn is the same.
+    """
+    parts = story_parts(item)
+    room = max(8, width - _INDENT)
+    # Tabs and control characters (a model's answer may hold them) and wide lines take
+    # the ``Text`` way, which expands, strips and wraps them.
+    if all(text.isprintable() for text, _ in parts) and sum(cell_len(text) for text, _ in parts) <= room:
+        entry = item.entry if isinstance(item, Fold) else item
+        return [[Segment(f"{entry.tick:>{_INDENT - 1}} ", _STYLES["dim"]), *(Segment(text, _STYLES[style]) for text, style in parts if text)]]
+    return [list(row) for row in Segment.split_lines(story_line(item, width).render(_MEASURE))]
+
+
 def story_text(item: StoryItem) -> Text:
     """The words of one story line, styled by who said them; a fold counts its turns and
     names the first few."""
-    text = Text()
+    return Text.assemble(*story_parts(item))
+
+
+def story_parts(item: StoryItem) -> list[tuple[str, str]]:
+    """The words of one story line as (text, style) parts (``story_text``)."""
     if isinstance(item, Fold):
         entry = item.entry
-        text.append(f"⚠ {item.who} {entry.fallback}", style="bold red")
+        parts = [(f"⚠ {item.who} {entry.fallback}", "bold red")]
         if entry.reason:
-            text.append(f" ({entry.reason})", style="red")
+            parts.append((f" ({entry.reason})", "red"))
         names = ", ".join(e.speaker for e in item.items[:_NAMES_SHOWN])
         more = len(item.items) - _NAMES_SHOWN
-        text.append(f" — {names}" + (f" and {more} more" if more > 0 else ""), style="dim")
-        return text
+        parts.append((f" — {names}" + (f" and {more} more" if more > 0 else ""), "dim"))
+        return parts
     entry = item
     if entry.fallback:
-        text.append(f"{entry.speaker}: ", style="bold")
-        text.append(f"⚠ {entry.fallback}", style="bold red")
+        parts = [(f"{entry.speaker}: ", "bold"), (f"⚠ {entry.fallback}", "bold red")]
         if entry.reason:
-            text.append(f" ({entry.reason})", style="red")
-        return text
+            parts.append((f" ({entry.reason})", "red"))
+        return parts
     if entry.caller == CallerKind.NARRATOR:
-        text.append(entry.text, style="italic")
-    elif entry.caller == CallerKind.SUMMARISER:
-        text.append("summary: ", style="dim bold")
-        text.append(entry.text, style="dim")
-    elif entry.caller == CallerKind.SCENE_BEAT:
-        text.append("beat · ", style="magenta")
-        text.append(f"{entry.speaker}: ", style="bold magenta")
-        text.append(entry.text)
-    else:
-        text.append(f"{entry.speaker}: ", style="bold")
-        text.append(entry.text)
-    return text
+        return [(entry.text, "italic")]
+    if entry.caller == CallerKind.SUMMARISER:
+        return [("summary: ", "dim bold"), (entry.text, "dim")]
+    if entry.caller == CallerKind.SCENE_BEAT:
+        return [("beat · ", "magenta"), (f"{entry.speaker}: ", "bold magenta"), (entry.text, "")]
+    return [(f"{entry.speaker}: ", "bold"), (entry.text, "")]
+
+
+def _note_rows(note: Text, width: int) -> list[list[Segment]]:
+    """A note of the panel's own ("… 12 lines not shown"), wrapped and rendered."""
+    return [list(row) for line in note.wrap(_MEASURE, width) for row in Segment.split_lines(line.render(_MEASURE))]
+
+
+@attrs.frozen
+class _Rows:
+    """Rows of segments, wrapped and styled already: rendered as they are."""
+
+    rows: list[list[Segment]]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for i, row in enumerate(self.rows):
+            if i:
+                yield _NEWLINE
+            yield from row
 
 
 def _newest(items: Sequence[StoryItem], most: int) -> list[StoryItem]:
@@ -217,10 +256,11 @@ class StoryLog(RichLog):
     def _write(self, items: Sequence[StoryItem | Text]) -> None:
         width = self.scrollable_content_region.width or 60
         self._wrapped_at = width
-        lines = [item if isinstance(item, Text) else story_line(item, width) for item in items]
+        rows = [row for item in items for row in (_note_rows(item, width) if isinstance(item, Text) else story_rows(item, width))]
         # One write: the log scrolls (and re-measures) once, not once a line. Its width
-        # given: the lines are wrapped to it already, nothing is left to measure.
-        self.write(Text("\n").join(lines), width=width, scroll_end=False)
+        # given: the lines are wrapped and rendered to it already, nothing is left to
+        # measure or wrap.
+        self.write(_Rows(rows), width=width, scroll_end=False)
         if self.following:
             # At once, not after the next screen refresh as RichLog scrolls: the frame
             # that brings the lines shows them, composed once rather than twice.
