@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from manor.answers import decode_answer
-from manor.bench import fastforward, overhead, scheduling
+from manor.bench import fastforward, overhead, scale, scheduling
 from manor.bench.instant import InstantProvider
 from manor.bench.plot import charts, check_plot_path, render_svg, write_plot
 from manor.bench.report import evaluate_targets
@@ -458,3 +458,14 @@ class TestGameWorlds:
         assert result["overhead"]["manor_calls_per_s"] > 0 and result["fastforward"]["ticks"] == fastforward.TICKS_QUICK
         assert result["fastforward"]["same_records"] is True
         assert result["replay"]["verified"] is True and 3 <= result["replay"]["ticks"] <= 18
+
+
+def test_a_scale_worker_s_peak_memory_is_its_own_not_its_parent_s() -> None:
+    """The parent has grown by 256 MB (a full ``manor bench`` has, after the other
+    suites); the worker it starts for 100 agents reports what it took itself.
+    ``getrusage`` would report the parent's peak: on Linux it survives ``execve``."""
+    grown = bytearray(256 * 1024 * 1024)
+    grown[:: 4096] = b"\1" * len(grown[:: 4096])  # touched: resident, not just reserved
+    point = scale._in_fresh_process(BenchContext(quick=True), 100, 3)
+    assert point["startup_rss_mb"] < 200 and point["peak_rss_mb"] < 200, point
+    del grown

@@ -66,6 +66,17 @@ def _ticks(agents: int, quick: bool) -> int:
 
 
 def _peak_rss_mb() -> float:
+    """This process's peak resident set size. On Linux from ``/proc/self/status``
+    (``VmHWM``): ``getrusage``'s ``ru_maxrss`` survives ``execve``, so a worker started
+    from a parent that had grown (a full ``manor bench``, after the other suites) would
+    report the parent's peak as its own."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # Linux reports kilobytes, macOS bytes.
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
