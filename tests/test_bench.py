@@ -97,7 +97,9 @@ class TestSmoke:
             assert {"agents", "tick_wall_s", "per_call_us", "peak_rss_mb"} <= set(point)
             assert point["tick_wall_s"] > 0 and point["per_call_us"] > 0
             assert point["peak_rss_mb"] >= point["baseline_rss_mb"] >= point["startup_rss_mb"] > 0
-            assert point["rss_per_agent_kb"] == pytest.approx((point["peak_rss_mb"] - point["startup_rss_mb"]) * 1024 / point["agents"], abs=0.1)
+            # From the unrounded figures: the two printed to 0.1 MB may each be 0.05 off.
+            rounding = 0.1 * 1024 / point["agents"] + 0.01
+            assert point["rss_per_agent_kb"] == pytest.approx((point["peak_rss_mb"] - point["startup_rss_mb"]) * 1024 / point["agents"], abs=rounding)
         assert result["replay"].get("replay_ticks_per_second", 1) > 0
         play = result["play"]
         for name in ("headless", "instrument", "dashboard"):
