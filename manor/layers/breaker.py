@@ -56,8 +56,6 @@ class BreakerLayer(Observer):
     # Outcomes of the instant ``_pending_at`` not yet counted: (request, outcome, trial).
     _pending: list[tuple[Request, bool | None, bool]] = attrs.field(factory=list, init=False)
     _pending_at: float = attrs.field(default=0.0, init=False)
-    # Whether a failure is among the held outcomes: only one can open the circuit.
-    _pending_failure: bool = attrs.field(default=False, init=False)
 
     @property
     def state(self) -> BreakerState:
@@ -71,11 +69,8 @@ class BreakerLayer(Observer):
 
     def before(self, request: Request) -> bool:
         """Let the call through (True when it is the half-open trial) or refuse it."""
-        if self._state is _CLOSED and not self._pending_failure:
-            # Held successes cannot open a closed circuit: they are counted later, with
-            # the rest of their instant, and the call is let through either way.
-            return False
-        self._settle()
+        if self._pending:
+            self._settle()
         if self._state is _CLOSED:
             return False
         return self._admit(request)
@@ -89,8 +84,6 @@ class BreakerLayer(Observer):
             self._settle()
         self._pending_at = now
         self._pending.append((request, outcome, state))  # type: ignore[arg-type]
-        if outcome is False:
-            self._pending_failure = True
 
     def arrival_order_matters(self) -> bool:
         """Only a closed circuit treats every arrival alike: an open one lets the first
@@ -116,7 +109,6 @@ class BreakerLayer(Observer):
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        self._pending_failure = False
         if len(pending) > 1:  # the usual case, one outcome an instant, needs no sort
             pending.sort(key=_ticket_order)
         for _, outcome, trial in pending:
