@@ -337,6 +337,27 @@ async def test_a_success_resets_the_count_of_consecutive_failures(autojump_clock
     assert breaker.state is BreakerState.CLOSED
 
 
+@pytest.mark.trio
+async def test_a_call_let_through_ends_the_batch_of_outcomes_held_at_its_instant(autojump_clock: trio.testing.MockClock) -> None:
+    """Two failures counted; then, at one instant: ticket 5 answers, a call is let
+    through, ticket 3 fails. The success was counted before the call was let through,
+    so the failure after it is the first of a new run, and the circuit stays closed
+    (held together, the failure of the earlier ticket would sort first and open it)."""
+    breaker = BreakerLayer(failures=3, cooldown=10.0)
+    failed = ProviderError("no")
+    for i in range(2):
+        breaker.after(request(f"f{i}", ticket=i), breaker.before(request(f"f{i}", ticket=i)), None, failed)
+        await trio.sleep(1)
+    assert breaker.state is BreakerState.CLOSED
+    late, early = request("late", ticket=5), request("early", ticket=3)
+    late_state, early_state = breaker.before(late), breaker.before(early)
+    await trio.sleep(1)
+    breaker.after(late, late_state, Done(text="ok"), None)
+    assert breaker.before(request("next", ticket=6)) is False
+    breaker.after(early, early_state, None, failed)
+    assert breaker.state is BreakerState.CLOSED
+
+
 async def _open(breaker: BreakerLayer) -> None:
     stack = Stack(Scripted(failing(0.5)), [breaker])
     for i in range(breaker.failures):
