@@ -139,10 +139,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)), _progress(args, ticks * len(fleet.worlds)) as advance:
             with interrupts.held():  # a signal comes once every writer is there
-                writers += [
-                    SaveWriter.create(path, world.engine, force=args.force, fleet=FleetSeat(world=world.index, worlds=len(fleet.worlds)))
-                    for path, world in zip(paths, fleet.worlds, strict=False)
-                ]
+                writers += create_saves(paths, fleet, len(fleet.worlds), force=args.force)
             if advance is not None:
                 bar = _ProgressBar(advance)
                 for world in fleet.worlds:
@@ -263,6 +260,19 @@ def saves_state(directory: Path | None, writers: Sequence[SaveWriter]) -> str:
     if not writers:
         return ""
     return save_failure(writers) or f"{counted(len(writers), 'save')} in {directory}"
+
+
+def create_saves(paths: Sequence[str | Path], fleet: Fleet, worlds: int, *, force: bool) -> list[SaveWriter]:
+    """A save for each of ``fleet``'s worlds, at ``paths`` in order, each knowing its
+    seat among the whole fleet's ``worlds`` (a process of a fleet runs only some).
+
+    Raises:
+        SaveError: a save exists (without ``force``) or cannot be made.
+    """
+    return [
+        SaveWriter.create(path, world.engine, force=force, fleet=FleetSeat(world=world.index, worlds=worlds))
+        for path, world in zip(paths, fleet.worlds, strict=False)
+    ]
 
 
 def close_saves(writers: Sequence[SaveWriter], fleet: Fleet) -> None:

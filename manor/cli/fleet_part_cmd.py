@@ -18,9 +18,8 @@ from ..errors import FleetError
 from ..fleet import Fleet, build_fleet, configure_worlds
 from ..fleet_processes import PART_COMMAND, Finished, PartReporter, Ready, SavesFailed, describe_worlds, listen_to_parent, message_channel, read_part, send
 from ..saves import SaveWriter
-from ..saves.format import FleetSeat
 from .output import warn_of_gate
-from .fleet_cmd import close_saves, save_failure, saves_state, stopped_after
+from .fleet_cmd import close_saves, create_saves, save_failure, saves_state, stopped_after
 
 __all__ = ["register"]
 
@@ -73,10 +72,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)):
             with interrupts.held():  # a signal comes once every writer is there
-                writers += [
-                    SaveWriter.create(path, world.engine, force=part.force, fleet=FleetSeat(world=world.index, worlds=part.worlds))
-                    for path, world in zip(part.saves, fleet.worlds, strict=False)
-                ]
+                writers += create_saves(part.saves, fleet, part.worlds, force=part.force)
             for world in fleet.worlds:  # after the writers: a tick is saved before the parent hears of it
                 world.engine.loop.add_instrument(PartReporter(world.index, channel))
             interrupts.run(main, after=after)
