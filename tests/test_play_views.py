@@ -7,19 +7,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from rich.segment import Segment
 from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Sparkline, Static
 
 from manor.config import flags_source, standard_sources
 from manor.engine import configure
+from manor.folds import Fold
 from manor.play.clock import PacedClock
 from manor.play.history import AgentHistoryScreen
 from manor.play.makespans import RunChartScreen
 from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, ReplayBar, StoryLog
 from manor.play.widgets.run_chart import RunChart
+from manor.play.widgets.story import _MEASURE, story_line, story_rows
 from manor.play.widgets.story_filter import StoryFilterInput
 from manor.play import build_app
+from manor.records import StoryEntry
 from manor.saves import read_save
 from saves_fixture import SAVES
 from test_play import drive, play_app, replay_app, settings, settled, text_of, until
@@ -423,3 +427,22 @@ def test_run_chart_snapshot(snap_compare: Callable[..., bool]) -> None:
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_a_story_line_made_from_its_parts_renders_as_the_text_way_does() -> None:
+    """``story_rows`` makes a line that fits one row straight from its parts; it must
+    draw the same segments as ``story_line`` rendered (and take the ``Text`` way for a
+    line that wraps or holds a tab)."""
+    def entry(caller: str, text: str = "I say.", **more: str) -> StoryEntry:
+        return StoryEntry(tick=12, caller=caller, agent="a", speaker="Hobbes", text=text, **more)
+
+    idle = entry("character", "", fallback="idle", reason="gate_timeout")
+    items = [
+        entry("character"), entry("narrator"), entry("summariser"), entry("scene_beat"), idle,
+        Fold(entry=idle, items=(idle, idle, idle, idle, idle)),
+        entry("character", "a tab\there"), entry("character", "a line far too long " * 6),
+    ]  # fmt: skip
+    for item in items:
+        drawn = [[(s.text, s.style) for s in row if s.text] for row in story_rows(item, 60)]
+        text_way = [[(s.text, s.style) for s in row if s.text] for row in Segment.split_lines(story_line(item, 60).render(_MEASURE))]
+        assert drawn == text_way, item

@@ -3,6 +3,7 @@ degradations folded into one line; filtered by a word, degraded turns hidden on 
 
 from __future__ import annotations
 
+import functools
 import io
 from collections import deque
 from collections.abc import Sequence
@@ -31,8 +32,8 @@ _KEPT = 400
 _INDENT = 4
 # Wrapping needs a console only to measure text; nothing is printed with it.
 _MEASURE = Console(width=200, file=io.StringIO())
-#: The story's styles, parsed once (as ``Text`` rendering parses its span styles).
-_STYLES = {name: _MEASURE.get_style(name) for name in ("", "dim", "bold", "red", "bold red", "italic", "dim bold", "magenta", "bold magenta")}
+#: A style by name, parsed once (as ``Text`` rendering parses its span styles).
+_style = functools.cache(_MEASURE.get_style)
 _NEWLINE = Segment.line()
 
 
@@ -77,15 +78,20 @@ class StoryFilter:
 def story_line(item: StoryItem, width: int) -> Text:
     """One story line as the panel shows it, ``width`` cells wide: its tick, then its
     words, wrapped under themselves. A degraded turn says what replaced it, and why."""
-    entry = item.entry if isinstance(item, Fold) else item
     words = story_text(item).wrap(_MEASURE, max(8, width - _INDENT))
     line = Text(no_wrap=True)
     for i, piece in enumerate(words):
-        line.append(f"{entry.tick:>{_INDENT - 1}} " if i == 0 else " " * _INDENT, style="dim")
+        line.append(_tick_label(item) if i == 0 else " " * _INDENT, style="dim")
         line.append_text(piece)
         if i < len(words) - 1:
             line.append("\n")
     return line
+
+
+def _tick_label(item: StoryItem) -> str:
+    """A story line's first cells: its tick, right-aligned in the indent."""
+    entry = item.entry if isinstance(item, Fold) else item
+    return f"{entry.tick:>{_INDENT - 1}} "
 
 
 def story_rows(item: StoryItem, width: int) -> list[list[Segment]]:
@@ -102,8 +108,7 @@ def story_rows(item: StoryItem, width: int) -> list[list[Segment]]:
     # Tabs and control characters (a model's answer may hold them) and wide lines take
     # the ``Text`` way, which expands, strips and wraps them.
     if all(text.isprintable() for text, _ in parts) and sum(cell_len(text) for text, _ in parts) <= room:
-        entry = item.entry if isinstance(item, Fold) else item
-        return [[Segment(f"{entry.tick:>{_INDENT - 1}} ", _STYLES["dim"]), *(Segment(text, _STYLES[style]) for text, style in parts if text)]]
+        return [[Segment(_tick_label(item), _style("dim")), *(Segment(text, _style(style)) for text, style in parts if text)]]
     return [list(row) for row in Segment.split_lines(story_line(item, width).render(_MEASURE))]
 
 
