@@ -6,8 +6,21 @@ that wrap them in a ``Stack``, and the layered configuration; and the world API 
 implements (``World``, ``Caller``, ``GameOver``, ``chain_hash``, ``decode_answer``).
 """
 
+from .admission.gate import Gate, GateStatistics, Permit, SharedGate, SharedPermit
+from .admission.limiter import Session, SessionLimiter, SessionLimiterStatistics
 from .answers import InvalidAnswer, decode_answer
-from .calls import CALLER_KINDS, Admitted, CallerKind, Done, Event, Opened, Request, Started, TextDelta, Usage
+from .calls import (
+    CALLER_KINDS,
+    Admitted,
+    CallerKind,
+    Done,
+    Event,
+    Opened,
+    Request,
+    Started,
+    TextDelta,
+    Usage,
+)
 from .config import Config, Settings, Source, resolve, standard_sources
 from .errors import (
     ERROR_CHARS,
@@ -34,7 +47,6 @@ from .errors import (
     one_line,
     redacted_url,
 )
-from .gate import Gate, GateStatistics, Permit, SharedGate, SharedPermit
 from .layers import (
     BreakerLayer,
     BreakerState,
@@ -46,7 +58,6 @@ from .layers import (
     Stack,
     TimeoutLayer,
 )
-from .limiter import Session, SessionLimiter, SessionLimiterStatistics
 from .providers import Provider, SimProfile, SimProvider, collect
 from .records import CallRecord, StoryEntry, TickRecord
 from .worlds import Caller, GameOver, World, chain_hash, start_hash

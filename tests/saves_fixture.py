@@ -13,10 +13,10 @@ import trio.testing
 
 from manor.config import flags_source
 from manor.config.layering import built_in_source, layer_defaults_source
-from manor.engine import Engine, build_engine, configure
+from manor.run.engine import Engine, build_engine, configure
 from manor.saves.framing import SIGNATURE, FrameReader, encode_frame
 from manor.saves.writer import SaveWriter
-from manor.statistics import RunStatistics
+from manor.tick.statistics import RunStatistics
 
 __all__ = [
     "EXAMPLES",

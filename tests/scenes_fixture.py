@@ -19,11 +19,11 @@ from manor.calls import Event, Request
 from manor.config import Config, resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.content import AgentSpec, BeatSpec, Scene, SceneSpec
-from manor.engine import Engine, build_engine
 from manor.errors import ProviderError
-from manor.instruments import Instrument
 from manor.providers import Provider, SimProfile
 from manor.records import StoryEntry, TickRecord
+from manor.run.engine import Engine, build_engine
+from manor.tick.instruments import Instrument
 
 __all__ = [
     "TEN_LATENCIES",

@@ -10,19 +10,23 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from scenes_fixture import TickRecorder
 
 from manor.cli import main
 from manor.config import Source, resolve, standard_sources
 from manor.config.backends import AgnoBackend, CommandBackend, OpenAIBackend, SimBackend
-from manor.config.layering import built_in_source, file_source, flags_source, layer_defaults_source
+from manor.config.layering import (
+    built_in_source,
+    file_source,
+    flags_source,
+    layer_defaults_source,
+)
 from manor.content import load_scene
-from manor.engine import build_engine, configure
 from manor.errors import ConfigError
 from manor.providers import SimProvider
 from manor.providers.routing import RoutingProvider
-from manor.statistics import RunStatistics
-
-from scenes_fixture import TickRecorder
+from manor.run.engine import build_engine, configure
+from manor.tick.statistics import RunStatistics
 
 LOCAL = '[backends.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "manor"\n'
 FLAKY = '[backends.flaky]\nkind = "sim"\nerror_rate = 1.0\n'

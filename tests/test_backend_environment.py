@@ -13,9 +13,15 @@ import pytest
 
 from manor.cli import main
 from manor.config import standard_sources
-from manor.config.backends import AgnoBackend, CommandBackend, OpenAIBackend, SimBackend, unset_variables
-from manor.engine import build_engine, configure
+from manor.config.backends import (
+    AgnoBackend,
+    CommandBackend,
+    OpenAIBackend,
+    SimBackend,
+    unset_variables,
+)
 from manor.errors import ConfigError
+from manor.run.engine import build_engine, configure
 
 # No manor.toml from the working directory, no MANOR_* from the environment.
 pytestmark = pytest.mark.usefixtures("isolated")

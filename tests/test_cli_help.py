@@ -12,8 +12,8 @@ import pytest
 from manor.cli import build_parser, main
 from manor.cli.options import SETTING_FLAGS
 from manor.config import standard_sources
-from manor.engine import configure
 from manor.experiment.bounded_wait import HANG_CHOICES
+from manor.run.engine import configure
 from manor.saves.writer import engine_version
 
 # No manor.toml from the working directory, no MANOR_* from the environment.

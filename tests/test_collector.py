@@ -10,12 +10,12 @@ from collections.abc import Iterator
 import pytest
 import trio
 import trio.testing
+from scenes_fixture import fixed_scene, make_engine
 
 from manor.calls import Request
-from manor.collector import full_collections_deferred
-from manor.instruments import Instrument
 from manor.records import CallRecord, StoryEntry, TickRecord
-from scenes_fixture import fixed_scene, make_engine
+from manor.tick.gc_pause import full_collections_deferred
+from manor.tick.instruments import Instrument
 
 
 @pytest.fixture
@@ -108,5 +108,5 @@ class TestFullCollectionsDeferred:
             return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
         deferred = calls()
-        monkeypatch.setattr("manor.tickloop.full_collections_deferred", contextlib.nullcontext)
+        monkeypatch.setattr("manor.tick.loop.full_collections_deferred", contextlib.nullcontext)
         assert calls() == deferred

@@ -12,17 +12,17 @@ import trio
 import trio.testing
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from scenes_fixture import make_engine, run_engine
+from strategies import overlapping_calls
 
+from manor.admission.limiter import SessionLimiter
 from manor.calls import CallerKind, Done, Event, Request
 from manor.content import load_scene
 from manor.errors import CallError, CallTimeout, error_line
 from manor.layers import Layer, PlatformLayer, Stack, TimeoutLayer
 from manor.layers.base import Inner, Listener
-from manor.limiter import SessionLimiter
 from manor.providers import Provider, SimProfile, SimProvider
 from manor.providers.base import DeadlineReached, by_deadline, call_deadline
-from scenes_fixture import make_engine, run_engine
-from strategies import overlapping_calls
 
 
 class _Unkept(Provider):

@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
-import random
-
 import io
+import random
 
 import pytest
 import trio
 import trio.testing
 from rich.console import Console
 
+from manor.admission.gate import Gate
+from manor.admission.limiter import SessionLimiter
 from manor.calls import CallerKind, Request
 from manor.cli.run_cmd import print_summary
 from manor.content import load_scene
-from manor.errors import ERROR_CHARS, ProviderError, SessionLimitError, add_secret, error_line
-from manor.gate import Gate
+from manor.errors import (
+    ERROR_CHARS,
+    ProviderError,
+    SessionLimitError,
+    add_secret,
+    error_line,
+)
 from manor.layers import PlatformLayer, Stack
-from manor.limiter import SessionLimiter
-from manor.policies import Pipeline
-from manor.prediction import LatencyPredictor
 from manor.records import CallRecord
-from manor.statistics import ErrorMessages, PlatformRejections, empty_degradations
-from manor.tickloop import TickLoop
+from manor.tick.loop import TickLoop
+from manor.tick.policies import Pipeline
+from manor.tick.prediction import LatencyPredictor
+from manor.tick.statistics import ErrorMessages, PlatformRejections, empty_degradations
 from manor.worlds.manor import ManorWorld as World
 
 

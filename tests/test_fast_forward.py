@@ -11,22 +11,22 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 import trio
 import trio.testing
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from saves_fixture import EXAMPLES, SAVES, frames_of, record
+from strategies import overlapping_calls
 
 from manor.calls import CallerKind, Done, Event, Request
-from manor.engine import build_engine, configure
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.errors import ProviderError
 from manor.providers import Provider, RoutingProvider, SimProfile, SimProvider, collect
 from manor.providers import sim as sim_module
 from manor.providers.base import answer_only, hears_stream
+from manor.run.engine import build_engine, configure
 from manor.saves import read_save
-from manor.statistics import RunStatistics
-from saves_fixture import EXAMPLES, SAVES, frames_of, record
-from strategies import overlapping_calls
+from manor.tick.statistics import RunStatistics
 
 _REQUEST = Request(caller=CallerKind.CHARACTER, agent="a", tick=1, prompt="two words")
 

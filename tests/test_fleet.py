@@ -13,16 +13,22 @@ import trio
 import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scenes_fixture import TickRecorder
 
 from manor.config import Config, flags_source
 from manor.config.layering import built_in_source, layer_defaults_source
 from manor.content import Scene
-from manor.engine import build_engine, configure
 from manor.errors import ConfigError
-from manor.fleet import Fleet, build_fleet, configure_worlds, fleet_clock, jain_index
+from manor.fleet.in_process import (
+    Fleet,
+    build_fleet,
+    configure_worlds,
+    fleet_clock,
+    jain_index,
+)
 from manor.records import TickRecord
-from manor.statistics import RunStatistics
-from scenes_fixture import TickRecorder
+from manor.run.engine import build_engine, configure
+from manor.tick.statistics import RunStatistics
 
 #: No degradation from waiting: the fleets here are larger than the scene's gate timeout.
 NO_GATE_TIMEOUT = {"gate.timeout_s": 604_800.0}

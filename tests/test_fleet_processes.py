@@ -18,17 +18,16 @@ from typing import Any
 
 import pytest
 import trio
+from agent_servers import serving, stats
 from hypothesis import given
 from hypothesis import strategies as st
+from scenes_fixture import fixed_latency_scene
 
-from manor.fleet import parts
-from manor.fleet_processes import STOP_GRACE_S, PeakSessions
-from manor.gate_redis import gate_status
+from manor.admission.redis_gate import gate_status
+from manor.fleet.in_process import parts
+from manor.fleet.processes import STOP_GRACE_S, PeakSessions
 from manor.saves import read_save
 from manor.wording import counted
-
-from agent_servers import serving, stats
-from scenes_fixture import fixed_latency_scene
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, /proc")
 

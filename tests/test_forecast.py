@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_play import drive, play_app, until
 
 from manor.cli import main
 from manor.config import flags_source, standard_sources
-from manor.engine import build_engine, configure
-from manor.forecast import gate_overload
-from test_play import drive, play_app, until
+from manor.run.engine import build_engine, configure
+from manor.run.forecast import gate_overload
 
 # No manor.toml from the working directory, no MANOR_* from the environment.
 pytestmark = pytest.mark.usefixtures("isolated")

@@ -20,13 +20,12 @@ import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from manor.errors import GateTimeout, GateUnavailable, SharedGateError
-from manor.gate import Gate, SharedGate
-from manor import gate_redis
-from manor.gate_redis import RedisGate, gate_status, resize_shared_gate
-
 from redis_server import RedisServer
+
+from manor.admission import redis_gate as gate_redis
+from manor.admission.gate import Gate, SharedGate
+from manor.admission.redis_gate import RedisGate, gate_status, resize_shared_gate
+from manor.errors import GateTimeout, GateUnavailable, SharedGateError
 
 
 def _name() -> str:
@@ -438,7 +437,7 @@ class TestAcrossProcesses:
 _CHILD = textwrap.dedent(
     """
     import sys, trio
-    from manor.gate_redis import RedisGate
+    from manor.admission.redis_gate import RedisGate
 
     async def main(url, name, holds, lease):
         async with RedisGate(url, name, size=2, lease_s=lease, world="child").connected() as gate:

@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 import trio
-
-from manor.gate_redis import gate_status
-from manor.saves import read_save
-
 from agent_servers import serving, stats
 from redis_server import RedisServer
+
+from manor.admission.redis_gate import gate_status
+from manor.saves import read_save
 
 CALLS_PER_TICK = 14
 
@@ -219,7 +218,7 @@ class TestCommandLine:
 
     @pytest.mark.trio
     async def test_gate_status_and_resize(self, redis_url: str) -> None:
-        from manor.gate_redis import RedisGate
+        from manor.admission.redis_gate import RedisGate
 
         name = f"cli-{uuid.uuid4().hex[:8]}"
         async with RedisGate(redis_url, name, size=2, world="held here").connected() as gate:

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from manor import Gate, GateTimeout
-from manor.lanes import Lanes
-from manor.tickets import TicketOffice
+from manor.admission.lanes import Lanes
+from manor.admission.tickets import TicketOffice
 
 Record = list[tuple[str, float]]
 

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from deadline import wall_deadline
+from scenes_fixture import fixed_scene, make_engine, write_agent, write_scene
 
+from manor.admission.gate import Gate
 from manor.cli import main
 from manor.config import flags_source, resolve, standard_sources
 from manor.config.layering import built_in_source
 from manor.content import load_scene
-from manor.driver import TickDriver
 from manor.errors import ConfigError, ContentError
-from manor.gate import Gate
 from manor.limits import MAX_AGENTS, MAX_BEATS_PER_TICK, MAX_RATE, MAX_SECONDS
-from scenes_fixture import fixed_scene, make_engine, write_agent, write_scene
-from deadline import wall_deadline
+from manor.tick.driver import TickDriver
 
 SCENE = """\
 name = "Small"

@@ -22,8 +22,24 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from deadline import wall_deadline
 from hypothesis import HealthCheck, event, given, reject, settings
 from hypothesis import strategies as st
+from saves_fixture import (
+    Edit,
+    change_edit,
+    record,
+    rewrite_payloads,
+    scene_edit,
+    setting_edit,
+)
+from strategies import (
+    hostile_scalars,
+    hostile_values,
+    mutated_documents,
+    plausible_values,
+    to_toml,
+)
 
 from manor.cli import main
 from manor.cli.options import SETTING_FLAGS
@@ -31,13 +47,11 @@ from manor.config import KEYS, flags_source, resolve, standard_sources
 from manor.config.layering import built_in_source, layer_defaults_source
 from manor.config.schema import defaults
 from manor.content import content_dir, load_scene
-from manor.engine import Engine, build_engine, configure, scene_sim
 from manor.errors import ManorError
-from manor.saves import decode_save, replay
+from manor.replay import replay
+from manor.run.engine import Engine, build_engine, configure, scene_sim
+from manor.saves import decode_save
 from manor.saves.format import LIVE_KEYS
-from deadline import wall_deadline
-from saves_fixture import Edit, change_edit, record, rewrite_payloads, scene_edit, setting_edit
-from strategies import hostile_scalars, hostile_values, mutated_documents, plausible_values, to_toml
 
 _SETTINGS = settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from manor.ordered_start import start_now
+from manor.tick.ordered_start import start_now
 
 
 @pytest.mark.trio

@@ -1,5 +1,5 @@
-"""The longest-first ticket order (manor.ordering) and the latency predictor it is fed
-(manor.prediction): planned makespans worked out by hand, and properties over many."""
+"""The longest-first ticket order (manor.tick.ordering) and the latency predictor it is fed
+(manor.tick.prediction): planned makespans worked out by hand, and properties over many."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from manor.calls import CallerKind, Request
-from manor import ordering
-from manor.ordering import BALANCE_LIMIT, longest_first, planned_makespan
-from manor.prediction import LatencyPredictor
 from manor.records import CallRecord
+from manor.tick import ordering
+from manor.tick.ordering import BALANCE_LIMIT, longest_first, planned_makespan
+from manor.tick.prediction import LatencyPredictor
 
 #: tea_party's profile latencies in planning order: hobbes, heiress, vicar, narrator,
 #: summariser, heiress's beat; its platform of 3 makes a gate of 2.

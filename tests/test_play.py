@@ -20,6 +20,7 @@ from pathlib import Path
 import outcome
 import pytest
 from rich.console import Console
+from saves_fixture import SAVES
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Footer, Static
@@ -29,17 +30,23 @@ from manor.cli import main
 from manor.config import Config, resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.content import Scene, load_scene
-from manor.driver import TickDriver
-from manor.engine import build_engine
 from manor.play import PlayApp, ReplayApp, build_app
 from manor.play.app import engine_failure
 from manor.play.clock import PacedClock
 from manor.play.help import HelpScreen
 from manor.play.state import DashboardState
-from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, ReplayBar, StatusLine, StoryLog
+from manor.play.widgets import (
+    AgentsTable,
+    DegradationPanel,
+    GatePanel,
+    ReplayBar,
+    StatusLine,
+    StoryLog,
+)
 from manor.providers import Provider
+from manor.run.engine import build_engine
 from manor.saves import read_save
-from saves_fixture import SAVES
+from manor.tick.driver import TickDriver
 
 
 def settings(values: Mapping[str, object] | None = None) -> tuple[Config, Scene]:

@@ -4,28 +4,28 @@ clock, under plain ``trio.run`` — no Textual."""
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 
 import pytest
 import trio
 import trio.testing
 
 from manor.calls import CallerKind, Request
-from manor.errors import REASONS
 from manor.config import resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.content import load_scene
-from manor.driver import TickDriver
-from manor.engine import Engine, build_engine
-from manor.instruments import Instrument
+from manor.errors import REASONS
 from manor.play.clock import PacedClock
 from manor.play.speed import SPEEDS, describe, faster, nearest
 from manor.play.state import DashboardState
 from manor.play.widgets.agents import readable
 from manor.records import CallRecord, StoryEntry, TickRecord
-from manor.statistics import RunStatistics
-from manor.tickloop import TickLoop
+from manor.run.engine import Engine, build_engine
+from manor.tick.driver import TickDriver
+from manor.tick.instruments import Instrument
+from manor.tick.loop import TickLoop
+from manor.tick.statistics import RunStatistics
 from manor.worlds import create_world
 
 LEGACY = {"run.policy": "legacy"}

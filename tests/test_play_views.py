@@ -9,24 +9,31 @@ from collections.abc import Callable
 
 from rich.segment import Segment
 from rich.text import Text
+from saves_fixture import SAVES
+from test_play import drive, play_app, replay_app, settings, settled, text_of, until
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Sparkline, Static
 
 from manor.config import flags_source, standard_sources
-from manor.engine import configure
 from manor.folds import Fold
+from manor.play import build_app
 from manor.play.clock import PacedClock
 from manor.play.history import AgentHistoryScreen
 from manor.play.makespans import RunChartScreen
-from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, ReplayBar, StoryLog
+from manor.play.widgets import (
+    AgentsTable,
+    DegradationPanel,
+    GatePanel,
+    LatencyPanel,
+    ReplayBar,
+    StoryLog,
+)
 from manor.play.widgets.run_chart import RunChart
 from manor.play.widgets.story import _MEASURE, story_line, story_rows
 from manor.play.widgets.story_filter import StoryFilterInput
-from manor.play import build_app
 from manor.records import StoryEntry
+from manor.run.engine import configure
 from manor.saves import read_save
-from saves_fixture import SAVES
-from test_play import drive, play_app, replay_app, settings, settled, text_of, until
 
 LEGACY = {"run.policy": "legacy"}
 
@@ -125,7 +132,7 @@ class TestFigures:
         drive(app, scenario)  # type: ignore[arg-type]
 
     def test_the_gate_panel_abbreviates_a_long_rejected_row(self) -> None:
-        from manor.statistics import PlatformRejections
+        from manor.tick.statistics import PlatformRejections
 
         app = play_app()
 

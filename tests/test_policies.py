@@ -7,9 +7,9 @@ import random
 import pytest
 import trio
 import trio.testing
-
-from manor.policies import Batch, Legacy, Pipeline, make_policy
 from scenes_fixture import TEN_LATENCIES, fixed_scene, make_engine, run_engine
+
+from manor.tick.policies import Batch, Legacy, Pipeline, make_policy
 
 
 class TestMakePolicy:

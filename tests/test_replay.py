@@ -10,15 +10,16 @@ from typing import Any
 
 import pytest
 import trio
+from saves_fixture import EXAMPLES, SAVES, record, rewrite_payloads
 
 from manor.calls import CallerKind, Done, Event, Request
 from manor.cli import main
 from manor.errors import ProviderError
-from manor.instruments import Instrument
 from manor.providers import Provider, collect
 from manor.records import StoryEntry, TickRecord
-from manor.saves import RecordedResponse, ReplayBackend, read_save, recorded_summary, replay
-from saves_fixture import EXAMPLES, SAVES, record, rewrite_payloads
+from manor.replay import RecordedResponse, ReplayBackend, recorded_summary, replay
+from manor.saves import read_save
+from manor.tick.instruments import Instrument
 
 #: Runs that must replay exactly: every policy, with faults, timeouts, deadlines, a
 #: breaker that opens, a token bucket and longest-first tickets.

@@ -9,10 +9,11 @@ import trio
 import trio.testing
 
 from manor.config import flags_source, standard_sources
-from manor.engine import build_engine, configure
-from manor.policies import make_policy
-from manor.saves import SaveWriter, read_save, replay
+from manor.replay import replay
+from manor.run.engine import build_engine, configure
+from manor.saves import SaveWriter, read_save
 from manor.saves.format import SettingChange
+from manor.tick.policies import make_policy
 
 
 def record_with_live_changes(path: Path) -> None:

@@ -12,17 +12,16 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from agent_servers import serving, stats
 
 from manor.calls import Done
 from manor.config import Config, standard_sources
 from manor.content import Scene
-from manor.engine import build_engine, configure
 from manor.providers.routing import RoutingProvider
+from manor.run.engine import build_engine, configure
 from manor.saves import read_save
 from manor.serve import AgentHost, RunSpec
 from manor.serve.host import HostFull
-
-from agent_servers import serving, stats
 
 #: Calls a tick of the Wacky Manor makes: 10 characters, narrator, summariser, 2 beats.
 CALLS_PER_TICK = 14

@@ -2,24 +2,38 @@
 
 from __future__ import annotations
 
-import random
-
 import io
 import json
+import random
 from pathlib import Path
 
 import msgspec
 import pytest
+from saves_fixture import SAVES, frames_of, record, reframe, rewrite_payloads
 
 import manor.saves as saves
 from manor.calls import CALLER_KINDS
 from manor.cli import main
 from manor.errors import SaveError
-from manor.saves import FORMAT_VERSION, EndFrame, SaveWriter, TickFrame, decode_save, read_save, recorded_summary
+from manor.replay import recorded_summary
+from manor.saves import (
+    FORMAT_VERSION,
+    EndFrame,
+    SaveWriter,
+    TickFrame,
+    decode_save,
+    read_save,
+)
 from manor.saves.format import HeaderV3, probe_version
-from manor.saves.framing import HEAD_SIZE, SIGNATURE, CorruptFrame, FrameReader, encode_frame, write_frame
+from manor.saves.framing import (
+    HEAD_SIZE,
+    SIGNATURE,
+    CorruptFrame,
+    FrameReader,
+    encode_frame,
+    write_frame,
+)
 from manor.worlds.manor import ManorWorld as World
-from saves_fixture import SAVES, frames_of, record, reframe, rewrite_payloads
 
 
 @pytest.fixture(scope="module")

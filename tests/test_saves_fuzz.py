@@ -17,11 +17,12 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from saves_fixture import frames_of, record, reframe
 
 from manor.errors import SaveError
-from manor.saves import chrome_trace, decode_save, recorded_summary
+from manor.replay import recorded_summary
+from manor.saves import chrome_trace, decode_save
 from manor.saves.framing import SIGNATURE
-from saves_fixture import frames_of, record, reframe
 
 _SETTINGS = settings(max_examples=250, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

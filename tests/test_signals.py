@@ -26,15 +26,14 @@ from typing import Any
 
 import httpx
 import pytest
-
-import manor.interrupts
-from manor.cli import main
-from manor.interrupts import unawaited_coroutines_held
-from manor.errors import SaveError
-from manor.saves import SaveWriter, read_save
-from manor.statistics import RunStatistics
-
 from scenes_fixture import fixed_latency_scene
+
+import manor.run.interrupts
+from manor.cli import main
+from manor.errors import SaveError
+from manor.run.interrupts import unawaited_coroutines_held
+from manor.saves import SaveWriter, read_save
+from manor.tick.statistics import RunStatistics
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, /proc")
 
@@ -277,7 +276,7 @@ class TestOtherCommands:
             await trio.sleep(60)
 
         def stopped(context: Any) -> dict[str, Any]:
-            manor.interrupts.run(a_minute)
+            manor.run.interrupts.run(a_minute)
             raise AssertionError("the signal did not stop the suite")
 
         monkeypatch.setitem(runner.SUITES, "replay", attrs.evolve(runner.SUITES["replay"], run=stopped))
@@ -382,7 +381,7 @@ def test_a_signal_before_the_run_takes_over_still_closes_the_save(
     def interrupted_at_once(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(manor.interrupts, "run", interrupted_at_once)
+    monkeypatch.setattr(manor.run.interrupts, "run", interrupted_at_once)
     save = tmp_path / "s.msav"
     code = main(["run", "--ticks", "3", "--save", str(save), "--json"])
     assert (code, capsys.readouterr()) == (130, ("", f"manor: interrupted after 0 ticks; {save} holds no whole tick\n"))

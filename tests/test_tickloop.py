@@ -11,18 +11,27 @@ from collections.abc import AsyncGenerator
 import pytest
 import trio
 import trio.testing
+from scenes_fixture import (
+    TEN_LATENCIES,
+    FailingFor,
+    TickRecorder,
+    fifo_makespan,
+    fixed_scene,
+    make_engine,
+    run_engine,
+    settings,
+)
 
-from manor import tickloop
 from manor.calls import CALLER_KINDS, Done, Event, Request
 from manor.content import load_scene
-from manor.engine import build_engine
 from manor.errors import REASONS, ProviderError
-from manor.instruments import Instrument
 from manor.providers import Provider
 from manor.records import CallRecord, StoryEntry, TickRecord
-from manor.statistics import RunStatistics
+from manor.run.engine import build_engine
+from manor.tick import loop as tickloop
+from manor.tick.instruments import Instrument
+from manor.tick.statistics import RunStatistics
 from manor.worlds.manor import FALLBACKS
-from scenes_fixture import TEN_LATENCIES, FailingFor, TickRecorder, fifo_makespan, fixed_scene, make_engine, run_engine, settings
 
 NARRATOR, SUMMARISER = 0.2, 0.3
 
@@ -561,7 +570,7 @@ class TestInstruments:
     def test_an_instrument_that_raises_is_removed_and_logged(self, caplog: pytest.LogCaptureFixture) -> None:
         raising, everything = _Raising(), _Everything()
         engine = make_engine(fixed_scene(), instruments=[raising, everything])
-        with caplog.at_level(logging.ERROR, logger="manor.instruments"):
+        with caplog.at_level(logging.ERROR, logger="manor.tick.instruments"):
             ticks = run_engine(engine, 3)
         assert raising.calls == 1
         assert len(ticks) == 3

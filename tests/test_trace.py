@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from saves_fixture import SAVES
 
 from manor.calls import CALLER_KINDS
 from manor.cli import main
-from manor.saves import chrome_trace, read_save, recorded_summary
-from saves_fixture import SAVES
+from manor.replay import recorded_summary
+from manor.saves import chrome_trace, read_save
 
 PIPELINE = SAVES / "wacky_manor_pipeline.msav"
 LEGACY = SAVES / "wacky_manor_legacy.msav"

@@ -18,17 +18,24 @@ import trio
 import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
+from saves_fixture import record
+from scenes_fixture import (
+    TickRecorder,
+    fixed_scene,
+    make_engine,
+    run_engine,
+    write_scene,
+)
 
 from manor.calls import Request
 from manor.cli import main
 from manor.content import Scene, load_scene
-from manor.driver import TickDriver
 from manor.errors import REASONS, ContentError
 from manor.records import CallRecord, StoryEntry
+from manor.tick.driver import TickDriver
 from manor.worlds import create_world
-from manor.worlds.werewolf import CALLERS, MODERATOR, WerewolfWorld as World
-from saves_fixture import record
-from scenes_fixture import TickRecorder, fixed_scene, make_engine, run_engine, write_scene
+from manor.worlds.werewolf import CALLERS, MODERATOR
+from manor.worlds.werewolf import WerewolfWorld as World
 
 PLAYER_KINDS = {kind for kind, caller in CALLERS.items() if caller.player}
 VILLAGE = load_scene("werewolf_village")

@@ -40,15 +40,15 @@ from typing import Any, final
 import trio
 import trio.testing
 
-from .. import interrupts
 from ..calls import Event, Request
 from ..config import Config
 from ..content import Scene
-from ..engine import Engine, build_engine, scene_seed, scene_sim
-from ..instruments import Instrument
 from ..providers import Provider
 from ..records import StoryEntry, TickRecord
-from ..statistics import RunStatistics
+from ..run import interrupts
+from ..run.engine import Engine, build_engine, scene_seed, scene_sim
+from ..tick.instruments import Instrument
+from ..tick.statistics import RunStatistics
 from .games import NextGame
 from .suite import BenchContext, Suite
 

@@ -32,12 +32,12 @@ from typing import Any
 import trio
 import trio.testing
 
-from .. import interrupts
 from ..config import Source
-from ..engine import scene_sim
-from ..fleet import build_fleet, configure_worlds
+from ..fleet.in_process import build_fleet, configure_worlds
 from ..limits import MAX_SECONDS
 from ..records import TickRecord
+from ..run import interrupts
+from ..run.engine import scene_sim
 from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector
 
 __all__ = ["SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound"]

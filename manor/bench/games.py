@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import final
 
 from ..content import Scene
-from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
-from ..tickloop import TickLoop
+from ..tick.instruments import Instrument
+from ..tick.loop import TickLoop
 from ..worlds import create_world
 
 __all__ = ["NextGame"]

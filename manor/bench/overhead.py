@@ -48,12 +48,12 @@ from typing import Any
 
 import trio
 
-from .. import interrupts
 from ..calls import Request
-from ..engine import build_engine, scene_seed
 from ..layers import GateLayer, Stack, TimeoutLayer
 from ..providers.base import Provider
-from ..tickloop import TickLoop
+from ..run import interrupts
+from ..run.engine import build_engine, scene_seed
+from ..tick.loop import TickLoop
 from .games import NextGame
 from .instant import InstantProvider
 from .suite import BenchContext, Suite

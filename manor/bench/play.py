@@ -38,15 +38,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-
-from .. import interrupts
 from ..config import Config
 from ..content import Scene
-from ..driver import TickDriver
-from ..engine import Engine, build_engine, scene_seed
-from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
-from ..tickloop import TickLoop
+from ..run import interrupts
+from ..run.engine import Engine, build_engine, scene_seed
+from ..tick.driver import TickDriver
+from ..tick.instruments import Instrument
+from ..tick.loop import TickLoop
 from .games import NextGame
 from .instant import InstantProvider
 from .suite import BenchContext, Suite

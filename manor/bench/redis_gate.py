@@ -44,15 +44,15 @@ from typing import Any
 
 import trio
 
-from .. import interrupts
+from ..admission.gate import Gate, SharedGate
 from ..config import Config, Source
 from ..content import Scene
-from ..engine import build_engine, scene_seed, scene_sim
 from ..errors import SharedGateError
-from ..fleet import build_fleet, configure_worlds, parts
-from ..fleet_processes import Part, ProcessFleet
-from ..gate import Gate, SharedGate
-from ..statistics import RunStatistics, percentile
+from ..fleet.in_process import build_fleet, configure_worlds, parts
+from ..fleet.processes import Part, ProcessFleet
+from ..run import interrupts
+from ..run.engine import build_engine, scene_seed, scene_sim
+from ..tick.statistics import RunStatistics, percentile
 from .suite import BENCH_ORDINAL, BenchContext, Suite
 
 __all__ = ["SUITE", "jain"]
@@ -271,7 +271,7 @@ async def _worlds_in_process(context: BenchContext, processes: int, ticks: int) 
 
 
 async def _admission_process(job: dict[str, Any]) -> dict[str, Any]:
-    from ..gate_redis import RedisGate
+    from ..admission.redis_gate import RedisGate
 
     gate = RedisGate(job["url"], job["name"], size=job["size"], world="bench")
     admitted = 0
@@ -293,8 +293,8 @@ async def _admission_process(job: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _world_process(job: dict[str, Any]) -> dict[str, Any]:
-    from ..engine import configure
-    from ..gate_redis import RedisGate
+    from ..admission.redis_gate import RedisGate
+    from ..run.engine import configure
 
     sources = [Source(**source) for source in job["sources"]]
     config, scene = configure([*sources, Source("redis-gate benchmark", BENCH_ORDINAL, {"run.clock": "real"})])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..saves import replay_benchmark
+from ..replay import replay_benchmark
 from .suite import BenchContext, Suite
 
 __all__ = ["SUITE", "TICKS", "TICKS_QUICK"]

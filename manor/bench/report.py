@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ..calls import CALLER_KINDS
 from ..errors import REASONS
-from ..statistics import PlatformRejections
+from ..tick.statistics import PlatformRejections
 
 __all__ = ["evaluate_targets", "print_report"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from .. import interrupts
+from ..run import interrupts
 from . import fastforward, fleet, overhead, play, redis_gate, replay, scale, scheduling
 from .report import evaluate_targets
 from .suite import BenchContext, Suite

@@ -39,12 +39,12 @@ from typing import Any
 import attrs
 import trio
 
-from .. import interrupts
 from ..calls import Request
 from ..config import Source
-from ..engine import build_engine
 from ..errors import ManorError
 from ..providers.base import Provider
+from ..run import interrupts
+from ..run.engine import build_engine
 from ..worlds import ManorWorld, world_class
 from .instant import InstantProvider
 from .overhead import drain, trio_tick

@@ -32,15 +32,15 @@ import attrs
 import trio
 import trio.testing
 
-from .. import interrupts
 from ..calls import CALLER_KINDS, Request
 from ..config import Config, Settings
 from ..content import Scene, bundled_scenes
-from ..engine import build_engine, scene_seed, scene_sim
-from ..prediction import Predictor
 from ..providers import SimProvider
 from ..records import CallRecord, TickRecord
-from ..statistics import RunStatistics, percentile
+from ..run import interrupts
+from ..run.engine import build_engine, scene_seed, scene_sim
+from ..tick.prediction import Predictor
+from ..tick.statistics import RunStatistics, percentile
 from .games import NextGame
 from .suite import BenchContext, Suite, TickCollector
 

@@ -15,10 +15,10 @@ import attrs
 from ..config import Config, Source, standard_sources
 from ..config.layering import FLAGS
 from ..content import Scene
-from ..engine import configure
 from ..errors import ManorError
-from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
+from ..run.engine import configure
+from ..tick.instruments import Instrument
 
 __all__ = ["BENCH_ORDINAL", "BenchContext", "BenchError", "Suite", "TickCollector"]
 

@@ -10,9 +10,22 @@ import traceback
 from typing import NoReturn
 
 from ..errors import ManorError, leaves, one_line
+from ..run import interrupts
 from ..saves.writer import engine_version
-from .. import interrupts
-from . import bench_cmd, config_cmd, experiment_cmd, fleet_cmd, fleet_part_cmd, gate_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, story_cmd, trace_cmd
+from . import (
+    bench_cmd,
+    config_cmd,
+    experiment_cmd,
+    fleet_cmd,
+    fleet_part_cmd,
+    gate_cmd,
+    play_cmd,
+    replay_cmd,
+    run_cmd,
+    serve_agent_cmd,
+    story_cmd,
+    trace_cmd,
+)
 
 __all__ = ["main"]
 

@@ -7,13 +7,12 @@ import json
 import os
 
 import msgspec
-
 from rich.table import Table
 from rich.text import Text
 
 from ..config import BackendTable
 from ..config.backends import describe_table, unset_variables, variables
-from ..engine import configure
+from ..run.engine import configure
 from . import output
 from .options import add_setting_flags, sources_from_args
 

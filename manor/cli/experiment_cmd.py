@@ -20,7 +20,7 @@ from ..experiment.bounded_wait import (
     run_in_process,
     run_over_http,
 )
-from .. import interrupts
+from ..run import interrupts
 from . import output
 from .numbers import non_negative_float, positive_float, positive_int
 

@@ -15,28 +15,42 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
-from .. import interrupts
 from ..config import Config, Source
 from ..content import Scene
-from ..engine import make_gate
 from ..errors import REASONS, ConfigError, SaveError
-from ..fleet import DEFAULT_WORLDS, MAX_WORLDS, Fleet, build_fleet, configure_worlds, fleet_clock, parts
-from ..fleet_processes import Part, ProcessFleet
-from ..forecast import gate_overload
-from ..instruments import Instrument
+from ..fleet.in_process import (
+    DEFAULT_WORLDS,
+    MAX_WORLDS,
+    Fleet,
+    build_fleet,
+    configure_worlds,
+    fleet_clock,
+    parts,
+)
+from ..fleet.processes import Part, ProcessFleet
 from ..records import StoryEntry, TickRecord
+from ..run import interrupts
+from ..run.engine import make_gate
+from ..run.forecast import gate_overload
 from ..saves import SaveWriter
 from ..saves.format import FleetSeat
-from ..statistics import PlatformRejections
+from ..tick.instruments import Instrument
+from ..tick.statistics import PlatformRejections
 from ..wording import counted
 from . import output
-from .output import warn_of_gate
 from .numbers import positive_int
 from .options import add_setting_flags, sources_from_args
+from .output import warn_of_gate
 from .run_cmd import errors_table
 
 __all__ = ["register", "save_failure", "saves_state", "stopped_after"]

@@ -1,6 +1,6 @@
 """``manor fleet-part``: one process of ``manor fleet --processes`` (not listed in ``manor
 --help``: ``manor fleet`` runs it). It reads its part of the fleet on stdin, runs those
-worlds, and writes their progress and figures to stdout (``manor.fleet_processes``)."""
+worlds, and writes their progress and figures to stdout (``manor.fleet.processes``)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,31 @@ from typing import BinaryIO
 
 import trio
 
-from .. import interrupts
-from ..engine import make_gate, scene_sim
 from ..errors import FleetError
-from ..fleet import Fleet, build_fleet, configure_worlds
-from ..fleet_processes import PART_COMMAND, Finished, PartReporter, Ready, SavesFailed, describe_worlds, listen_to_parent, message_channel, read_part, send
+from ..fleet.in_process import Fleet, build_fleet, configure_worlds
+from ..fleet.processes import (
+    PART_COMMAND,
+    Finished,
+    PartReporter,
+    Ready,
+    SavesFailed,
+    describe_worlds,
+    listen_to_parent,
+    message_channel,
+    read_part,
+    send,
+)
+from ..run import interrupts
+from ..run.engine import make_gate, scene_sim
 from ..saves import SaveWriter
+from .fleet_cmd import (
+    close_saves,
+    create_saves,
+    save_failure,
+    saves_state,
+    stopped_after,
+)
 from .output import warn_of_gate
-from .fleet_cmd import close_saves, create_saves, save_failure, saves_state, stopped_after
 
 __all__ = ["register"]
 
@@ -37,7 +54,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """``manor fleet-part``: one process of ``manor fleet --processes``, running the
     worlds of the part on its stdin and telling the parent of each tick and, at the
-    end, of each world's figures (``manor.fleet_processes``)."""
+    end, of each world's figures (``manor.fleet.processes``)."""
     part = read_part(sys.stdin.buffer)
     channel = message_channel()
     configured = configure_worlds(part.sources, part.worlds, part.scenes)

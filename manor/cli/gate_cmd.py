@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..config import resolve
 from ..errors import ConfigError, redacted_url
-from .. import interrupts
+from ..run import interrupts
 from . import output
 from .numbers import positive_int
 from .options import add_setting_flags, sources_from_args
@@ -54,7 +54,7 @@ def _gate(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def show_status(args: argparse.Namespace) -> int:
-    from ..gate_redis import gate_status
+    from ..admission.redis_gate import gate_status
 
     url, name = _gate(args)
     status = interrupts.run(gate_status, url, name)
@@ -95,7 +95,7 @@ def show_status(args: argparse.Namespace) -> int:
 
 
 def resize_gate(args: argparse.Namespace) -> int:
-    from ..gate_redis import resize_shared_gate
+    from ..admission.redis_gate import resize_shared_gate
 
     url, name = _gate(args)
     resized = interrupts.run(resize_shared_gate, url, name, args.size)

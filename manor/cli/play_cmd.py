@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..engine import configure
 from ..errors import ConfigError
+from ..run import interrupts
+from ..run.engine import configure
 from ..saves import read_save
-from .. import interrupts
 from .options import add_setting_flags, flags_from_args, sources_from_args
 from .output import report_saved
 

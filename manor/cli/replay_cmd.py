@@ -13,9 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import REASONS, ConfigError
-from ..saves import Replay, read_save, recorded_summary, replay
+from ..replay import Replay, recorded_summary, replay
+from ..saves import read_save
 from ..saves.format import FleetSeat
-from ..statistics import PlatformRejections
+from ..tick.statistics import PlatformRejections
 from ..wording import counted
 from . import output
 from .options import add_setting_flags, flags_from_args

@@ -10,18 +10,24 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.text import Text
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
-from ..engine import build_engine, configure, make_clock, make_gate
-from ..forecast import gate_overload
 from ..errors import REASONS
-from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
+from ..run import interrupts
+from ..run.engine import build_engine, configure, make_clock, make_gate
+from ..run.forecast import gate_overload
 from ..saves import SaveWriter
-from ..statistics import PlatformRejections, RunStatistics
-from .. import interrupts
+from ..tick.instruments import Instrument
+from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
 from . import output
 from .options import add_setting_flags, sources_from_args

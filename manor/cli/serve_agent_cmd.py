@@ -7,9 +7,9 @@ import sys
 
 import trio
 
+from ..run import interrupts
 from ..serve import AgentHost, AgentServer
-from .. import interrupts
-from .numbers import positive_float, positive_int, non_negative_float
+from .numbers import non_negative_float, positive_float, positive_int
 
 __all__ = ["register"]
 

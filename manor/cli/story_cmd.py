@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..saves import read_save, story_lines, story_text, write_story
-from ..saves.story import FORMATS
+from ..replay import story_lines, story_text, write_story
+from ..replay.retelling import FORMATS
+from ..saves import read_save
 from ..wording import counted
 from .output import output_path
 

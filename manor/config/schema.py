@@ -12,7 +12,23 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from ..limits import MAX_AGENTS, MAX_FAILURES, MAX_REPAIRS, Burst, Count, GateName, GateUrl, LeaseSeconds, Money, PositiveSeconds, Rate, Seconds, Seed, Size, Ticks
+from ..limits import (
+    MAX_AGENTS,
+    MAX_FAILURES,
+    MAX_REPAIRS,
+    Burst,
+    Count,
+    GateName,
+    GateUrl,
+    LeaseSeconds,
+    Money,
+    PositiveSeconds,
+    Rate,
+    Seconds,
+    Seed,
+    Size,
+    Ticks,
+)
 
 __all__ = ["DERIVED_KEYS", "FORMER_DEFAULTS", "KEYS", "POLICIES", "RETIRED_KEYS", "Settings", "section_type"]
 
@@ -101,7 +117,7 @@ class RunSettings(Section):
     seed: Seed | None = None
     #: virtual (simulated time, exact) or real; unset: virtual for the simulated backend.
     clock: Literal["virtual", "real"] | None = None
-    #: Order the tick loop hands out tickets in (see manor.ordering).
+    #: Order the tick loop hands out tickets in (see manor.tick.ordering).
     order: Literal["fifo", "longest-first"] = "longest-first"
     #: Seconds between tick starts (0 = free-running).
     tick_interval_s: Seconds = 0.0

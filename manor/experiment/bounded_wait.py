@@ -25,10 +25,15 @@ import msgspec
 import trio
 import trio.testing
 
-from .. import interrupts
 from ..calls import CallerKind, Done, Request
 from ..errors import CallTimeout
-from ..providers.agno import AgnoProvider, HttpAgentTransport, RemoteAgentTransport, RunCall
+from ..providers.agno import (
+    AgnoProvider,
+    HttpAgentTransport,
+    RemoteAgentTransport,
+    RunCall,
+)
+from ..run import interrupts
 from ..serve.host import AgentHost
 from ..serve.local import LocalAgentTransport
 

@@ -1,7 +1,7 @@
 """Cross-cutting layers, outermost first: metrics (10), cost (20), breaker (30),
 gate (50), timeout (60: a call's clock starts at admission), platform (90, innermost,
 right above the backend). An engine's stack has the cost layer only with a budget, and
-no metrics layer: a run's figures come from its records (``manor.statistics``)."""
+no metrics layer: a run's figures come from its records (``manor.tick.statistics``)."""
 
 from .admission import GateLayer
 from .base import Layer, Observer, Stack

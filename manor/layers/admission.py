@@ -7,8 +7,8 @@ from typing import final
 
 import attrs
 
+from ..admission.gate import SharedGate
 from ..calls import Admitted, Done, Request
-from ..gate import SharedGate
 from .base import Inner, Layer, Listener
 
 __all__ = ["GateLayer"]

@@ -6,8 +6,8 @@ from typing import final
 
 import attrs
 
+from ..admission.limiter import SessionLimiter
 from ..calls import Done, Opened, Request
-from ..limiter import SessionLimiter
 from .base import Inner, Layer, Listener
 
 __all__ = ["PlatformLayer"]

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from .app import PlayApp, build_app
-from .replay import ReplayApp
+from .replay_app import ReplayApp
 
 __all__ = ["PlayApp", "ReplayApp", "build_app"]

@@ -30,13 +30,13 @@ from textual.widgets import Footer, Input, Static
 from ..config import Config
 from ..config.schema import POLICIES
 from ..content import Scene
-from ..driver import TickDriver
-from ..engine import Engine, build_engine, make_gate, scene_seed
-from ..forecast import gate_overload
 from ..errors import ManorError, leaves
-from ..policies import make_policy
 from ..records import CallRecord
+from ..run.engine import Engine, build_engine, make_gate, scene_seed
+from ..run.forecast import gate_overload
 from ..saves import SaveWriter
+from ..tick.driver import TickDriver
+from ..tick.policies import make_policy
 from ..wording import counted
 from .budget import FrameBudget
 from .clock import PacedClock
@@ -48,10 +48,18 @@ from .makespans import RunChartScreen
 from .messages import AgentChosen, EngineStopped
 from .speed import SECONDS_PER_TICK, describe, faster, nearest, starting_speed
 from .state import DashboardState
-from .widgets import AgentsTable, Dashboard, DegradationPanel, GatePanel, LatencyPanel, StatusLine, StoryLog
+from .widgets import (
+    AgentsTable,
+    Dashboard,
+    DegradationPanel,
+    GatePanel,
+    LatencyPanel,
+    StatusLine,
+    StoryLog,
+)
+from .widgets.degradations import shown_reasons
 from .widgets.story import StoryFilter
 from .widgets.story_filter import StoryFilterInput
-from .widgets.degradations import shown_reasons
 
 __all__ = ["PlayApp", "build_app", "engine_failure"]
 

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Sparkline, Static
 
 from ..records import CallRecord
-from ..statistics import percentile
+from ..tick.statistics import percentile
 from .figures import seconds
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from textual.screen import Screen
 
 from ..config import flags_source, standard_sources
-from ..engine import configure
+from ..run.engine import configure
 from .app import build_app
 from .clock import PacedClock
 from .widgets import StatusLine

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..engine import Engine
+from ..run.engine import Engine
 
 __all__ = [
     "MAX",

@@ -23,13 +23,13 @@ from ..calls import CallerKind, Request
 from ..content import Scene
 from ..errors import REASONS
 from ..folds import Fold, fold_story
-from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
-from ..statistics import PlatformRejections, empty_degradations, percentile
+from ..tick.instruments import Instrument
+from ..tick.statistics import PlatformRejections, empty_degradations, percentile
 from ..worlds.base import world_marks
 
 if TYPE_CHECKING:
-    from ..tickloop import TickLoop
+    from ..tick.loop import TickLoop
     from ..worlds import World
 
 __all__ = ["CALLS_KEPT", "CallerRow", "CallerState", "DashboardState", "ShownTick", "StoryItem", "TickFigures"]

@@ -124,7 +124,7 @@ class FleetSeat(msgspec.Struct, frozen=True, kw_only=True):
     """The recorded run was world ``world`` (from 0) of a fleet of ``worlds`` that shared
     one gate and one platform (``manor fleet``). Its calls were admitted by that gate
     among every world's calls, which this save does not hold: a replay takes their
-    admissions from the recording (``manor.saves.admissions``)."""
+    admissions from the recording (``manor.replay.admissions``)."""
 
     world: Annotated[int, msgspec.Meta(ge=0)]
     worlds: Annotated[int, msgspec.Meta(ge=1)]

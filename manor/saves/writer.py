@@ -11,18 +11,26 @@ from typing import TYPE_CHECKING, BinaryIO, final
 import msgspec
 import trio
 
-from ..engine import scene_seed
 from ..errors import SaveError
-from ..instruments import Instrument
 from ..records import CallRecord, StoryEntry, TickRecord
+from ..run.engine import scene_seed
+from ..tick.instruments import Instrument
 from ..wording import counted
 from ..worlds import ManorWorld
-from .format import EndFrame, FleetSeat, Header, SettingChange, SettingRow, TickFrame, WorldAtStart
+from .format import (
+    EndFrame,
+    FleetSeat,
+    Header,
+    SettingChange,
+    SettingRow,
+    TickFrame,
+    WorldAtStart,
+)
 from .framing import SIGNATURE, write_frame
 
 if TYPE_CHECKING:
-    from ..engine import Engine
-    from ..tickloop import TickLoop
+    from ..run.engine import Engine
+    from ..tick.loop import TickLoop
 
 __all__ = ["SaveWriter", "engine_version", "header_for"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from ...gate import GateStatistics
-from ...limiter import SessionLimiterStatistics
-from ...statistics import PlatformRejections
+from ...admission.gate import GateStatistics
+from ...admission.limiter import SessionLimiterStatistics
+from ...tick.statistics import PlatformRejections
 from ..figures import count, fit
 
 __all__ = ["GatePanel"]

@@ -31,10 +31,10 @@ import trio
 
 from ..calls import Done, Request
 from ..errors import GateTimeout
-from ..instruments import Instrument
 from ..layers.base import Inner, Layer, Listener
 from ..records import CallRecord
-from .format import TickFrame
+from ..saves.format import TickFrame
+from ..tick.instruments import Instrument
 
 __all__ = ["RecordedAdmissions"]
 

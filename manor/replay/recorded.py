@@ -8,14 +8,14 @@ from typing import Any
 from ..config import KEYS, Config, Source, resolve
 from ..config.layering import built_in_source
 from ..config.schema import DERIVED_KEYS, FORMER_DEFAULTS, RETIRED_KEYS
-from ..engine import build_engine
 from ..errors import ConfigError, ContentError, SaveError, one_line
 from ..providers import SimProvider
 from ..records import CallRecord
-from ..statistics import RunStatistics
+from ..run.engine import build_engine
+from ..saves.reader import Save
+from ..tick.statistics import RunStatistics
 from ..worlds import world_class
-from .backend import reached_backend
-from .reader import Save
+from .responses import reached_backend
 
 __all__ = ["RECORDED", "check_world", "peak_platform_sessions", "recorded_config", "recorded_source", "recorded_summary"]
 

@@ -24,20 +24,30 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import trio
 
-from .errors import SaveError, leaves
-from .wording import counted
-
-if TYPE_CHECKING:
-    from .saves import SaveWriter
+from ..errors import SaveError, leaves
+from ..wording import counted
 
 __all__ = [
-    "SIGNALS", "Interrupted", "exit_status", "held", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "stopped_as_interrupted",
+    "SIGNALS", "Interrupted", "Kept", "exit_status", "held", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "stopped_as_interrupted",
     "unawaited_coroutines_held",
 ]  # fmt: skip
+
+
+class Kept(Protocol):
+    """Where a stopped run's ticks are kept, as the line that reports the stop tells it
+    (``manor.saves.SaveWriter`` is one)."""
+
+    path: object
+    #: Whole ticks kept so far.
+    ticks: int
+
+    def check(self) -> None:
+        """Raise ``SaveError`` if what was kept cannot be read back."""
+
 
 T = TypeVar("T")
 
@@ -84,7 +94,7 @@ def exit_status(signum: int) -> int:
     return 128 + signum
 
 
-def ran(ticks: int, writer: SaveWriter | None) -> str:
+def ran(ticks: int, writer: Kept | None) -> str:
     """What a stopped run had done, for ``Interrupted``: ``after 12 ticks; saved to s.msav``."""
     done = f"after {counted(ticks, 'tick')}"
     if writer is None:

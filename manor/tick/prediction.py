@@ -7,8 +7,8 @@ from typing import Protocol, final
 
 import attrs
 
-from .calls import Request
-from .records import CallRecord
+from ..calls import Request
+from ..records import CallRecord
 
 __all__ = ["LatencyPredictor", "Predictor"]
 

@@ -6,7 +6,7 @@ from typing import final
 
 import attrs
 
-from .errors import SessionLimitError
+from ..errors import SessionLimitError
 
 __all__ = ["Session", "SessionLimiter", "SessionLimiterStatistics"]
 

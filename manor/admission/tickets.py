@@ -10,7 +10,7 @@ after it — would change from run to run (DESIGN.md, "Determinism").
 So a fleet's worlds ask the ``TicketOffice`` instead. A world asks and waits; once every
 task is blocked — every world that asks at this instant has asked — the office deals
 them in world order, each world's tickets in its own lane of the gate (its number), where
-the lanes take turns (``manor.lanes``). Nothing is held back beyond the instant: a world
+the lanes take turns (``manor.admission.lanes``). Nothing is held back beyond the instant: a world
 that asks alone gets its tickets at once (after the same scheduling pass), and its
 tickets keep the order its tick planned (longest-first).
 """

@@ -21,11 +21,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
 
-from ..driver import TickDriver
-from ..engine import Engine, build_engine, scene_seed, scene_sim
 from ..records import CallRecord
-from ..saves import ReplayBackend, Save, recorded_config, recorded_responses
-from ..saves.replay import LiveChanges, RecordingCheck, recorded_admissions
+from ..replay import ReplayBackend, recorded_config, recorded_responses
+from ..replay.run import LiveChanges, RecordingCheck, recorded_admissions
+from ..run.engine import Engine, build_engine, scene_seed, scene_sim
+from ..saves import Save
+from ..tick.driver import TickDriver
 from .app import PlayApp
 from .clock import PacedClock
 from .messages import Seek

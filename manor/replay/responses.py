@@ -14,7 +14,7 @@ from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..errors import ProviderError, SessionLimitError
 from ..providers.base import Provider
 from ..records import CallRecord
-from .format import TickFrame
+from ..saves.format import TickFrame
 
 __all__ = ["RecordedResponse", "ReplayBackend", "reached_backend", "recorded_responses"]
 

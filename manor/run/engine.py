@@ -12,19 +12,27 @@ import msgspec
 import trio
 import trio.testing
 
-from .config import Config, Source, resolve, scene_source, with_backends
-from .content import Scene, load_scene
-from .gate import Gate, SharedGate
-from .instruments import Instrument
-from .layers import BreakerLayer, CostLayer, GateLayer, Layer, PlatformLayer, Stack, TimeoutLayer
-from .limiter import SessionLimiter
-from .policies import make_policy
-from .prediction import LatencyPredictor
-from .providers import Provider, SimProvider
-from .providers.routing import routing_provider
-from .tickets import Tickets
-from .tickloop import TickLoop
-from .worlds import create_world
+from ..admission.gate import Gate, SharedGate
+from ..admission.limiter import SessionLimiter
+from ..admission.tickets import Tickets
+from ..config import Config, Source, resolve, scene_source, with_backends
+from ..content import Scene, load_scene
+from ..layers import (
+    BreakerLayer,
+    CostLayer,
+    GateLayer,
+    Layer,
+    PlatformLayer,
+    Stack,
+    TimeoutLayer,
+)
+from ..providers import Provider, SimProvider
+from ..providers.routing import routing_provider
+from ..tick.instruments import Instrument
+from ..tick.loop import TickLoop
+from ..tick.policies import make_policy
+from ..tick.prediction import LatencyPredictor
+from ..worlds import create_world
 
 __all__ = ["Engine", "build_engine", "configure", "make_clock", "make_gate", "scene_seed", "scene_sim"]
 
@@ -156,7 +164,9 @@ def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> Shar
     assert s.size is not None  # resolve() derives it
     if not s.url:
         return Gate(size=s.size, rate=s.rate, burst=s.burst)
-    from .gate_redis import RedisGate  # Redis is touched only for a shared gate
+    from ..admission.redis_gate import (
+        RedisGate,  # Redis is touched only for a shared gate
+    )
 
     if world is None:
         world = f"{scene.spec.name} seed {scene_seed(config, scene)}"

@@ -1,9 +1,9 @@
 """A fleet spread over OS processes: ``manor fleet --processes P``.
 
 One process runs its worlds on one core at most. A fleet that needs more runs its N
-worlds in P processes — world ``i`` in process ``i mod P`` (``manor.fleet.parts``) —
-each a whole engine for its worlds (``manor.fleet.build_fleet``), and every call of
-every world goes through the one gate shared through Redis (``manor.gate_redis``): the
+worlds in P processes — world ``i`` in process ``i mod P`` (``manor.fleet.in_process.parts``) —
+each a whole engine for its worlds (``manor.fleet.in_process.build_fleet``), and every call of
+every world goes through the one gate shared through Redis (``manor.admission.redis_gate``): the
 platform sees no more sessions than with one process.
 
 Both ends are here. The parent (``ProcessFleet``) starts each process as ``python -m
@@ -46,11 +46,11 @@ import attrs
 import msgspec
 import trio
 
-from .config import Source
-from .errors import FleetError, one_line
-from .fleet import fairness, fleet_total
-from .instruments import Instrument
-from .records import CallRecord, StoryEntry, TickRecord
+from ..config import Source
+from ..errors import FleetError, one_line
+from ..records import CallRecord, StoryEntry, TickRecord
+from ..tick.instruments import Instrument
+from .in_process import fairness, fleet_total
 
 __all__ = [
     "PART_COMMAND",

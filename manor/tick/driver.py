@@ -14,7 +14,7 @@ from typing import Literal, final
 import attrs
 import trio
 
-from .tickloop import TickLoop
+from .loop import TickLoop
 
 __all__ = ["DriverState", "DriverStatistics", "TickDriver"]
 

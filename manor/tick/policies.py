@@ -6,21 +6,52 @@ from __future__ import annotations
 import abc
 import functools
 import random
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, final
+from collections.abc import Callable, Iterable, Sequence
+from typing import ClassVar, Protocol, final
 
 import attrs
 import msgspec
 import trio
 
-from .calls import Request
+from ..calls import Request
+from ..layers import Stack
+from ..records import CallRecord
 from .ordered_start import start_now
-from .records import CallRecord
 
-if TYPE_CHECKING:
-    from .tickloop import TickLoop
+__all__ = ["Batch", "Firing", "Legacy", "Pipeline", "Policy", "make_policy"]
 
-__all__ = ["Batch", "Legacy", "Pipeline", "Policy", "make_policy"]
+
+class Firing(Protocol):
+    """What a policy fires a tick's calls through: tickets, the two stacks and the calls
+    themselves. ``manor.tick.loop.TickLoop`` is one; a policy needs nothing else of it."""
+
+    #: The world's players' caller kinds (``Caller.player``), which barriers hold.
+    players: frozenset[str]
+    #: The provider stack with the gate layer, and the same stack without it.
+    gated: Stack
+    direct: Stack
+
+    @property
+    def deadline(self) -> float:
+        """The current tick's deadline (``inf`` when there is none)."""
+
+    async def with_tickets(self, requests: Sequence[Request]) -> list[Request]:
+        """``requests`` stamped with gate tickets, in their order."""
+
+    async def call(self, request: Request, stack: Stack, *, attempts: int = 1) -> CallRecord:
+        """One call through ``stack``; never raises for the call's own failure."""
+
+    async def call_all(
+        self,
+        requests: Iterable[tuple[int, Request]],
+        stack: Stack,
+        results: list[CallRecord | None],
+        *,
+        on_finished: Callable[[int], None] | None = None,
+        repairs: int = 0,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Every ``(index, request)`` at once; each record lands at ``results[index]``."""
 
 
 class Policy(abc.ABC):
@@ -30,7 +61,7 @@ class Policy(abc.ABC):
     uses_gate: ClassVar[bool] = True
 
     @abc.abstractmethod
-    async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
+    async def run(self, loop: Firing, requests: Sequence[Request]) -> list[CallRecord]:
         """Make every call of the tick; return their records in planning order."""
 
 
@@ -41,13 +72,13 @@ class Pipeline(Policy):
 
     name = "pipeline"
 
-    async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
+    async def run(self, loop: Firing, requests: Sequence[Request]) -> list[CallRecord]:
         results: list[CallRecord | None] = [None] * len(requests)
         await loop.call_all(enumerate(await loop.with_tickets(requests)), loop.gated, results)
         return _complete(results)
 
 
-def _waves(loop: TickLoop, requests: Sequence[Request], size: int) -> tuple[list[list[int]], list[int]]:
+def _waves(loop: Firing, requests: Sequence[Request], size: int) -> tuple[list[list[int]], list[int]]:
     """The players' calls' indices in barriers of ``size``, and the indices of the other
     callers (``Caller.player``: the manor world's characters)."""
     players = loop.players
@@ -66,7 +97,7 @@ class Batch(Policy):
 
     size: int = attrs.field(validator=attrs.validators.ge(1))
 
-    async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
+    async def run(self, loop: Firing, requests: Sequence[Request]) -> list[CallRecord]:
         results: list[CallRecord | None] = [None] * len(requests)
         waves, others = _waves(loop, requests, self.size)
         first = waves[0] if waves else []
@@ -121,7 +152,7 @@ class Legacy(Policy):
     retries: ClassVar[int] = 2
     backoff: ClassVar[float] = 0.5
 
-    async def run(self, loop: TickLoop, requests: Sequence[Request]) -> list[CallRecord]:
+    async def run(self, loop: Firing, requests: Sequence[Request]) -> list[CallRecord]:
         results: list[CallRecord | None] = [None] * len(requests)
         waves, others = _waves(loop, requests, self.size)
 
@@ -143,7 +174,7 @@ class Legacy(Policy):
                         await start_now(barrier if index in wave else nursery, functools.partial(call, index))
         return _complete(results)
 
-    async def _retry(self, loop: TickLoop, request: Request, record: CallRecord) -> CallRecord:
+    async def _retry(self, loop: Firing, request: Request, record: CallRecord) -> CallRecord:
         for attempt in range(1, self.retries + 1):
             if record.reason != "platform_rejected":
                 break

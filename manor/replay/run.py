@@ -10,22 +10,22 @@ import attrs
 import trio
 import trio.testing
 
-from .. import interrupts
-from ..config import Source
 from ..calls import Request
-from ..engine import Engine, build_engine, scene_seed, scene_sim
-from ..policies import make_policy
-from ..instruments import Instrument
+from ..config import Source
 from ..records import StoryEntry, TickRecord
-from ..tickloop import TickLoop
-from ..statistics import RunStatistics
+from ..run import interrupts
+from ..run.engine import Engine, build_engine, scene_seed, scene_sim
+from ..saves.format import SettingChange, TickFrame
+from ..saves.reader import Save
+from ..tick.instruments import Instrument
+from ..tick.loop import TickLoop
+from ..tick.policies import make_policy
+from ..tick.statistics import RunStatistics
 from ..wording import counted
 from ..worlds import create_world
 from .admissions import RecordedAdmissions
-from .backend import ReplayBackend, recorded_responses
-from .format import SettingChange, TickFrame
-from .reader import Save
 from .recorded import check_world, recorded_config, recorded_source
+from .responses import ReplayBackend, recorded_responses
 
 __all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "recorded_admissions", "replay"]
 
@@ -49,7 +49,7 @@ class RecordingCheck(Instrument):
         recorded: the recorded ticks.
         times: also compare when each call was let through and when it ended (a
             fleet world's replay, whose admissions come from the recording, must
-            reproduce them to the bit: ``manor.saves.admissions``).
+            reproduce them to the bit: ``manor.replay.admissions``).
     """
 
     def __init__(self, recorded: Sequence[TickRecord], *, times: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 The platform's session limit belongs to the account, not to a process. Every process
 whose ``gate.url`` and ``gate.name`` are the same shares one gate, with the semantics of
-the in-process ``manor.gate.Gate``:
+the in-process ``manor.admission.gate.Gate``:
 
 - at most ``size`` calls in flight from all processes together, at every instant;
 - admitted in global ticket order: a waiter gets its global ticket when it joins the line
@@ -10,13 +10,13 @@ the in-process ``manor.gate.Gate``:
   issued ahead of time holds back the ones behind it, as in the in-process gate), so a
   tick keeps its planned order and processes are served first come, first served; the
   worlds of a fleet in one process send theirs in lanes that take turns
-  (``manor.lanes``), one waiter each;
+  (``manor.admission.lanes``), one waiter each;
 - a wait longer than ``gate.timeout_s`` degrades as ``gate_timeout``; the optional token
   bucket is shared, and a token taken by a waiter that then gives up is refunded;
 - ``size`` can be changed from any process (or ``manor gate resize``); every process
   sees it within a second.
 
-Each transition is one call of one Lua script (``gate_redis.lua``), atomic on the
+Each transition is one call of one Lua script (``redis_gate.lua``), atomic on the
 server, timed by the server's clock. A permit is a lease that expires after
 ``gate.lease_s`` unless its process renews it, which it does while the call runs: a
 process killed with ``kill -9`` loses its permits within the lease, and its waiters
@@ -54,7 +54,14 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
-from .errors import GateTimeout, GateUnavailable, SharedGateError, add_secret, one_line, redacted_url
+from ..errors import (
+    GateTimeout,
+    GateUnavailable,
+    SharedGateError,
+    add_secret,
+    one_line,
+    redacted_url,
+)
 from .gate import GateStatistics
 from .lanes import Lanes
 
@@ -63,7 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = ["GateHolder", "GateStatus", "RedisGate", "RedisPermit", "gate_status", "resize_shared_gate"]
 
-_SCRIPT = importlib.resources.files(__package__).joinpath("gate_redis.lua").read_text(encoding="utf-8")
+_SCRIPT = importlib.resources.files(__package__).joinpath("redis_gate.lua").read_text(encoding="utf-8")
 
 #: Longest a transition may take before the server is taken for lost.
 OPERATION_TIMEOUT_S = 5.0

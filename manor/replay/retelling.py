@@ -22,8 +22,8 @@ from ..errors import SaveError
 from ..folds import Fold, fold_story
 from ..output import write_output
 from ..records import StoryEntry
+from ..saves.reader import Save
 from ..worlds import create_world
-from .reader import Save
 from .recorded import check_world
 
 __all__ = ["FORMATS", "StoryLine", "story_lines", "story_text", "write_story"]

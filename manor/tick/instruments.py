@@ -8,23 +8,37 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .calls import Request
-from .records import CallRecord, StoryEntry, TickRecord
+from ..calls import Request
+from ..records import CallRecord, StoryEntry, TickRecord
+from ..worlds import World
+from .policies import Policy
 
-if TYPE_CHECKING:
-    from .tickloop import TickLoop
+__all__ = ["HOOKS", "Instrument", "Instruments", "RunningLoop"]
 
-__all__ = ["HOOKS", "Instrument", "Instruments"]
+log = logging.getLogger("manor.tick.instruments")
 
-log = logging.getLogger("manor.instruments")
+
+class RunningLoop(Protocol):
+    """What an instrument may see of the loop it observes, and change through it (a
+    replay makes the recorded live changes again; a benchmark starts a new game).
+    ``manor.tick.loop.TickLoop`` is one."""
+
+    world: World
+    policy: Policy
+
+    def resize_gate(self, size: int) -> None:
+        """Change the gate's size now, as a live change the instruments hear."""
+
+    def switch_policy(self, policy: Policy) -> None:
+        """Use ``policy`` from the next tick on, as a live change the instruments hear."""
 
 
 class Instrument:
     """Override the hooks you need."""
 
-    def run_started(self, loop: TickLoop) -> None:
+    def run_started(self, loop: RunningLoop) -> None:
         """Before the first tick of a run."""
 
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
@@ -46,7 +60,7 @@ class Instrument:
         """A setting was changed while the loop runs (``TickLoop.resize_gate``,
         ``switch_policy``), now; ``during_tick`` says whether a tick was running."""
 
-    def run_finished(self, loop: TickLoop) -> None:
+    def run_finished(self, loop: RunningLoop) -> None:
         """The run ended (also when it was cancelled or failed)."""
 
 

@@ -4,8 +4,8 @@ The platform's session limit belongs to the account, not to a world. A fleet run
 worlds side by side in one trio run, each a whole engine (its world, policy, predictor,
 breaker, backend), sharing the account's parts: one gate of the platform limit − 1,
 in which each world queues in a lane of its own and the lanes take turns
-(``manor.lanes``: fair), one platform ``SessionLimiter``, and one ``TicketOffice`` that
-deals the tickets of each instant in world order (``manor.tickets``: the same every run).
+(``manor.admission.lanes``: fair), one platform ``SessionLimiter``, and one ``TicketOffice`` that
+deals the tickets of each instant in world order (``manor.admission.tickets``: the same every run).
 
 Under the virtual clock a fleet is exact and repeatable like a single run: the same
 worlds and seeds give the same records and hashes every time. World ``i`` runs its
@@ -18,10 +18,10 @@ which world's task trio runs first: the ``legacy`` policy (no gate: every world 
 fail-fast platform at once) and a gate larger than the platform limit.
 
 The fleet's gate can itself be shared with other processes through Redis (``gate.url``,
-``manor.gate_redis``): the worlds' lanes then take turns in the order this process
+``manor.admission.redis_gate``): the worlds' lanes then take turns in the order this process
 sends its waiters to the server, which serves the processes first come, first served.
 Such a fleet runs on the real clock, so it is not repeatable. Its worlds can also be
-spread over several processes (``parts``; ``manor.fleet_processes``), each a fleet of
+spread over several processes (``parts``; ``manor.fleet.processes``), each a fleet of
 its part of the worlds, their reports joined into one (``fleet_total``, ``fairness``).
 """
 
@@ -35,18 +35,18 @@ import attrs
 import trio
 import trio.testing
 
-from .config import Config, Source
-from .config.layering import FLAGS
-from .content import Scene
-from .engine import Engine, build_engine, configure, scene_seed
-from .errors import ConfigError
-from .gate import Gate, SharedGate
-from .instruments import Instrument
-from .limiter import SessionLimiter
-from .providers import Provider
-from .records import CallRecord, StoryEntry, TickRecord
-from .statistics import RunStatistics, tick_seconds
-from .tickets import TicketOffice
+from ..admission.gate import Gate, SharedGate
+from ..admission.limiter import SessionLimiter
+from ..admission.tickets import TicketOffice
+from ..config import Config, Source
+from ..config.layering import FLAGS
+from ..content import Scene
+from ..errors import ConfigError
+from ..providers import Provider
+from ..records import CallRecord, StoryEntry, TickRecord
+from ..run.engine import Engine, build_engine, configure, scene_seed
+from ..tick.instruments import Instrument
+from ..tick.statistics import RunStatistics, tick_seconds
 
 __all__ = [
     "DEFAULT_WORLDS",

@@ -13,13 +13,13 @@ from typing import Any
 import trio
 import trio.testing
 
-from .. import interrupts
 from ..config import flags_source
 from ..config.layering import built_in_source, layer_defaults_source
-from ..engine import build_engine, configure
-from .reader import read_save
-from .replay import replay
-from .writer import SaveWriter
+from ..run import interrupts
+from ..run.engine import build_engine, configure
+from ..saves.reader import read_save
+from ..saves.writer import SaveWriter
+from .run import replay
 
 __all__ = ["replay_benchmark"]
 

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
-from .calls import CALLER_KINDS
-from .errors import REASONS
+from ..calls import CALLER_KINDS
+from ..errors import REASONS
+from ..records import CallRecord, StoryEntry, TickRecord
 from .instruments import Instrument
-from .records import CallRecord, StoryEntry, TickRecord
 
 if TYPE_CHECKING:
-    from .engine import Engine
-    from .tickloop import TickLoop
+    from ..run.engine import Engine
+    from .loop import TickLoop
 
 __all__ = ["ErrorMessages", "PlatformRejections", "RunStatistics", "empty_degradations", "percentile", "tick_seconds"]
 

@@ -9,11 +9,11 @@ independent of the order in which trio happens to run tasks (see DESIGN.md,
 "Determinism"): the tick loop issues a tick's tickets up front, in planning order.
 
 A ticket is issued in a *lane* (by default lane 0). The worlds of a fleet share one
-gate, a lane each, and the lanes take turns (``manor.lanes``): ticket order within a
+gate, a lane each, and the lanes take turns (``manor.admission.lanes``): ticket order within a
 lane, one ticket per lane in turn across them. With one lane it is plain ticket order.
 
 ``SharedGate`` is what the tick loop and the gate layer need of a gate. ``Gate`` is the
-in-process one, exact and deterministic; ``manor.gate_redis.RedisGate`` keeps the same
+in-process one, exact and deterministic; ``manor.admission.redis_gate.RedisGate`` keeps the same
 semantics across processes and machines, its state in Redis.
 """
 
@@ -28,8 +28,8 @@ from typing import AsyncContextManager, Protocol, final
 import attrs
 import trio
 
-from .clock import current_time
-from .errors import GateTimeout
+from ..clock import current_time
+from ..errors import GateTimeout
 from .lanes import Lanes
 
 __all__ = ["Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]

@@ -1,4 +1,4 @@
--- The shared gate's transitions, one call of this script each (manor/gate_redis.py).
+-- The shared gate's transitions, one call of this script each (manor/admission/redis_gate.py).
 --
 -- Redis runs a script atomically, so every transition sees and leaves the gate whole;
 -- every time is the server's (TIME), never a client's clock.

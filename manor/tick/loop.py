@@ -11,23 +11,23 @@ import attrs
 import msgspec
 import trio
 
-from .answers import answer_problem, repair_prompt
-from .calls import Admitted, Done, Event, Opened, Request
-from .clock import current_time, read_clock_directly
-from .collector import full_collections_deferred
-from .errors import CallError, InvalidOutput, RefusedBy, SessionLimitError, error_line
-from .gate import SharedGate
+from ..admission.gate import SharedGate
+from ..admission.limiter import SessionLimiter
+from ..admission.tickets import Tickets
+from ..answers import answer_problem, repair_prompt
+from ..calls import Admitted, Done, Event, Opened, Request
+from ..clock import current_time, read_clock_directly
+from ..errors import CallError, InvalidOutput, RefusedBy, SessionLimitError, error_line
+from ..layers import Stack
+from ..providers.base import answer_only
+from ..records import CallRecord, TickRecord
+from ..worlds import World
+from .gc_pause import full_collections_deferred
 from .instruments import Instrument, Instruments
-from .limiter import SessionLimiter
 from .ordered_start import start_now
-from .policies import Policy
 from .ordering import longest_first
+from .policies import Policy
 from .prediction import Predictor
-from .tickets import Tickets
-from .providers.base import answer_only
-from .layers import Stack
-from .records import CallRecord, TickRecord
-from .worlds import World
 
 __all__ = ["TickLoop"]
 
@@ -140,7 +140,7 @@ class TickLoop:
     def ticket_order(self, requests: Sequence[Request]) -> list[int]:
         """Indices of ``requests`` in the order their tickets are handed out: planning
         order (fifo), or longest predicted call first, planned over the gate's slots
-        (``manor.ordering.longest_first``)."""
+        (``manor.tick.ordering.longest_first``)."""
         indices = list(range(len(requests)))
         if self.order == "longest-first":
             latency = self.predictor.latency

@@ -1,0 +1,6 @@
+"""A run: a tick loop assembled from settings and a scene, and a command's life around it.
+
+    engine      settings + scene -> gate, limiter, backend, layers, world, tick loop
+    forecast    what a run's settings promise before its first tick
+    interrupts  Ctrl-C and SIGTERM: a command stops cleanly, in one line
+"""
