@@ -4,3 +4,6 @@
     forecast    what a run's settings promise before its first tick
     interrupts  Ctrl-C and SIGTERM: a command stops cleanly, in one line
 """
+
+# A folder of modules, imported one by one: a command's signal handling needs no engine.
+__all__: list[str] = []
