@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from manor import ConfigError
 from manor.cli import main
 from manor.config import Source, flags_source, resolve, standard_sources
 from manor.config.layering import built_in_source
+from manor.config.schema import GateSettings
 
 
 def write(path: Path, text: str) -> Path:
@@ -101,6 +103,17 @@ def test_the_gate_is_sized_one_below_the_platform_limit_unless_set(
     """gate.size defaults to platform.limit - 1 (at least 1); an explicit size wins."""
     config = resolve(standard_sources(environ=environ))
     assert (config.value("gate.size"), config.origins["gate.size"]) == (size, origin)
+
+
+def test_resolved_settings_always_hold_a_gate_size() -> None:
+    """The resolved settings' type has no unset gate size: resolve derives it even from
+    sources without built-in defaults, and the type refuses one left unset."""
+    config = resolve([Source("scene", 150, {"platform.limit": 4})])
+    assert (config.settings.gate.size, config.origins["gate.size"]) == (3, "derived: platform.limit - 1")
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"size": None}, GateSettings)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({}, GateSettings)
 
 
 def test_manor_config_environment_variable_names_the_file(workdir: Path) -> None:

@@ -42,16 +42,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
 import trio
 
-from ..admission.gate import Gate, SharedGate
+from ..admission.gate import SharedGate
 from ..config import Config, Source
 from ..content import Scene
 from ..errors import SharedGateError
 from ..fleet.in_process import build_fleet, configure_worlds, parts
 from ..fleet.processes import Part, ProcessFleet
 from ..run import interrupts
-from ..run.engine import build_engine, scene_seed, scene_sim
+from ..run.engine import build_engine, gate_for, scene_seed, scene_sim
 from ..tick.statistics import RunStatistics, percentile
 from .suite import BENCH_ORDINAL, BenchContext, Suite
 
@@ -85,7 +86,6 @@ def run(context: BenchContext) -> dict[str, Any]:
         if url is None:
             return {"available": False, "note": "no Redis reachable: set --gate-url (or MANOR_GATE_URL), or install redis-server"}
         size = config.settings.gate.size
-        assert size is not None
         seconds = ADMISSION_S_QUICK if context.quick else ADMISSION_S
         ticks = TICKS_QUICK if context.quick else TICKS
         admission = []
@@ -249,9 +249,7 @@ def _world_figures(statistics: RunStatistics, elapsed: float) -> dict[str, Any]:
 
 async def _worlds_in_process(context: BenchContext, processes: int, ticks: int) -> list[dict[str, Any]]:
     config, scene = context.configure({"run.clock": "real"})
-    s = config.settings.gate
-    assert s.size is not None
-    gate = Gate(size=s.size, rate=s.rate, burst=s.burst)
+    gate = gate_for(config.settings.gate)
     worlds = [_engine(config, scene, world, gate) for world in range(processes)]
     figures: list[dict[str, Any]] = [{}] * processes
 
@@ -293,14 +291,12 @@ async def _admission_process(job: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _world_process(job: dict[str, Any]) -> dict[str, Any]:
-    from ..admission.redis_gate import RedisGate
     from ..run.engine import configure
 
     sources = [Source(**source) for source in job["sources"]]
     config, scene = configure([*sources, Source("redis-gate benchmark", BENCH_ORDINAL, {"run.clock": "real"})])
-    s = config.settings.gate
-    assert s.size is not None
-    gate = RedisGate(job["url"], job["name"], size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=f"world {job['world']}")
+    shared = msgspec.structs.replace(config.settings.gate, url=job["url"], name=job["name"])
+    gate = gate_for(shared, world=f"world {job['world']}")
     engine, statistics = _engine(config, scene, job["world"], gate)
     async with gate.connected():
         await trio.sleep(max(0.0, job["start_at"] - time.time()))

@@ -25,7 +25,7 @@ import msgspec
 
 from ..errors import ConfigError, one_line, redacted_url
 from .backends import Assignment, Backends, BackendTable, Named, TableValues, is_table_key
-from .schema import KEYS, RETIRED_KEYS, Settings, defaults, section_type
+from .schema import KEYS, RETIRED_KEYS, PlatformSettings, Settings, defaults, section_type
 
 __all__ = [
     "Config",
@@ -211,13 +211,13 @@ def resolve(sources: Iterable[Source]) -> Config:
             origins[key] = source.name
             if key == "backend.default":  # its ordinal is weighed against [agent_backends] lines
                 default_at = (source.ordinal, source.describe(key))
+    gate = merged.setdefault("gate", {})
+    if gate.get("size") is None:
+        limit = merged.get("platform", {}).get("limit", PlatformSettings().limit)
+        gate["size"] = max(1, limit - 1) if limit else 8
+        origins["gate.size"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
     settings = msgspec.convert(merged, Settings)
     default = Named(settings.backend.default, origins.get("backend.default", "built-in defaults"), *default_at)
-    if settings.gate.size is None:
-        limit = settings.platform.limit
-        size = max(1, limit - 1) if limit else 8
-        settings = msgspec.structs.replace(settings, gate=msgspec.structs.replace(settings.gate, size=size))
-        origins["gate.size"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
     return Config(settings, origins, tables.resolve(default))
 
 

@@ -30,7 +30,7 @@ from ..limits import (
     Ticks,
 )
 
-__all__ = ["DERIVED_KEYS", "FORMER_DEFAULTS", "KEYS", "POLICIES", "RETIRED_KEYS", "Settings", "section_type"]
+__all__ = ["DERIVED_KEYS", "FORMER_DEFAULTS", "KEYS", "POLICIES", "RETIRED_KEYS", "GateSettings", "GateValues", "Settings", "section_type"]
 
 # Every bound is declared here, in the types (see manor.limits): one declaration checks
 # manor.toml, MANOR_* variables, flags and the settings a save recorded.
@@ -49,7 +49,10 @@ class PlatformSettings(Section):
     limit: Count = 6
 
 
-class GateSettings(Section):
+class GateValues(Section):
+    """What the sources may say of the gate: its size may be left unset (``resolve``
+    derives it), so ``GateSettings`` is what a resolved configuration holds."""
+
     #: Calls in flight at once; unset means platform.limit - 1.
     size: Size | None = None
     #: Token bucket refill, calls per second (0 = no bucket).
@@ -66,6 +69,12 @@ class GateSettings(Section):
     #: How long a shared gate's permit lasts unless its process renews it (a process
     #: killed while calls run loses their permits within this).
     lease_s: LeaseSeconds = 5.0
+
+
+class GateSettings(GateValues):
+    """The gate's settings, resolved: its size always known."""
+
+    size: Size
 
 
 class CallSettings(Section):
@@ -128,8 +137,11 @@ class RunSettings(Section):
 
 
 class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """The resolved settings (``manor.config.resolve``): every key has its value, the
+    derived ones (``DERIVED_KEYS``) included, but for ``run.clock`` left to the backends."""
+
     platform: PlatformSettings = PlatformSettings()
-    gate: GateSettings = GateSettings()
+    gate: GateSettings
     call: CallSettings = CallSettings()
     breaker: BreakerSettings = BreakerSettings()
     cost: CostSettings = CostSettings()
@@ -155,7 +167,8 @@ FORMER_DEFAULTS: dict[str, Any] = {
 #: "derived: ..."): the gate size from the platform limit, the clock from the backends.
 DERIVED_KEYS = frozenset({"gate.size", "run.clock"})
 
-_SECTIONS: dict[str, type[Section]] = {f.name: f.type for f in msgspec.structs.fields(Settings)}
+#: Each section's type as the sources fill it (a derived key may be left unset).
+_SECTIONS: dict[str, type[Section]] = {f.name: f.type for f in msgspec.structs.fields(Settings)} | {"gate": GateValues}
 
 #: Every key, ``section.field``, in schema order.
 KEYS: tuple[str, ...] = tuple(
@@ -169,5 +182,5 @@ def section_type(section: str) -> type[Section]:
 
 def defaults() -> dict[str, Any]:
     """The built-in default of every key."""
-    settings = msgspec.to_builtins(Settings())
-    return {key: settings[key.split(".")[0]][key.split(".")[1]] for key in KEYS}
+    sections = {section: msgspec.to_builtins(kind()) for section, kind in _SECTIONS.items()}
+    return {key: sections[key.split(".")[0]][key.split(".")[1]] for key in KEYS}

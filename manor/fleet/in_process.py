@@ -35,7 +35,7 @@ import attrs
 import trio
 import trio.testing
 
-from ..admission.gate import Gate, SharedGate
+from ..admission.gate import SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import TicketOffice
 from ..config import Config, Source
@@ -44,7 +44,7 @@ from ..content import Scene
 from ..errors import ConfigError
 from ..providers import Provider
 from ..records import CallRecord, StoryEntry, TickRecord
-from ..run.engine import Engine, build_engine, configure, scene_seed
+from ..run.engine import Engine, build_engine, configure, gate_for, scene_seed
 from ..tick.instruments import Instrument
 from ..tick.statistics import RunStatistics, tick_seconds
 
@@ -282,7 +282,6 @@ def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
             )
     config = configured[0][0]
     limit, size = config.settings.platform.limit, config.settings.gate.size
-    assert size is not None  # resolve() derives it
     if limit and size > limit:
         raise ConfigError(
             f"{config.origins['gate.size']}: gate.size {size} is above platform.limit {limit}: in a fleet, which world's "
@@ -316,9 +315,8 @@ def build_fleet(
             variable a backend in use needs is unset.
     """
     s = configured[0][0].settings
-    assert s.gate.size is not None  # resolve() derives it
     if gate is None:
-        gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
+        gate = gate_for(s.gate)
     limiter = SessionLimiter(s.platform.limit)
     office = TicketOffice(gate)
     worlds = []

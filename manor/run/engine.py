@@ -16,6 +16,7 @@ from ..admission.gate import Gate, SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
 from ..config import Config, Source, resolve, scene_source, with_backends
+from ..config.schema import GateSettings
 from ..content import Scene, load_scene
 from ..layers import (
     BreakerLayer,
@@ -34,7 +35,7 @@ from ..tick.policies import make_policy
 from ..tick.prediction import LatencyPredictor
 from ..worlds import create_world
 
-__all__ = ["Engine", "build_engine", "configure", "make_clock", "make_gate", "scene_seed", "scene_sim"]
+__all__ = ["Engine", "build_engine", "configure", "gate_for", "make_clock", "make_gate", "scene_seed", "scene_sim"]
 
 
 @final
@@ -115,9 +116,8 @@ def build_engine(
         assignment = config.assign_backends(_agent_files(scene), scene.path)
         config.backends.check_environment((chosen.backend for chosen in assignment.values()), os.environ)
         backend = routing_provider(assignment, config.backends, scene_sim(config, scene), run_id)
-    assert s.gate.size is not None  # resolve() derives it
     if gate is None:
-        gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
+        gate = gate_for(s.gate)
     if limiter is None:
         limiter = SessionLimiter(s.platform.limit)
     # Only layers that act on a call: what calls cost and how long they took is counted
@@ -160,19 +160,29 @@ def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> Shar
         SharedGateError: ``gate.url`` is set, but the server cannot be reached or the
             Redis client is not installed.
     """
-    s = config.settings.gate
-    assert s.size is not None  # resolve() derives it
-    if not s.url:
+    if world is None:
+        world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
+    gate = gate_for(config.settings.gate, world=world)
+    if not isinstance(gate, Gate):
+        gate.check_reachable()
+    return gate
+
+
+def gate_for(s: GateSettings, *, world: str | None = None) -> SharedGate:
+    """The gate settings ``s`` describe, not yet connected: shared through Redis when
+    ``world`` is given and ``gate.url`` set, else this process's own ``Gate`` (a replay
+    or a benchmark never shares its gate).
+
+    Args:
+        world: what this process runs, as ``manor gate status`` lists it.
+    """
+    if world is None or not s.url:
         return Gate(size=s.size, rate=s.rate, burst=s.burst)
     from ..admission.redis_gate import (
         RedisGate,  # Redis is touched only for a shared gate
     )
 
-    if world is None:
-        world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
-    gate = RedisGate(s.url, s.name, size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
-    gate.check_reachable()
-    return gate
+    return RedisGate(s.url, s.name, size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
 
 
 def scene_seed(config: Config, scene: Scene) -> int:
