@@ -23,11 +23,11 @@ from manor.fleet.in_process import (
     Fleet,
     build_fleet,
     configure_worlds,
-    fleet_clock,
     jain_index,
 )
 from manor.records import TickRecord
 from manor.run.engine import build_engine, configure
+from manor.run.opening import open_run
 from manor.tick.statistics import RunStatistics
 
 #: No degradation from waiting: the fleets here are larger than the scene's gate timeout.
@@ -45,8 +45,9 @@ def _configured(worlds: int | None = None, scenes: tuple[str, ...] = (), **value
 def _run(configured: list[tuple[Config, Scene]], ticks: int) -> tuple[Fleet, list[list[TickRecord]]]:
     """Run the fleet; it and every world's tick records."""
     recorders = [TickRecorder() for _ in configured]
-    fleet = build_fleet(configured, instruments=lambda index: [recorders[index]])
-    trio.run(fleet.run, ticks, clock=fleet_clock(configured))
+    live = open_run(configured, lambda gate: build_fleet(configured, gate=gate, instruments=lambda index: [recorders[index]]))
+    fleet = live.runs
+    live.run(lambda fleet: fleet.run(ticks), after=str)
     return fleet, [recorder.ticks for recorder in recorders]
 
 

@@ -34,14 +34,13 @@ from ..fleet.in_process import (
     Fleet,
     build_fleet,
     configure_worlds,
-    fleet_clock,
     parts,
 )
 from ..fleet.processes import Part, ProcessFleet
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
-from ..run.engine import make_gate
 from ..run.forecast import gate_overload
+from ..run.opening import open_run
 from ..saves import SaveWriter
 from ..saves.format import FleetSeat
 from ..tick.instruments import Instrument
@@ -50,7 +49,6 @@ from ..wording import counted
 from . import output
 from .numbers import positive_int
 from .options import add_setting_flags, sources_from_args
-from .output import warn_of_gate
 from .run_cmd import errors_table
 
 __all__ = ["register", "save_failure", "saves_state", "stopped_after"]
@@ -131,44 +129,37 @@ def run(args: argparse.Namespace) -> int:
     configured = configure_worlds(sources, args.worlds, args.scenes)
     if args.processes > 1:
         return _run_in_processes(args, sources, configured)
-    scenes = sorted({scene.spec.name for _, scene in configured})
-    gate = make_gate(*configured[0], world=f"fleet of {len(configured)} worlds of {', '.join(scenes)}")
+    live = open_run(configured, lambda gate: build_fleet(configured, gate=gate), world=_fleet_world(configured))
+    fleet = live.runs
     paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
-    fleet = build_fleet(configured, gate=gate)
     if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
-    writers: list[SaveWriter] = []  # made inside the block that closes them on a signal
     settings = configured[0][0].settings
     ticks, interval = settings.run.ticks, settings.run.tick_interval_s
-    clock = fleet_clock(configured)
 
     def after() -> str:
-        return stopped_after(fleet.ticks, saves_state(args.save_dir, writers))
+        return stopped_after(fleet.ticks, saves_state(args.save_dir, live.saves))
 
-    async def main() -> None:
-        async with gate.connected():
-            warn_of_gate(gate)
-            await fleet.run(ticks, interval)
+    async def main(fleet: Fleet) -> None:
+        await fleet.run(ticks, interval)
 
     try:
-        with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)), _progress(args, ticks * len(fleet.worlds)) as advance:
-            with interrupts.held():  # a signal comes once every writer is there
-                writers += create_saves(paths, fleet, len(fleet.worlds), force=args.force)
+        with interrupts.stopped_as_interrupted(after, lambda: close_saves(live.saves, fleet)), _progress(args, ticks * len(fleet.worlds)) as advance:
             if advance is not None:
                 bar = _ProgressBar(advance)
                 for world in fleet.worlds:
                     world.engine.loop.add_instrument(bar)
-            interrupts.run(main, clock=clock, after=after)
+            live.run(main, after=after, saves=lambda fleet: create_saves(paths, fleet, len(fleet.worlds), force=args.force))
     except interrupts.Interrupted as stopped:
         # The ticks that finished keep their figures, as the fleet's end would print them.
         if max(fleet.ticks):
             _report(args, fleet.summary(), stopped)
         raise
-    for writer in writers:
+    for writer in live.saves:
         writer.check()
     _report(args, fleet.summary())
-    if writers:
-        print(f"manor: saved {counted(min(fleet.ticks), 'tick')} of {counted(len(writers), 'world')} to {args.save_dir}", file=sys.stderr)
+    if live.saves:
+        print(f"manor: saved {counted(min(fleet.ticks), 'tick')} of {counted(len(live.saves), 'world')} to {args.save_dir}", file=sys.stderr)
     return 0
 
 
@@ -181,12 +172,11 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
             f"--processes {args.processes}: the processes of a fleet share one gate through Redis; "
             "give its server with --gate-url, MANOR_GATE_URL or [gate] url in manor.toml"
         )
-    scenes = sorted({scene.spec.name for _, scene in configured})
-    # Reached once here, so that a server that is down ends in one line before any
-    # process starts or any save is made.
-    gate = make_gate(*configured[0], world=f"fleet of {len(configured)} worlds of {', '.join(scenes)}")
+    # The gate's server is reached once here (``open_run``), so that a server that is
+    # down ends in one line before any process starts or any save is made; the worlds
+    # are built for the settings' checks and the gate's forecast. The processes run them.
+    fleet = open_run(configured, lambda gate: build_fleet(configured, gate=gate), world=_fleet_world(configured)).runs
     paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
-    fleet = build_fleet(configured, gate=gate)  # the settings' checks and the gate's forecast, before any process starts
     if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
     divided = parts(len(configured), args.processes)
@@ -220,6 +210,11 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
     if paths:
         print(f"manor: saved {counted(min(processes.ticks_done), 'tick')} of {counted(len(paths), 'world')} to {args.save_dir}", file=sys.stderr)
     return 0
+
+
+def _fleet_world(configured: Sequence[tuple[Config, Scene]]) -> str:
+    """What a fleet runs, as ``manor gate status`` lists it."""
+    return f"fleet of {len(configured)} worlds of {', '.join(sorted({scene.spec.name for _, scene in configured}))}"
 
 
 def _report(args: argparse.Namespace, summary: dict[str, Any], stopped: interrupts.Interrupted | None = None, processes: int = 1) -> None:

@@ -27,8 +27,8 @@ from ..fleet.processes import (
     send,
 )
 from ..run import interrupts
-from ..run.engine import make_gate, scene_sim
-from ..saves import SaveWriter
+from ..run.engine import scene_sim
+from ..run.opening import open_run
 from .fleet_cmd import (
     close_saves,
     create_saves,
@@ -36,7 +36,6 @@ from .fleet_cmd import (
     saves_state,
     stopped_after,
 )
-from .output import warn_of_gate
 
 __all__ = ["register"]
 
@@ -60,45 +59,43 @@ def run(args: argparse.Namespace) -> int:
     configured = configure_worlds(part.sources, part.worlds, part.scenes)
     scenes = sorted({scene.spec.name for _, scene in configured})
     mine = [configured[index] for index in part.indices]
-    gate = make_gate(*mine[0], world=f"fleet of {part.worlds} worlds of {', '.join(scenes)}: {describe_worlds(part.indices)}")
     scale = part.sim_latency_scale
     backends = (lambda index: None) if scale is None else (lambda index: scene_sim(*configured[index], latency_scale=scale))
-    fleet = build_fleet(mine, indices=part.indices, gate=gate, backends=backends)
-    writers: list[SaveWriter] = []  # made inside the block that closes them on a signal
+    live = open_run(
+        mine, lambda gate: build_fleet(mine, indices=part.indices, gate=gate, backends=backends),
+        world=f"fleet of {part.worlds} worlds of {', '.join(scenes)}: {describe_worlds(part.indices)}",
+    )  # fmt: skip
+    fleet = live.runs
     settings = mine[0][0].settings
 
     def after() -> str:
-        if (problem := save_failure(writers)) is not None:
+        if (problem := save_failure(live.saves)) is not None:
             send(channel, SavesFailed(problem=problem))
-        return stopped_after(fleet.ticks, saves_state(Path(part.saves[0]).parent if part.saves else None, writers))
+        return stopped_after(fleet.ticks, saves_state(Path(part.saves[0]).parent if part.saves else None, live.saves))
 
-    async def main() -> None:
-        async with gate.connected():
-            warn_of_gate(gate)
-            with trio.CancelScope() as orphaned:
-                async with trio.open_nursery() as nursery:
-                    start = trio.Event()
-                    nursery.start_soon(listen_to_parent, start, orphaned)
-                    send(channel, Ready())
-                    await start.wait()
-                    await fleet.run(settings.run.ticks, settings.run.tick_interval_s)
-                    nursery.cancel_scope.cancel()
+    async def main(fleet: Fleet) -> None:
+        for world in fleet.worlds:  # after the writers: a tick is saved before the parent hears of it
+            world.engine.loop.add_instrument(PartReporter(world.index, channel))
+        with trio.CancelScope() as orphaned:
+            async with trio.open_nursery() as nursery:
+                start = trio.Event()
+                nursery.start_soon(listen_to_parent, start, orphaned)
+                send(channel, Ready())
+                await start.wait()
+                await fleet.run(settings.run.ticks, settings.run.tick_interval_s)
+                nursery.cancel_scope.cancel()
         if orphaned.cancelled_caught:
             raise FleetError(f"{describe_worlds(part.indices)}: the fleet that started this process has gone; stopped")
 
     try:
-        with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)):
-            with interrupts.held():  # a signal comes once every writer is there
-                writers += create_saves(part.saves, fleet, part.worlds, force=part.force)
-            for world in fleet.worlds:  # after the writers: a tick is saved before the parent hears of it
-                world.engine.loop.add_instrument(PartReporter(world.index, channel))
-            interrupts.run(main, after=after)
+        with interrupts.stopped_as_interrupted(after, lambda: close_saves(live.saves, fleet)):
+            live.run(main, after=after, saves=lambda fleet: create_saves(part.saves, fleet, part.worlds, force=part.force))
     except interrupts.Interrupted:
         # Stopped: the ticks that finished, for the fleet's report (if anyone still listens).
         with contextlib.suppress(OSError):
             _send_figures(channel, fleet)
         raise
-    for writer in writers:
+    for writer in live.saves:
         writer.check()
     _send_figures(channel, fleet)
     return 0

@@ -12,7 +12,7 @@ from rich.console import Console
 from ..saves import SaveWriter
 from ..wording import counted
 
-__all__ = ["console", "output_path", "report_saved", "warn_of_gate"]
+__all__ = ["console", "output_path", "report_saved"]
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -24,13 +24,6 @@ def console(*, stderr: bool = False) -> Console:
     ``rich.text.Text``, never with markup in a string.
     """
     return Console(stderr=stderr, markup=False)
-
-
-def warn_of_gate(gate: object) -> None:
-    """The warning a connected shared gate has for the user (on Redis, one that exists
-    already with another size keeps its own), if any, as one line on stderr."""
-    if (notice := getattr(gate, "notice", None)) is not None:
-        print(f"manor: warning: {notice}", file=sys.stderr)
 
 
 def report_saved(writer: SaveWriter) -> None:

@@ -23,15 +23,16 @@ from rich.text import Text
 from ..errors import REASONS
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
-from ..run.engine import build_engine, configure, make_clock, make_gate
+from ..run.engine import Engine, build_engine, configure
 from ..run.forecast import gate_overload
+from ..run.opening import open_run
 from ..saves import SaveWriter
 from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
 from . import output
 from .options import add_setting_flags, sources_from_args
-from .output import report_saved, warn_of_gate
+from .output import report_saved
 
 __all__ = ["register"]
 
@@ -63,26 +64,24 @@ class _ProgressBar(Instrument):
 def run(args: argparse.Namespace) -> int:
     config, scene = configure(sources_from_args(args))
     stats = RunStatistics()
-    gate = make_gate(config, scene)
-    engine = build_engine(config, scene, instruments=[stats], gate=gate)
+    live = open_run([(config, scene)], lambda gate: build_engine(config, scene, instruments=[stats], gate=gate))
+    engine = live.runs
     if (overload := gate_overload(engine)) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
     ticks = config.settings.run.ticks
     interval = config.settings.run.tick_interval_s
     console = Console(stderr=True)
-    writer: SaveWriter | None = None  # made inside the block that closes it on a signal
+    save = (lambda engine: [SaveWriter.create(args.save, engine, force=args.force)]) if args.save else None
 
     def after() -> str:
-        return interrupts.ran(stats.ticks, writer)
-
-    async def main() -> None:
-        async with gate.connected():
-            warn_of_gate(gate)
-            await engine.loop.run(ticks, interval)
+        return interrupts.ran(stats.ticks, next(iter(live.saves), None))
 
     def close() -> None:
-        if writer is not None:
+        for writer in live.saves:
             writer.run_finished(engine.loop)
+
+    async def main(engine: Engine) -> None:
+        await engine.loop.run(ticks, interval)
 
     def report(summary: dict[str, Any]) -> None:
         if args.json:
@@ -92,25 +91,22 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with interrupts.stopped_as_interrupted(after, close):
-            if args.save:
-                with interrupts.held():  # a signal now comes once the writer is there
-                    writer = SaveWriter.create(args.save, engine, force=args.force)
             if args.json or not console.is_terminal:
-                interrupts.run(main, clock=make_clock(config), after=after)
+                live.run(main, after=after, saves=save)
             else:
                 columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
                 with Progress(*columns, console=console, transient=True) as progress:
                     engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
-                    interrupts.run(main, clock=make_clock(config), after=after)
+                    live.run(main, after=after, saves=save)
     except interrupts.Interrupted as stopped:
         # The ticks that finished keep their figures, as a run's end would print them.
         if stats.ticks:
             report(stats.summary(engine) | {"interrupted": stopped.signal_name})
         raise
-    if writer is not None:
+    for writer in live.saves:
         writer.check()
     report(stats.summary(engine))
-    if writer is not None:
+    for writer in live.saves:
         report_saved(writer)
     return 0
 

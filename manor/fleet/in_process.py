@@ -59,7 +59,6 @@ __all__ = [
     "build_fleet",
     "configure_worlds",
     "fairness",
-    "fleet_clock",
     "fleet_total",
     "jain_index",
     "parts",
@@ -304,7 +303,7 @@ def build_fleet(
         indices: each world's number in the whole fleet, when these worlds are some of
             it (the part one process runs: ``parts``); by default 0, 1, 2, ...
         gate: the gate every world shares; by default an in-process ``Gate``, so
-            ``manor fleet`` passes ``make_gate``'s (shared through Redis when
+            ``manor fleet`` passes ``open_run``'s (shared through Redis when
             ``gate.url`` is set).
         instruments: world number -> more instruments for that world's loop.
         backends: world number -> the backend to wrap (``None``: each agent's
@@ -334,12 +333,3 @@ def parts(worlds: int, processes: int) -> list[list[int]]:
     """The worlds each of ``processes`` processes runs of a fleet of ``worlds``: world
     ``i`` in process ``i mod processes`` (at most one process per world)."""
     return [list(range(first, worlds, processes)) for first in range(min(worlds, processes))]
-
-
-def fleet_clock(configured: Sequence[tuple[Config, Scene]]) -> trio.abc.Clock | None:
-    """The clock of the fleet's one trio run: virtual, unless a world needs real time
-    (an agent on a real backend, or ``--clock real``)."""
-    if any(config.settings.run.clock == "real" for config, _ in configured):
-        return None
-    return trio.testing.MockClock(autojump_threshold=0)
-

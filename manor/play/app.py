@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import outcome
@@ -32,8 +32,9 @@ from ..config.schema import POLICIES
 from ..content import Scene
 from ..errors import ManorError, leaves
 from ..records import CallRecord
-from ..run.engine import Engine, build_engine, make_gate, scene_seed
+from ..run.engine import Engine, build_engine, scene_seed
 from ..run.forecast import gate_overload
+from ..run.opening import gate_connected, open_run
 from ..saves import SaveWriter
 from ..tick.driver import TickDriver
 from ..tick.policies import make_policy
@@ -233,11 +234,11 @@ class PlayApp(App[None]):
 
     async def engine_main(self) -> None:
         """What the guest trio run runs: the tick driver, with the gate connected."""
-        gate = self.engine.loop.gate
-        async with gate.connected():
-            if (notice := getattr(gate, "notice", None)) is not None:
-                self.notify(notice, title="shared gate", severity="warning", timeout=20, markup=False)
+        async with gate_connected(self.engine.loop.gate, self._gate_notice):
             await self.driver.run(self.ticks)
+
+    def _gate_notice(self, notice: str) -> None:
+        self.notify(notice, title="shared gate", severity="warning", timeout=20, markup=False)
 
     async def stop_engine(self) -> None:
         """Cancel the engine and wait until its trio run has ended."""
@@ -568,7 +569,7 @@ def build_app(
     scene: Scene,
     *,
     paused: bool = False,
-    clock: PacedClock | None | str = "auto",
+    clock: PacedClock | Literal["auto"] = "auto",
     save: Path | None = None,
     force: bool = False,
 ) -> PlayApp:
@@ -576,9 +577,9 @@ def build_app(
 
     Args:
         paused: start on a still frame; nothing runs until a key says so.
-        clock: ``"auto"``: real time with ``run.clock = "real"``, otherwise simulated
-            time at the speed where a tick takes about a second; or the clock to use
-            (tests pass ``PacedClock(math.inf)``: exact, and never waits).
+        clock: the simulated clock: ``"auto"``, one at the speed where a tick takes
+            about a second; or the one to use (tests pass ``PacedClock(math.inf)``:
+            exact, and never waits). Real time with ``run.clock = "real"`` either way.
         save: record the run to this save file, tick by tick (``None``: do not).
         force: let ``save`` overwrite an existing file.
 
@@ -586,15 +587,17 @@ def build_app(
         SaveError: the save file exists (without ``force``) or cannot be created.
     """
     state = DashboardState(scene)
-    engine = build_engine(config, scene, instruments=[state], gate=make_gate(config, scene))
-    run = config.settings.run
     calibrate = clock == "auto"
-    if clock == "auto":
-        clock = None if run.clock == "real" else PacedClock(starting_speed(engine))
-    assert not isinstance(clock, str)
+    live = open_run(
+        [(config, scene)], lambda gate: build_engine(config, scene, instruments=[state], gate=gate),
+        virtual=lambda engine: PacedClock(starting_speed(engine)) if clock == "auto" else clock,
+    )  # fmt: skip
+    engine = live.runs
+    assert isinstance(live.clock, PacedClock | None)  # what ``virtual`` made, or real time
+    run = config.settings.run
     # ``manor play`` runs until quit unless --ticks (or manor.toml, MANOR_RUN_TICKS) says.
     ticks = None if config.origins.get("run.ticks") == "built-in defaults" else run.ticks
     driver = TickDriver(engine.loop, paused=paused, interval=run.tick_interval_s)
     # The writer adds itself to the engine's loop.
     writer = SaveWriter.create(save, engine, force=force) if save is not None else None
-    return PlayApp(engine, state=state, driver=driver, clock=clock, ticks=ticks, calibrate=calibrate, writer=writer)
+    return PlayApp(engine, state=state, driver=driver, clock=live.clock, ticks=ticks, calibrate=calibrate, writer=writer)

@@ -9,8 +9,6 @@ from typing import final
 
 import attrs
 import msgspec
-import trio
-import trio.testing
 
 from ..admission.gate import Gate, SharedGate
 from ..admission.limiter import SessionLimiter
@@ -35,7 +33,7 @@ from ..tick.policies import make_policy
 from ..tick.prediction import LatencyPredictor
 from ..worlds import create_world
 
-__all__ = ["Engine", "build_engine", "configure", "gate_for", "make_clock", "make_gate", "scene_seed", "scene_sim"]
+__all__ = ["Engine", "build_engine", "configure", "gate_for", "scene_seed", "scene_sim"]
 
 
 @final
@@ -99,7 +97,8 @@ def build_engine(
             dealer of gate tickets this engine shares with others (the worlds of a
             fleet, ``manor.fleet``); by default its own, as the settings size them:
             an in-process ``Gate``, whatever ``gate.url`` says (a replay never shares
-            its gate), so the commands that run live pass ``make_gate``'s.
+            its gate), so the commands that run live pass ``open_run``'s
+            (``manor.run.opening``).
         layers: more layers for the calls through the gate (a replay's recorded
             admissions).
 
@@ -142,30 +141,6 @@ def build_engine(
         instruments=instruments,
     )
     return Engine(loop, scene, config, cost, breaker, run_id)
-
-
-def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> SharedGate:
-    """The gate the settings describe for a live run of ``scene``: shared through Redis
-    when ``gate.url`` is set, else this process's own. Call it before the run's trio
-    run, and enter the gate's ``connected()`` inside it, around the run.
-
-    A shared gate's server is reached once here, so that a command whose server is
-    down ends in one line before it creates a save or takes the screen.
-
-    Args:
-        world: what this process runs, as ``manor gate status`` lists it; by default
-            the scene and its seed (a fleet names its worlds).
-
-    Raises:
-        SharedGateError: ``gate.url`` is set, but the server cannot be reached or the
-            Redis client is not installed.
-    """
-    if world is None:
-        world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
-    gate = gate_for(config.settings.gate, world=world)
-    if not isinstance(gate, Gate):
-        gate.check_reachable()
-    return gate
 
 
 def gate_for(s: GateSettings, *, world: str | None = None) -> SharedGate:
@@ -217,10 +192,3 @@ def scene_sim(config: Config, scene: Scene, *, seed: int | None = None, latency_
 def _agent_files(scene: Scene) -> dict[str, str]:
     """Agent id -> the backend its agent file names."""
     return {agent_id: agent.backend for agent_id, agent in scene.agents.items()}
-
-
-def make_clock(config: Config) -> trio.abc.Clock | None:
-    """The clock a run uses: virtual unless ``run.clock`` says real."""
-    if config.settings.run.clock == "real":
-        return None
-    return trio.testing.MockClock(autojump_threshold=0)
