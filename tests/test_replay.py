@@ -14,10 +14,11 @@ from saves_fixture import EXAMPLES, SAVES, record, rewrite_payloads
 
 from manor.calls import CallerKind, Done, Event, Request
 from manor.cli import main
+from manor.config import flags_source
 from manor.errors import ProviderError
 from manor.providers import Provider, collect
 from manor.records import StoryEntry, TickRecord
-from manor.replay import RecordedResponse, ReplayBackend, recorded_summary, replay
+from manor.replay import RecordedResponse, RecordedRun, ReplayBackend, recorded_summary, replay
 from manor.saves import read_save
 from manor.tick.instruments import Instrument
 
@@ -306,3 +307,30 @@ class TestReplayBackend:
         assert (await collect(backend, _request(attempt=2))).text == "third try"
         assert (await collect(backend, _request(attempt=0))).text == "second try"
         assert backend.drawn == 0
+
+
+class TestRecordedRun:
+    """RecordedRun: a save's settings resolved once, its figures without an engine."""
+
+    @pytest.mark.parametrize("policy", ["pipeline", "legacy"])
+    def test_the_recorded_figures_are_the_run_s_and_build_no_engine(self, tmp_path: Path, policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A save's figures are those its run printed; working them out builds no engine."""
+        summary, _ = record(tmp_path / "run.msav", run__policy=policy, run__ticks=5)
+        monkeypatch.setattr("manor.replay.recorded.build_engine", _no_engine)
+        assert RecordedRun.from_save(read_save(tmp_path / "run.msav")).summary() == summary
+
+    def test_a_replay_resolves_the_recorded_settings_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The recorded settings and a what-if's are each resolved once per replay."""
+        import manor.replay.recorded as recorded
+
+        resolved: list[int] = []
+        real = recorded.resolve
+        monkeypatch.setattr(recorded, "resolve", lambda sources: resolved.append(len(sources)) or real(sources))
+        save = read_save(SAVES / "wacky_manor_pipeline.msav")
+        result = replay(save, flags_source({"gate.size": 2}, {"gate.size": "--gate-size"}))
+        assert resolved == [2, 3]
+        assert result.recording.recorded.settings.gate.size == 5 and result.engine.loop.gate.size == 2
+
+
+def _no_engine(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the recorded figures built an engine")

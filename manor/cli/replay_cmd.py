@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import REASONS, ConfigError
-from ..replay import Replay, recorded_summary, replay
+from ..replay import Replay, replay
 from ..saves import read_save
 from ..saves.format import FleetSeat
 from ..tick.statistics import PlatformRejections
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"manor: warning: {warning}", file=sys.stderr)
     if args.verify:
         return _report_verification(args, result, save.header.fleet)
-    summary = {**result.summary(), "recorded": recorded_summary(save), "drawn": result.drawn}
+    summary = {**result.summary(), "recorded": result.recording.summary(), "drawn": result.drawn}
     if args.json:
         print(json.dumps(summary))
     else:

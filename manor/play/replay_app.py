@@ -22,9 +22,7 @@ from textual.binding import Binding
 from textual.widgets import Input
 
 from ..records import CallRecord
-from ..replay import ReplayBackend, recorded_config, recorded_responses
-from ..replay.run import LiveChanges, RecordingCheck, recorded_admissions
-from ..run.engine import Engine, build_engine, scene_seed, scene_sim
+from ..replay.recorded import RecordedRun, ReplayEngine
 from ..saves import Save
 from ..tick.driver import TickDriver
 from .app import PlayApp
@@ -38,27 +36,15 @@ from .widgets.replay_bar import ReplayBar
 __all__ = ["ReplayApp", "replay_engine"]
 
 
-def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck, LiveChanges]:
-    """An engine that replays ``save`` with the recorded settings, and its instruments
-    (the last makes the recorded live changes again: run its ``run`` beside the loop).
+def replay_engine(save: Save) -> tuple[ReplayEngine, DashboardState]:
+    """An engine that replays ``save`` with the recorded settings, and the dashboard's
+    state it feeds (run ``changes.run`` beside the loop).
 
     Raises:
-        SaveError: a recorded setting is refused.
+        SaveError: the save's world is not here, or a recorded setting is refused.
     """
-    config = recorded_config(save)
-    scene = save.scene
-    # Calls the recording has no response for (none, unless a recorded setting is no
-    # longer known) are drawn as the recorded run drew them.
-    backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(config, scene))
-    state = DashboardState(scene, calls_kept=0)  # the histories are in the save
-    # One world of a fleet: the shared gate's admissions come from the recording.
-    admissions = recorded_admissions(save)
-    shared = [] if admissions is None else [admissions]
-    check = RecordingCheck(save.records, times=admissions is not None and config.settings.run.clock != "real")
-    run = config.settings.run
-    changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=run.batch_size, skip=())
-    engine = build_engine(config, scene, backend=backend, instruments=[state, check, changes, *shared], layers=shared)
-    return engine, state, check, changes
+    state = DashboardState(save.scene, calls_kept=0)  # the histories are in the save
+    return RecordedRun.from_save(save).engine([state]), state
 
 
 class ReplayApp(PlayApp):
@@ -88,7 +74,8 @@ class ReplayApp(PlayApp):
     def __init__(self, save: Save, *, speed: float | None = None) -> None:
         save.require_ticks()
         self.save = save
-        engine, state, self.check, self.changes = replay_engine(save)
+        replaying, state = replay_engine(save)
+        engine, self.check, self.changes = replaying.engine, replaying.check, replaying.changes
         if speed is None:
             speed = nearest(fmean(t.makespan for t in save.records) / SECONDS_PER_TICK)
         config = engine.config.settings.run

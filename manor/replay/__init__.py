@@ -1,7 +1,9 @@
 """Running a save again: its recorded ticks replayed exactly (``--verify``) or under other
 settings ("what if"), and its story retold from the recorded calls.
 
-    recorded    the recorded run's settings, as sources a replay resolves again, and its figures
+    recorded    RecordedRun: a save's settings, figures and the engine that runs it again, built once
+    checking    RecordingCheck: each replayed tick against the recorded one
+    changes     LiveChanges: the recorded live changes, made again
     responses   ReplayBackend, the provider that answers with the recorded responses
     admissions  one world of a fleet, each call admitted when the shared gate admitted it
     run         replay(): the recorded ticks again, verified or under other settings
@@ -10,17 +12,18 @@ settings ("what if"), and its story retold from the recorded calls.
 """
 
 from .benchmark import replay_benchmark
-from .recorded import recorded_config, recorded_summary
+from .checking import Mismatch
+from .recorded import RecordedRun, recorded_summary
 from .responses import RecordedResponse, ReplayBackend, recorded_responses
 from .retelling import story_lines, story_text, write_story
-from .run import Mismatch, Replay, replay
+from .run import Replay, replay
 
 __all__ = [
     "Mismatch",
     "RecordedResponse",
+    "RecordedRun",
     "Replay",
     "ReplayBackend",
-    "recorded_config",
     "recorded_responses",
     "recorded_summary",
     "replay",

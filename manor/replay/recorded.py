@@ -1,23 +1,29 @@
-"""The recorded run: its settings, as sources a replay resolves again, and its figures."""
+"""The recorded run: its settings, as sources a replay resolves again, its figures, and
+the engine that runs it again (``RecordedRun``, built once for every replay)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, final
+
+import attrs
 
 from ..config import KEYS, Config, Source, resolve
 from ..config.layering import built_in_source
 from ..config.schema import DERIVED_KEYS, FORMER_DEFAULTS, RETIRED_KEYS
 from ..errors import ConfigError, ContentError, SaveError, one_line
-from ..providers import SimProvider
 from ..records import CallRecord
-from ..run.engine import build_engine
+from ..run.engine import Engine, build_engine, scene_seed, scene_sim
 from ..saves.reader import Save
+from ..tick.instruments import Instrument
 from ..tick.statistics import RunStatistics
-from ..worlds import world_class
-from .responses import reached_backend
+from ..worlds import create_world, world_class
+from .admissions import RecordedAdmissions
+from .changes import LiveChanges
+from .checking import RecordingCheck
+from .responses import ReplayBackend, reached_backend, recorded_responses
 
-__all__ = ["RECORDED", "check_world", "peak_platform_sessions", "recorded_config", "recorded_source", "recorded_summary"]
+__all__ = ["RECORDED", "RecordedRun", "ReplayEngine", "check_world", "peak_platform_sessions", "recorded_source", "recorded_summary"]
 
 #: The ordinal of the recorded settings: above the built-in defaults (a setting newer
 #: than the save keeps its default), below command-line flags (a what-if).
@@ -64,23 +70,6 @@ def check_world(save: Save) -> None:
         raise SaveError(f"{save.name}: recorded with {recorded}; this Manor has world '{cls.name}' version {cls.version} there")
 
 
-def recorded_config(save: Save, overrides: Source | None = None) -> Config:
-    """The settings to replay ``save`` with: the recorded ones, under ``overrides``.
-
-    Raises:
-        SaveError: a recorded setting has a value this Manor refuses.
-        ConfigError: an override has a bad value.
-    """
-    source, _ = recorded_source(save)
-    try:
-        recorded = resolve([built_in_source(), source])
-    except ConfigError as exc:
-        raise SaveError(f"{save.name}: corrupt: a recorded setting is refused: {one_line(exc)}") from None
-    if overrides is None:
-        return recorded
-    return resolve([built_in_source(), source, overrides])
-
-
 def peak_platform_sessions(calls: Iterable[CallRecord]) -> int:
     """The most platform sessions a run held at once, from its call records (every try).
 
@@ -102,18 +91,114 @@ def peak_platform_sessions(calls: Iterable[CallRecord]) -> int:
 
 
 def recorded_summary(save: Save) -> dict[str, Any]:
-    """The recorded run's figures, with the keys of ``manor run --json``."""
-    check_world(save)
-    stats = RunStatistics()
-    for frame in save.ticks:
-        stats.tick_finished(frame.record, ())
-    # RunStatistics names the run's settings from an engine; one built (never run) with
-    # the recorded settings names them as the recording had them. Its backend is never
-    # called: a placeholder, so backends the recording named need not be defined here.
-    engine = build_engine(recorded_config(save), save.scene, backend=SimProvider())
-    for frame in save.ticks:  # the world as the recording left it: whether, and how, the game ended
-        engine.loop.world.apply(frame.record.calls)
-    summary = stats.summary(engine)
-    calls = [call for frame in save.ticks for call in (*frame.record.calls, *frame.superseded)]
-    summary["peak_platform_sessions"] = peak_platform_sessions(calls)
-    return summary
+    """The recorded run's figures, with the keys of ``manor run --json``
+    (``RecordedRun.summary``).
+
+    Raises:
+        SaveError: the save's world is not here, or a recorded setting is refused.
+    """
+    return RecordedRun.from_save(save).summary()
+
+
+@final
+@attrs.frozen
+class ReplayEngine:
+    """An engine that replays a save, and the instruments of the replay it carries.
+
+    Attributes:
+        backend: answers each call with its recorded response (``drawn``: those it had
+            none for).
+        check: compares each tick with the recording.
+        changes: makes the recorded live changes again: run its ``run`` beside the loop.
+    """
+
+    engine: Engine
+    backend: ReplayBackend
+    check: RecordingCheck
+    changes: LiveChanges
+
+
+@final
+@attrs.frozen
+class RecordedRun:
+    """A save's run, ready to run again: the settings it was recorded with, those it
+    replays with (under a what-if's overrides), and its recorded figures.
+
+    Example::
+
+        recording = RecordedRun.from_save(read_save("saves/wacky_manor_pipeline.msav"))
+        recording.summary()["world_hash"]          # as recorded, no engine built
+        replaying = recording.engine([RunStatistics()])
+
+    Attributes:
+        recorded: the settings the run was recorded with.
+        config: the settings it replays with: ``recorded``, under the overrides.
+        overridden: the keys the overrides set (a what-if); empty for a replay of the
+            recording as it was.
+        warnings: what the reader and the settings let pass, one line each.
+    """
+
+    save: Save
+    recorded: Config
+    config: Config
+    overridden: frozenset[str]
+    warnings: tuple[str, ...]
+
+    @classmethod
+    def from_save(cls, save: Save, overrides: Source | None = None) -> RecordedRun:
+        """The recorded run of ``save``, to replay with ``overrides`` (a what-if; ``None``:
+        the recorded settings).
+
+        Raises:
+            SaveError: the save's world is not here, or a recorded setting is refused.
+            ConfigError: an override has a bad value.
+        """
+        check_world(save)
+        source, dropped = recorded_source(save)
+        try:
+            recorded = resolve([built_in_source(), source])
+        except ConfigError as exc:
+            raise SaveError(f"{save.name}: corrupt: a recorded setting is refused: {one_line(exc)}") from None
+        config = recorded if overrides is None else resolve([built_in_source(), source, overrides])
+        overridden = frozenset(overrides.values if overrides is not None else ())
+        return cls(save, recorded, config, overridden, (*save.warnings, *dropped))
+
+    def engine(self, instruments: Iterable[Instrument] = ()) -> ReplayEngine:
+        """An engine that replays the recorded ticks (its ``loop.run(len(save.ticks))``),
+        observed by ``instruments`` and then by the replay's own.
+
+        One world of a fleet replays as recorded under the shared gate's recorded
+        admissions (and must reproduce them too); under a what-if, alone, through a gate
+        of its own.
+
+        Raises:
+            ContentError: the scene's world refuses the recorded scene.
+        """
+        save, config, scene = self.save, self.config, self.save.scene
+        # Calls the recording has no response for are drawn as the recorded run would
+        # have drawn them: from its own seed and simulation settings, whatever the what-if.
+        backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(self.recorded, scene))
+        admissions = [RecordedAdmissions(save.ticks)] if save.header.fleet is not None and not self.overridden else []
+        # Times recorded on the real clock are not exact: a call let through at a release
+        # is stamped a moment after the call that released its slot is stamped ended.
+        check = RecordingCheck(save.records, times=bool(admissions) and config.settings.run.clock != "real")
+        changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=config.settings.run.batch_size, skip=self.overridden)
+        engine = build_engine(config, scene, backend=backend, instruments=[*instruments, check, changes, *admissions], layers=admissions)
+        return ReplayEngine(engine, backend, check, changes)
+
+    def summary(self) -> dict[str, Any]:
+        """The recorded run's figures, with the keys of ``manor run --json``, from its
+        records and its recorded settings: nothing runs, no engine is built."""
+        save, settings = self.save, self.recorded.settings
+        stats = RunStatistics()
+        for frame in save.ticks:
+            stats.tick_finished(frame.record, ())
+        world = create_world(save.scene, scene_seed(self.recorded, save.scene))
+        for frame in save.ticks:  # the world as the recording left it: whether, and how, the game ended
+            world.apply(frame.record.calls)
+        calls = [call for frame in save.ticks for call in (*frame.record.calls, *frame.superseded)]
+        return stats.figures(
+            scene=save.scene.spec.name, policy=settings.run.policy, order=settings.run.order, seed=settings.run.seed,
+            platform_limit=settings.platform.limit, gate_size=settings.gate.size,
+            peak_platform_sessions=peak_platform_sessions(calls), world=world,
+        )  # fmt: skip

@@ -3,98 +3,25 @@ virtual clock — with the recorded settings (to verify) or others (what if?).""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, final
 
 import attrs
 import trio
 import trio.testing
 
-from ..calls import Request
 from ..config import Source
-from ..records import StoryEntry, TickRecord
 from ..run import interrupts
-from ..run.engine import Engine, build_engine, scene_seed, scene_sim
-from ..saves.format import SettingChange, TickFrame
+from ..run.engine import Engine
 from ..saves.reader import Save
 from ..tick.instruments import Instrument
-from ..tick.loop import TickLoop
-from ..tick.policies import make_policy
 from ..tick.statistics import RunStatistics
 from ..wording import counted
 from ..worlds import create_world
-from .admissions import RecordedAdmissions
-from .recorded import check_world, recorded_config, recorded_source
-from .responses import ReplayBackend, recorded_responses
+from .checking import Mismatch
+from .recorded import RecordedRun
 
-__all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "recorded_admissions", "replay"]
-
-
-@attrs.frozen
-class Mismatch:
-    """The first tick whose world hash differs from the recorded one (0: the world
-    before the first tick), and what differed."""
-
-    tick: int
-    recorded: str
-    replayed: str
-    detail: str
-
-
-@final
-class RecordingCheck(Instrument):
-    """Compares each replayed tick with the recorded one; keeps the first mismatch.
-
-    Args:
-        recorded: the recorded ticks.
-        times: also compare when each call was let through and when it ended (a
-            fleet world's replay, whose admissions come from the recording, must
-            reproduce them to the bit: ``manor.replay.admissions``).
-    """
-
-    def __init__(self, recorded: Sequence[TickRecord], *, times: bool = False) -> None:
-        self.recorded = recorded
-        self.times = times
-        self.mismatch: Mismatch | None = None
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        expected = self.recorded[record.tick - 1]
-        if self.mismatch is not None:
-            return
-        if record.world_hash != expected.world_hash:
-            self.mismatch = Mismatch(record.tick, expected.world_hash, record.world_hash, _first_difference(expected, record))
-        elif self.times and (detail := _first_time_difference(expected, record)):
-            self.mismatch = Mismatch(record.tick, expected.world_hash, record.world_hash, detail)
-
-
-def _first_difference(recorded: TickRecord, replayed: TickRecord) -> str:
-    if len(recorded.calls) != len(replayed.calls):
-        return f"{len(recorded.calls)} calls recorded, {len(replayed.calls)} replayed"
-    for was, now in zip(recorded.calls, replayed.calls, strict=True):
-        if (was.caller, was.agent) != (now.caller, now.agent):
-            return f"call order differs: {was.caller} {was.agent} recorded, {now.caller} {now.agent} replayed"
-        if (was.outcome, was.reason) != (now.outcome, now.reason):
-            return f"{was.caller} {was.agent}: {was.reason or 'ok'} recorded, {now.reason or 'ok'} replayed"
-        if was.text != now.text:
-            return f"{was.caller} {was.agent}: its text differs"
-    return "every call ended as recorded, yet the world differs (the save was altered, or the world's rules changed)"
-
-
-def _first_time_difference(recorded: TickRecord, replayed: TickRecord) -> str | None:
-    for was, now in zip(recorded.calls, replayed.calls, strict=True):
-        if was.admitted_at != now.admitted_at:
-            return (
-                f"{was.caller} {was.agent}: let through at {_time(was.admitted_at)} in the recording, {_time(now.admitted_at)} in the replay: "
-                "the recorded admissions are not ones this world's gate could make (more of its calls in flight than the gate's size, "
-                "or out of its ticket order)"
-            )
-        if was.finished_at != now.finished_at:
-            return f"{was.caller} {was.agent}: ended at {was.finished_at!r} in the recording, {now.finished_at!r} in the replay"
-    return None
-
-
-def _time(at: float | None) -> str:
-    return "never" if at is None else repr(at)
+__all__ = ["Replay", "replay"]
 
 
 @final
@@ -108,7 +35,7 @@ class Replay:
         drawn: calls answered by the simulated backend: the recording had no response
             for them (they never reached the backend in it).
         mismatch: the first tick whose world hash differs from the recording, if any.
-        warnings: what the reader and the settings let pass, one line each.
+        recording: the recorded run it replayed (its recorded figures: ``summary()``).
         times_checked: each call's admission and end were compared with the recording
             too (a fleet world's save, recorded on the virtual clock).
     """
@@ -117,12 +44,17 @@ class Replay:
     statistics: RunStatistics
     drawn: int
     mismatch: Mismatch | None
-    warnings: tuple[str, ...]
+    recording: RecordedRun
     times_checked: bool = False
 
     @property
     def ticks(self) -> int:
         return self.statistics.ticks
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the reader and the settings let pass, one line each."""
+        return self.recording.warnings
 
     @property
     def verified(self) -> bool:
@@ -131,61 +63,6 @@ class Replay:
     def summary(self) -> dict[str, Any]:
         """The replayed run's figures, with the keys of ``manor run --json``."""
         return self.statistics.summary(self.engine)
-
-
-def recorded_admissions(save: Save) -> RecordedAdmissions | None:
-    """For a save of one world of a fleet, the shared gate's recorded admissions, to
-    replay it with (add it to the loop as a layer and as an instrument); ``None`` for a
-    single run's save, which its own gate replays."""
-    return None if save.header.fleet is None else RecordedAdmissions(save.ticks)
-
-
-@final
-class LiveChanges(Instrument):
-    """Makes the recorded live changes again: those made between ticks when the tick
-    starts, those made while a tick ran at their recorded time (``run``). Keys a
-    what-if overrides are left as the what-if sets them."""
-
-    def __init__(self, frames: Sequence[TickFrame], seed: int, batch_size: int, skip: Iterable[str]) -> None:
-        skip = set(skip)
-        if "run.batch_size" in skip:
-            skip.add("run.policy")
-        self._seed = seed
-        self._batch_size = batch_size
-        self._between: dict[int, list[SettingChange]] = {}
-        self._during: list[SettingChange] = []
-        for frame in frames:
-            for change in frame.changes:
-                if change.key in skip:
-                    continue
-                if change.at is None:
-                    self._between.setdefault(frame.record.tick, []).append(change)
-                else:
-                    self._during.append(change)
-        self._loop: TickLoop | None = None
-
-    def run_started(self, loop: TickLoop) -> None:
-        self._loop = loop
-
-    def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
-        self._apply(self._between.get(tick, ()))
-
-    async def run(self) -> None:
-        """Apply the changes made during ticks, each at its recorded time."""
-        for change in self._during:
-            await trio.sleep_until(change.at)  # type: ignore[arg-type]
-            self._apply([change])
-
-    def _apply(self, changes: Iterable[SettingChange]) -> None:
-        loop = self._loop
-        assert loop is not None
-        values = {change.key: change.value for change in changes}
-        if "gate.size" in values:
-            loop.resize_gate(int(values["gate.size"]))
-        if "run.policy" in values or "run.batch_size" in values:
-            name = str(values.get("run.policy", loop.policy.name))
-            size = values.get("run.batch_size", getattr(loop.policy, "size", self._batch_size))
-            loop.switch_policy(make_policy(name, int(size), self._seed))
 
 
 def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable[Instrument] = ()) -> Replay:
@@ -205,39 +82,25 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
         Interrupted: SIGINT or SIGTERM stopped the replay.
     """
     save.require_ticks()
-    check_world(save)
-    _, dropped = recorded_source(save)
-    config = recorded_config(save, overrides)
-    scene = save.scene
-    # Calls the recording has no response for are drawn as the recorded run would have
-    # drawn them: from its own seed and simulation settings, whatever the what-if.
-    backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(recorded_config(save), scene))
+    recording = RecordedRun.from_save(save, overrides)
     statistics = RunStatistics()
-    admissions = recorded_admissions(save) if overrides is None else None
-    # Times recorded on the real clock are not exact: a call let through at a release
-    # is stamped a moment after the call that released its slot is stamped ended.
-    check = RecordingCheck(save.records, times=admissions is not None and config.settings.run.clock != "real")
-    settings = config.settings
-    changes = LiveChanges(
-        save.ticks,
-        seed=scene_seed(config, scene),
-        batch_size=settings.run.batch_size,
-        skip=overrides.values if overrides is not None else (),
-    )
-    shared = [] if admissions is None else [admissions]
-    engine = build_engine(config, scene, backend=backend, instruments=[statistics, check, changes, *shared, *instruments], layers=shared)
+    replaying = recording.engine([statistics, *instruments])
+    loop = replaying.engine.loop
     mismatch = None
-    start = create_world(scene, save.header.seed).hash
+    start = create_world(save.scene, save.header.seed).hash
     if start != save.header.world.hash:
         mismatch = Mismatch(0, save.header.world.hash, start, "the world before the first tick differs")
-    clock = trio.testing.MockClock(autojump_threshold=0)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(changes.run)
-            await engine.loop.run(len(save.ticks), settings.run.tick_interval_s)
+            nursery.start_soon(replaying.changes.run)
+            await loop.run(len(save.ticks), recording.config.settings.run.tick_interval_s)
             nursery.cancel_scope.cancel()
 
+    def after() -> str:
+        return f"after {statistics.ticks} of {counted(len(save.ticks), 'tick')} replayed"
+
     # Ctrl-C or SIGTERM stops it cleanly and says how far it got.
-    interrupts.run(main, clock=clock, after=lambda: f"after {statistics.ticks} of {counted(len(save.ticks), 'tick')} replayed")
-    return Replay(engine, statistics, backend.drawn, mismatch or check.mismatch, (*save.warnings, *dropped), check.times)
+    interrupts.run(main, clock=trio.testing.MockClock(autojump_threshold=0), after=after)
+    check = replaying.check
+    return Replay(replaying.engine, statistics, replaying.backend.drawn, mismatch or check.mismatch, recording, check.times)

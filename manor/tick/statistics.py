@@ -12,6 +12,7 @@ import attrs
 from ..calls import CALLER_KINDS
 from ..errors import REASONS
 from ..records import CallRecord, StoryEntry, TickRecord
+from ..worlds.base import World
 from .instruments import Instrument
 
 if TYPE_CHECKING:
@@ -190,19 +191,30 @@ class RunStatistics(Instrument):
 
     def summary(self, engine: Engine) -> dict[str, Any]:
         """The run's figures, as ``manor run --json`` prints them."""
-        settings = engine.config.settings
-        platform = engine.loop.limiter.statistics()
-        world = engine.loop.world
+        loop = engine.loop
+        platform = loop.limiter.statistics()
+        return self.figures(
+            scene=engine.scene.spec.name, policy=loop.policy.name, order=loop.order, seed=engine.config.settings.run.seed,
+            platform_limit=platform.limit, gate_size=loop.gate.size, peak_platform_sessions=platform.peak, world=loop.world,
+        )  # fmt: skip
+
+    def figures(
+        self, *, scene: str, policy: str, order: str, seed: int | None, platform_limit: int, gate_size: int,
+        peak_platform_sessions: int, world: World,
+    ) -> dict[str, Any]:  # fmt: skip
+        """The run's figures, as ``manor run --json`` prints them, for a run of these
+        settings that left ``world`` (``summary`` takes them from its engine; a save's
+        recorded figures from the save)."""
         kinds = list(world.callers)
         over = world.over
         return {
-            "scene": engine.scene.spec.name,
-            "policy": engine.loop.policy.name,
-            "order": engine.loop.order,
+            "scene": scene,
+            "policy": policy,
+            "order": order,
             "ticks": self.ticks,
-            "seed": settings.run.seed,
-            "platform_limit": platform.limit,
-            "gate_size": engine.loop.gate.size,
+            "seed": seed,
+            "platform_limit": platform_limit,
+            "gate_size": gate_size,
             "calls": self.calls,
             "ok": self.ok,
             "degraded": self.degraded,
@@ -210,7 +222,7 @@ class RunStatistics(Instrument):
             "platform_rejections": self.rejections.as_dict(),
             "repairs": {"asked": self.repairs_asked, "repaired": self.repaired},
             "errors": self.errors.most_common(kinds=kinds),
-            "peak_platform_sessions": platform.peak,
+            "peak_platform_sessions": peak_platform_sessions,
             "tick_seconds": self.tick_seconds(),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             "cost": round(self.cost, 6),

@@ -1,0 +1,64 @@
+"""The recorded live changes (gate size, policy), made again as a save replays."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import final
+
+import trio
+
+from ..calls import Request
+from ..saves.format import SettingChange, TickFrame
+from ..tick.instruments import Instrument
+from ..tick.loop import TickLoop
+from ..tick.policies import make_policy
+
+__all__ = ["LiveChanges"]
+
+
+@final
+class LiveChanges(Instrument):
+    """Makes the recorded live changes again: those made between ticks when the tick
+    starts, those made while a tick ran at their recorded time (``run``). Keys a
+    what-if overrides are left as the what-if sets them."""
+
+    def __init__(self, frames: Sequence[TickFrame], seed: int, batch_size: int, skip: Iterable[str]) -> None:
+        skip = set(skip)
+        if "run.batch_size" in skip:
+            skip.add("run.policy")
+        self._seed = seed
+        self._batch_size = batch_size
+        self._between: dict[int, list[SettingChange]] = {}
+        self._during: list[SettingChange] = []
+        for frame in frames:
+            for change in frame.changes:
+                if change.key in skip:
+                    continue
+                if change.at is None:
+                    self._between.setdefault(frame.record.tick, []).append(change)
+                else:
+                    self._during.append(change)
+        self._loop: TickLoop | None = None
+
+    def run_started(self, loop: TickLoop) -> None:
+        self._loop = loop
+
+    def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
+        self._apply(self._between.get(tick, ()))
+
+    async def run(self) -> None:
+        """Apply the changes made during ticks, each at its recorded time."""
+        for change in self._during:
+            await trio.sleep_until(change.at)  # type: ignore[arg-type]
+            self._apply([change])
+
+    def _apply(self, changes: Iterable[SettingChange]) -> None:
+        loop = self._loop
+        assert loop is not None
+        values = {change.key: change.value for change in changes}
+        if "gate.size" in values:
+            loop.resize_gate(int(values["gate.size"]))
+        if "run.policy" in values or "run.batch_size" in values:
+            name = str(values.get("run.policy", loop.policy.name))
+            size = values.get("run.batch_size", getattr(loop.policy, "size", self._batch_size))
+            loop.switch_policy(make_policy(name, int(size), self._seed))
