@@ -58,7 +58,7 @@ from .layers import (
     Stack,
     TimeoutLayer,
 )
-from .providers import Provider, SimProfile, SimProvider, collect
+from .providers import MockProvider, Provider, SimProfile, SimProvider, collect
 from .records import CallRecord, StoryEntry, TickRecord
 from .worlds import Caller, GameOver, World, chain_hash, start_hash
 
@@ -94,6 +94,7 @@ __all__ = [
     "Layer",
     "ManorError",
     "MetricsLayer",
+    "MockProvider",
     "Opened",
     "Permit",
     "PlatformLayer",

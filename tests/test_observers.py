@@ -3,25 +3,24 @@ run of adjacent observers, exactly as if each wrapped the next."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-
 import pytest
 import trio
 
-from manor import CallerKind, Done, Event, Provider, ProviderError, Request, Stack
+from manor import CallerKind, Done, MockProvider, ProviderError, Request, Stack
 from manor.errors import BudgetExceeded
 from manor.layers.base import Inner, Layer, Listener, Observer
 
 
-class Backend(Provider):
-    def __init__(self, fail: bool = False) -> None:
-        self.fail = fail
+def _backend(fail: bool = False) -> MockProvider:
+    """Answers "ok" at its first checkpoint, or fails with ``ProviderError``."""
 
-    async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
+    async def handler(request: Request) -> str:
         await trio.lowlevel.checkpoint()
-        if self.fail:
+        if fail:
             raise ProviderError("down")
-        yield Done(text="ok")
+        return "ok"
+
+    return MockProvider(handler)
 
 
 class Noting(Observer):
@@ -64,7 +63,7 @@ async def _trace(fold: bool, refusing: str = "", fail: bool = False) -> list[str
     observers = [Noting(name, 10 * (i + 1), trace, refuse=name == refusing) for i, name in enumerate("abc")]
     layers: list[Layer] = [*observers] if fold else [observers[0], Passing(15), observers[1], Passing(25), observers[2]]
     try:
-        done = await Stack(Backend(fail), layers).call(Request(caller=CallerKind.CHARACTER, agent="x"))
+        done = await Stack(_backend(fail), layers).call(Request(caller=CallerKind.CHARACTER, agent="x"))
         trace.append(f"answer {done.text}")
     except Exception as exc:
         trace.append(f"raised {type(exc).__name__}")
@@ -85,7 +84,7 @@ async def test_adjacent_observers_run_in_one_step_exactly_as_if_nested(refusing:
 async def test_an_observer_that_overrides_call_is_run_as_a_wrapper() -> None:
     trace: list[str] = []
     layers = [Noting("a", 10, trace), Overriding("b", 20, trace)]
-    await Stack(Backend(), layers).call(Request(caller=CallerKind.CHARACTER, agent="x"))
+    await Stack(_backend(), layers).call(Request(caller=CallerKind.CHARACTER, agent="x"))
     assert trace == ["a before", "b call", "b before", "b after b state ok", "a after a state ok"]
 
 

@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import outcome
@@ -25,7 +25,7 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from manor.calls import Event, Request
+from manor.calls import Request
 from manor.cli import main
 from manor.config import Config, resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
@@ -43,7 +43,7 @@ from manor.play.widgets import (
     StatusLine,
     StoryLog,
 )
-from manor.providers import Provider
+from manor.providers import MockProvider
 from manor.run.engine import build_engine
 from manor.saves import read_save
 from manor.tick.driver import TickDriver
@@ -410,7 +410,7 @@ class TestEnding:
     def test_an_engine_error_exits_with_a_message(self) -> None:
         config, scene = settings()
         state = DashboardState(scene)
-        engine = build_engine(config, scene, backend=Broken(), instruments=[state])
+        engine = build_engine(config, scene, backend=MockProvider(_broken), instruments=[state])
         app = PlayApp(engine, state=state, driver=TickDriver(engine.loop), clock=PacedClock(math.inf))
 
         async def scenario(pilot: Pilot[None]) -> None:
@@ -464,12 +464,9 @@ class TestAnotherWorld:
         drive(app, scenario)
 
 
-class Broken(Provider):
+def _broken(request: Request) -> str:
     """A backend with a bug: it raises something that is not a CallError."""
-
-    async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
-        raise RuntimeError("the backend broke")
-        yield  # pragma: no cover - makes this an async generator
+    raise RuntimeError("the backend broke")
 
 
 class TestCommand:

@@ -4,7 +4,7 @@ reporting the first differing tick, what-if replays, and the replay backend itse
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +12,19 @@ import pytest
 import trio
 from saves_fixture import EXAMPLES, SAVES, record, rewrite_payloads
 
-from manor.calls import CallerKind, Done, Event, Request
+from manor.calls import CallerKind, Request
 from manor.cli import main
 from manor.config import flags_source
 from manor.errors import ProviderError
-from manor.providers import Provider, collect
+from manor.providers import MockProvider, Provider, collect
 from manor.records import StoryEntry, TickRecord
-from manor.replay import RecordedResponse, RecordedRun, ReplayBackend, recorded_summary, replay
+from manor.replay import (
+    RecordedResponse,
+    RecordedRun,
+    ReplayBackend,
+    recorded_summary,
+    replay,
+)
 from manor.saves import read_save
 from manor.tick.instruments import Instrument
 
@@ -239,18 +245,19 @@ def _request(tick: int = 1, agent: str = "hobbes", attempt: int = 0) -> Request:
     return Request(caller=CallerKind.CHARACTER, agent=agent, tick=tick, attempt=attempt)
 
 
-class _Fallback(Provider):
-    def __init__(self) -> None:
-        self.asked: list[Request] = []
+def _fallback(asked: list[Request]) -> MockProvider:
+    """Answers "drawn" after 0.5 s, noting each request in ``asked``."""
 
-    async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
-        self.asked.append(request)
+    async def handler(request: Request) -> str:
+        asked.append(request)
         await trio.sleep(0.5)
-        yield Done(text="drawn")
+        return "drawn"
+
+    return MockProvider(handler)
 
 
 def _backend(*responses: RecordedResponse, fallback: Provider | None = None) -> ReplayBackend:
-    return ReplayBackend({(1, "character", "hobbes"): list(responses)}, fallback=fallback or _Fallback())
+    return ReplayBackend({(1, "character", "hobbes"): list(responses)}, fallback=fallback or _fallback([]))
 
 
 class TestReplayBackend:
@@ -292,11 +299,12 @@ class TestReplayBackend:
     @pytest.mark.trio
     async def test_calls_without_a_response_are_drawn_and_counted(self, autojump_clock: trio.testing.MockClock) -> None:
         """Each response is used once; another tick, agent or a used-up key is drawn."""
-        fallback = _Fallback()
+        asked: list[Request] = []
+        fallback = _fallback(asked)
         backend = _backend(RecordedResponse(kind="answer", attempt=0, opened_at=0.0, finished_at=1.0, text="recorded"), fallback=fallback)
         texts = [(await collect(backend, request)).text for request in (_request(), _request(), _request(tick=2), _request(agent="ghost"))]
         assert texts == ["recorded", "drawn", "drawn", "drawn"]
-        assert backend.drawn == 3 == len(fallback.asked)
+        assert backend.drawn == 3 == len(asked)
 
     @pytest.mark.trio
     async def test_the_exact_attempt_first_then_another_try_of_the_same_call(self, autojump_clock: trio.testing.MockClock) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import logging
 import math
-from collections.abc import AsyncGenerator
 
 import pytest
 import trio
@@ -22,10 +21,10 @@ from scenes_fixture import (
     settings,
 )
 
-from manor.calls import CALLER_KINDS, Done, Event, Request
+from manor.calls import CALLER_KINDS, Request
 from manor.content import load_scene
 from manor.errors import REASONS, ProviderError
-from manor.providers import Provider
+from manor.providers import MockProvider
 from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.run.engine import build_engine
 from manor.tick import loop as tickloop
@@ -225,7 +224,7 @@ class TestDeterminism:
         scene = fixed_scene((1.0, 1.0, 1.0))
         outcomes = set()
         for _ in range(60):
-            engine = make_engine(scene, backend=_FailsAtOneSecond({"c0", "c2"}), breaker_failures=2, breaker_cooldown_s=5.0)
+            engine = make_engine(scene, backend=_fails_at_one_second({"c0", "c2"}), breaker_failures=2, breaker_cooldown_s=5.0)
             ticks = run_engine(engine, 2)
             outcomes.add((engine.breaker.times_opened, tuple(r.reason for r in ticks[1].calls)))
         # In ticket order: c0 fails, c1 succeeds, c2 fails: never two in a row.
@@ -263,17 +262,16 @@ class TestDeterminism:
         assert other not in hashes
 
 
-class _FailsAtOneSecond(Provider):
+def _fails_at_one_second(failing: set[str]) -> MockProvider:
     """Every call takes exactly 1 s; tick 1's calls of ``failing`` characters fail."""
 
-    def __init__(self, failing: set[str]) -> None:
-        self.failing = failing
-
-    async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
+    async def handler(request: Request) -> str:
         await trio.sleep(1.0)
-        if request.tick == 1 and request.caller == "character" and request.agent in self.failing:
+        if request.tick == 1 and request.caller == "character" and request.agent in failing:
             raise ProviderError(f"{request.agent}: fails at one second")
-        yield Done(text="Quite.")
+        return "Quite."
+
+    return MockProvider(handler)
 
 
 class TestDefaultScene:

@@ -3,6 +3,7 @@
 from .agno import AgnoProvider, HttpAgentTransport, RemoteAgentTransport
 from .base import Provider, collect
 from .command import CommandProvider
+from .mock import MockProvider
 from .openai import OpenAIProvider
 from .routing import RoutingProvider
 from .sim import SimProfile, SimProvider
@@ -11,6 +12,7 @@ __all__ = [
     "AgnoProvider",
     "CommandProvider",
     "HttpAgentTransport",
+    "MockProvider",
     "OpenAIProvider",
     "Provider",
     "RemoteAgentTransport",
