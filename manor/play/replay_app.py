@@ -36,15 +36,11 @@ from .widgets.replay_bar import ReplayBar
 __all__ = ["ReplayApp", "replay_engine"]
 
 
-def replay_engine(save: Save) -> tuple[ReplayEngine, DashboardState]:
-    """An engine that replays ``save`` with the recorded settings, and the dashboard's
-    state it feeds (run ``changes.run`` beside the loop).
-
-    Raises:
-        SaveError: the save's world is not here, or a recorded setting is refused.
-    """
-    state = DashboardState(save.scene, calls_kept=0)  # the histories are in the save
-    return RecordedRun.from_save(save).engine([state]), state
+def replay_engine(recording: RecordedRun) -> tuple[ReplayEngine, DashboardState]:
+    """An engine that replays ``recording`` with the recorded settings, and the
+    dashboard's state it feeds (run ``changes.run`` beside the loop)."""
+    state = DashboardState(recording.save.scene, calls_kept=0)  # the histories are in the save
+    return recording.engine([state]), state
 
 
 class ReplayApp(PlayApp):
@@ -74,7 +70,8 @@ class ReplayApp(PlayApp):
     def __init__(self, save: Save, *, speed: float | None = None) -> None:
         save.require_ticks()
         self.save = save
-        replaying, state = replay_engine(save)
+        self.recording = RecordedRun.from_save(save)
+        replaying, state = replay_engine(self.recording)
         engine, self.check, self.changes = replaying.engine, replaying.check, replaying.changes
         if speed is None:
             speed = nearest(fmean(t.makespan for t in save.records) / SECONDS_PER_TICK)
@@ -218,7 +215,8 @@ class ReplayApp(PlayApp):
         await self.stop_engine()
         self._seeking = None
         self._pending.clear()  # for the engine just replaced
-        self.engine, self.state, self.check, self.changes = replay_engine(self.save)
+        replaying, self.state = replay_engine(self.recording)
+        self.engine, self.check, self.changes = replaying.engine, replaying.check, replaying.changes
         self.driver = TickDriver(self.engine.loop, paused=True, interval=self.driver.interval)
         # Recorded times start at 0: so must the replay's, to the bit.
         self.clock = PacedClock(self.speed)
