@@ -5,9 +5,9 @@ A provider's ``invoke(request)`` returns a cold async stream of ``Event``: one
 the token usage. Through a layer stack, the call's listener first hears ``Admitted``
 from the gate layer, which says when the call was queued and let through, then
 ``Opened`` from the platform layer as it opens a platform session, then the backend's
-events — unless the listener is ``answer_only`` (the tick loop's is): then the backend
-may answer without streaming (``Provider.answer``), ending exactly when the stream
-would. These are msgspec Structs because they also go into save files.
+events — unless the call is made with ``Stack.answer`` (the tick loop's are): then the
+listener hears the layers only and the backend may answer without streaming
+(``Provider.answer``), ending exactly when the stream would. These are msgspec Structs because they also go into save files.
 """
 
 from __future__ import annotations

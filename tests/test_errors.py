@@ -23,6 +23,7 @@ from manor.errors import (
     error_line,
 )
 from manor.layers import PlatformLayer, Stack
+from manor.providers import MockProvider
 from manor.records import CallRecord
 from manor.tick.loop import TickLoop
 from manor.tick.policies import Pipeline
@@ -106,13 +107,10 @@ class TestCounting:
         assert len(rows) == 4 and rows[0] == {"reason": "provider_error", "caller": "character", "message": ErrorMessages.OTHER, "count": 7}
 
 
-class _Failing:
+async def _failing(request: Request) -> str:
     """A backend that fails with a message that holds a newline."""
-
-    async def invoke(self, request: Request):  # type: ignore[no-untyped-def]
-        await trio.sleep(1)
-        raise ProviderError("upstream said:\nno")
-        yield  # pragma: no cover
+    await trio.sleep(1)
+    raise ProviderError("upstream said:\nno")
 
 
 def test_the_run_table_ends_with_what_failed() -> None:
@@ -136,7 +134,7 @@ def test_the_run_table_ends_with_what_failed() -> None:
 @pytest.mark.trio
 async def test_a_degraded_record_keeps_its_message(autojump_clock: trio.testing.MockClock) -> None:
     limiter = SessionLimiter(0)
-    stack = Stack(_Failing(), [PlatformLayer(limiter)])  # type: ignore[arg-type]
+    stack = Stack(MockProvider(_failing), [PlatformLayer(limiter)])
     loop = TickLoop(
         world=World.from_scene(load_scene("tea_party"), random.Random(0)), gate=Gate(size=1), limiter=limiter, gated=stack, direct=stack,
         policy=Pipeline(), predictor=LatencyPredictor({}),

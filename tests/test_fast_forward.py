@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 from saves_fixture import EXAMPLES, SAVES, frames_of, record
 from strategies import overlapping_calls
 
-from manor.calls import CallerKind, Done, Event, Request
+from manor.admission.gate import Gate
+from manor.calls import Admitted, CallerKind, Done, Event, Request, Started, TextDelta
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.errors import ProviderError
+from manor.layers import GateLayer, Stack
 from manor.providers import Provider, RoutingProvider, SimProfile, SimProvider, collect
 from manor.providers import sim as sim_module
-from manor.providers.base import answer_only, hears_stream
 from manor.run.engine import build_engine, configure
 from manor.saves import read_save
 from manor.tick.statistics import RunStatistics
@@ -37,7 +38,7 @@ def _sim(latency: float, **faults: float) -> SimProvider:
 
 
 def _hearing(event: Event) -> None:
-    """A listener that watches the stream (any listener not marked ``answer_only``)."""
+    """A listener that watches the stream."""
 
 
 def _ended(call: Callable[[], Any], start: float) -> tuple[str, float]:
@@ -149,13 +150,18 @@ class TestTheAnswerEndsAsTheStreamWould:
         assert len(jumps) == 1 + 5
 
     @pytest.mark.trio
-    async def test_the_listener_marked_answer_only_hears_nothing_of_the_stream(self, autojump_clock: trio.testing.MockClock) -> None:
+    async def test_a_stack_s_answer_tells_the_layers_events_not_the_stream(self, autojump_clock: trio.testing.MockClock) -> None:
+        """``Stack.answer``: the listener hears the gate's admission, nothing of the stream."""
         heard: list[Event] = []
-        done = await collect(_sim(1.0), _REQUEST, answer_only(lambda event: heard.append(event)))
-        assert heard == [] and done.text == "one two three four"
+        done = await Stack(_sim(1.0), [GateLayer(Gate(size=1), timeout=5.0)]).answer(_REQUEST, heard.append)
+        assert [type(event) for event in heard] == [Admitted] and done.text == "one two three four"
 
-    def test_who_hears_the_stream(self) -> None:
-        assert hears_stream(_hearing) and not hears_stream(None) and not hears_stream(answer_only(lambda event: None))
+    @pytest.mark.trio
+    async def test_a_stack_s_call_with_a_listener_streams(self, autojump_clock: trio.testing.MockClock) -> None:
+        """``Stack.call`` with a listener: every event, the backend's stream included."""
+        heard: list[Event] = []
+        await Stack(_sim(1.0), [GateLayer(Gate(size=1), timeout=5.0)]).call(_REQUEST, heard.append)
+        assert [type(event) for event in heard] == [Admitted, Started, *[TextDelta] * 4, Done]
 
 
 class TestThePromptsTokens:

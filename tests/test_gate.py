@@ -612,3 +612,30 @@ def test_without_tickets_up_front_the_run_order_leaks_into_admission() -> None:
         )
         outcomes.add((tuple(sorted(admitted.items())), makespan))
     assert len(outcomes) > 1
+
+
+@pytest.mark.trio
+async def test_the_gate_times_its_waits_itself_and_its_timekeeper_ends_with_them(autojump_clock: trio.testing.MockClock) -> None:
+    """No caller keeps time for the gate: waits bounded by their timeouts end exactly at
+    their deadlines (the earlier one too, though it parked later), and once none waits
+    the gate's one timekeeper has ended — no task of it left, no deadline of it pending."""
+    gate = Gate(size=1)
+    held = await gate.acquire()
+    living = trio.lowlevel.current_statistics().tasks_living
+    ended: list[tuple[str, float]] = []
+
+    async def wait(name: str, timeout: float) -> None:
+        try:
+            await gate.acquire(timeout=timeout)
+        except GateTimeout:
+            ended.append((name, trio.current_time()))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait, "patient", 5.0)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(wait, "hasty", 2.0)
+    assert ended == [("hasty", 2.0), ("patient", 5.0)]
+    await trio.testing.wait_all_tasks_blocked()
+    assert trio.lowlevel.current_statistics().tasks_living == living
+    assert trio.lowlevel.current_statistics().seconds_to_next_deadline == math.inf
+    held.release()

@@ -56,7 +56,7 @@ class Obs:
     size: int | None = None
 
 
-async def _run(scenario: GateScenario, ops: GateOperations, keeper_until: float | None) -> tuple[Gate, list[Obs]]:
+async def _run(scenario: GateScenario, ops: GateOperations) -> tuple[Gate, list[Obs]]:
     gate = Gate(size=scenario.size, rate=scenario.rate, burst=scenario.burst)
     trace: list[Obs] = []
     holding = 0  # permits held, by our own count
@@ -121,17 +121,9 @@ async def _run(scenario: GateScenario, ops: GateOperations, keeper_until: float 
             await trio.sleep_until(step * GRID + GRID / 2)
             observe("probe", -1)
 
-    async def timekeeper(until: float) -> None:
-        # Stops by cancellation at ``until`` (or when the run ends), possibly with
-        # waits it was timing still out: they must go back to timing themselves.
-        with trio.move_on_at(until):
-            await gate.keep_time(until=trio.Event())
-
     with trio.fail_after(10_000):
         async with trio.open_nursery() as outer:
             outer.start_soon(probe)
-            if keeper_until is not None:
-                outer.start_soon(timekeeper, keeper_until)
             async with trio.open_nursery() as callers:
                 callers.start_soon(resizer)
                 for index in scenario.spawn_order:
@@ -140,11 +132,11 @@ async def _run(scenario: GateScenario, ops: GateOperations, keeper_until: float 
     return gate, trace
 
 
-def run_scenario(scenario: GateScenario, ops: GateOperations, keeper_until: float | None = None) -> tuple[Gate, list[Obs]]:
-    """Run ``scenario``; with ``keeper_until``, under a timekeeper (``Gate.keep_time``)
-    running until then."""
+def run_scenario(scenario: GateScenario, ops: GateOperations) -> tuple[Gate, list[Obs]]:
+    """Run ``scenario`` under the virtual clock (the gate's waits timed by its own
+    timekeeper, as always)."""
     ops.examples += 1
-    return trio.run(_run, scenario, ops, keeper_until, clock=trio.testing.MockClock(autojump_threshold=0))
+    return trio.run(_run, scenario, ops, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 # -- the reference model -----------------------------------------------------------
@@ -472,29 +464,6 @@ def test_bucketed_gate_follows_its_rules_and_refunds_exactly(scenario: GateScena
 def test_resized_gate_admits_only_below_its_current_size(scenario: GateScenario, gate_operations: GateOperations) -> None:
     """Resizing while running: growing admits at once, shrinking waits for calls to finish."""
     check(scenario, *run_scenario(scenario, gate_operations))
-
-
-@settings(max_examples=200)
-@given(
-    scenario=gate_scenarios(bucket=False),
-    # Off the grid, so that it never ties with an event; inf: to the end of the run.
-    keeper_until=st.one_of(st.just(math.inf), st.integers(0, 60).map(lambda k: k * GRID + GRID / 4)),
-)
-def test_a_timekept_gate_follows_the_same_rules(
-    scenario: GateScenario, keeper_until: float, gate_operations: GateOperations
-) -> None:
-    """Waits timed by one timekeeper instead of a cancel scope each: the same rules,
-    timeouts exactly at their deadline, also for waits still out when it stops."""
-    check(scenario, *run_scenario(scenario, gate_operations, keeper_until))
-
-
-@settings(max_examples=100)
-@given(scenario=gate_scenarios(bucket=True), keeper_until=st.just(math.inf))
-def test_a_timekept_bucketed_gate_follows_the_same_rules(
-    scenario: GateScenario, keeper_until: float, gate_operations: GateOperations
-) -> None:
-    """With a token bucket, a token head still sleeps for its refill with its own scope."""
-    check(scenario, *run_scenario(scenario, gate_operations, keeper_until))
 
 
 # -- the model catches what it should --------------------------------------------

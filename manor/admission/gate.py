@@ -95,7 +95,6 @@ class SharedGate(Protocol):
     def issue(self, count: int = 1, lane: int = 0) -> range: ...
     def withdraw(self, ticket: int) -> None: ...
     async def acquire(self, ticket: int | None = None, *, timeout: float = math.inf) -> SharedPermit: ...
-    async def keep_time(self, until: trio.Event) -> None: ...
     def statistics(self) -> GateStatistics: ...
     def connected(self) -> AsyncContextManager[object]: ...
 
@@ -188,10 +187,12 @@ class Gate:
     _max_wait: float = attrs.field(default=0.0, init=False)
     _tokens: float = attrs.field(default=0.0, init=False)
     _refilled_at: float | None = attrs.field(default=None, init=False)
-    # Timekeeping (``keep_time``): how many run, their timers, the waits they watch.
-    _keepers: int = attrs.field(default=0, init=False)
-    _keeper_scopes: set[trio.CancelScope] = attrs.field(factory=set, init=False, repr=False)
+    # Timekeeping (``_keep_time``): the waits it watches, how many are parked, whether
+    # it runs, and its one timer.
     _watched: list[tuple[float, int, _Waiter]] = attrs.field(factory=list, init=False, repr=False)
+    _watching: int = attrs.field(default=0, init=False)
+    _keeping: bool = attrs.field(default=False, init=False)
+    _timer: trio.CancelScope | None = attrs.field(default=None, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._tokens = float(self._burst)
@@ -302,9 +303,12 @@ class Gate:
                 waiter.task = trio.lowlevel.current_task()
                 if wake_at == math.inf:  # no cancel scope when none is needed: it is costly
                     await trio.lowlevel.wait_task_rescheduled(waiter.abort)
-                elif self._keepers and wake_at == deadline:
-                    self._watch(waiter)  # a timekeeper wakes it at its deadline
-                    await trio.lowlevel.wait_task_rescheduled(waiter.abort)
+                elif wake_at == deadline:
+                    self._watch(waiter)  # the gate's timekeeper wakes it at its deadline
+                    try:
+                        await trio.lowlevel.wait_task_rescheduled(waiter.abort)
+                    finally:
+                        self._unwatch()
                 else:
                     with trio.move_on_at(wake_at):
                         await trio.lowlevel.wait_task_rescheduled(waiter.abort)
@@ -335,32 +339,6 @@ class Gate:
         self._max_wait = max(self._max_wait, wait)
         return Permit(ticket, waiter.queued_at, admitted_at, self)
 
-    async def keep_time(self, until: trio.Event) -> None:
-        """Wake waiters at their deadlines with one timer, until ``until`` is set.
-
-        While it runs, a wait bounded only by its timeout parks without a cancel scope
-        of its own, which in trio costs about half a bare call with a zero-latency
-        backend (``manor bench --suite overhead``); this wakes each at its deadline
-        instead. The tick loop runs it while a tick's calls are out. When the last
-        timekeeper stops, the waits it watched go back to timing themselves.
-        """
-        self._keepers += 1
-        try:
-            while not until.is_set():
-                with trio.CancelScope(deadline=self._next_deadline()) as timer:
-                    self._keeper_scopes.add(timer)
-                    try:
-                        await until.wait()
-                    finally:
-                        self._keeper_scopes.discard(timer)
-                self._expire_watched()
-        finally:
-            self._keepers -= 1
-            if not self._keepers:
-                watched, self._watched = self._watched, []
-                for _, _, waiter in watched:
-                    _wake(waiter)  # parked without a scope: it must time itself now
-
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[Gate]:
         """Nothing to connect to: the in-process gate is ready as built."""
@@ -384,12 +362,41 @@ class Gate:
 
     # -- internals --------------------------------------------------------------------
 
+    # A wait bounded only by its timeout parks without a cancel scope of its own, which
+    # in trio costs about half a bare call with a zero-latency backend (``manor bench
+    # --suite overhead``): one timekeeper, a system task the gate starts when the first
+    # such wait parks and that ends when none is left, wakes each at its deadline.
+
     def _watch(self, waiter: _Waiter) -> None:
-        """Have the timekeepers wake ``waiter`` at its deadline."""
+        """Have the timekeeper wake ``waiter`` at its deadline (starting it if need be)."""
         heapq.heappush(self._watched, (waiter.deadline, waiter.ticket, waiter))
-        for timer in self._keeper_scopes:
-            if waiter.deadline < timer.deadline:
-                timer.deadline = waiter.deadline
+        self._watching += 1
+        if not self._keeping:
+            self._keeping = True
+            trio.lowlevel.spawn_system_task(self._keep_time, name="manor: the gate's timekeeper")
+        elif self._timer is not None and waiter.deadline < self._timer.deadline:
+            self._timer.deadline = waiter.deadline
+
+    def _unwatch(self) -> None:
+        """A watched wait is over (admitted, timed out, cancelled); with the last, the
+        timekeeper stops."""
+        self._watching -= 1
+        if not self._watching:
+            self._watched.clear()
+            if self._timer is not None:
+                self._timer.cancel()
+
+    async def _keep_time(self) -> None:
+        """Wake the watched waits at their deadlines with one timer, while any is parked."""
+        try:
+            while self._watching:
+                with trio.CancelScope(deadline=self._next_deadline()) as self._timer:
+                    await trio.sleep_forever()
+                self._timer = None
+                self._expire_watched()
+        finally:
+            self._timer = None
+            self._keeping = False
 
     def _next_deadline(self) -> float:
         """The earliest deadline of a watched waiter still parked."""

@@ -369,10 +369,6 @@ class RedisGate:
         self._give_up(waiter, self._timed_out)
         raise GateTimeout(f"no gate slot within {timeout:g}s")
 
-    async def keep_time(self, until: trio.Event) -> None:
-        """Each wait times itself here (the tick loop calls this while its calls are out)."""
-        await until.wait()
-
     def statistics(self) -> GateStatistics:
         """The gate's figures from all processes, as of the last word from the server."""
         if self._figures is None:

@@ -11,7 +11,7 @@ references ask too, so that no contender does more work for the same call.
   the tick applied to the world. The zero-latency backend keeps a call's deadline
   itself, as the simulator does (``Provider.keeps_deadline``): the timeout layer hands
   the deadline down rather than opening a cancel scope, and the gate's waits are timed
-  by one timekeeper a tick (``Gate.keep_time``). A backend that cannot keep deadlines
+  by the gate's one timekeeper. A backend that cannot keep deadlines
   (one that waits on a socket) costs a cancel scope more per call: about what
   ``trio_bounded`` adds to ``trio``, small beside any real call's latency;
 - **trio**: a nursery and a ``trio.Semaphore``, the parent acquiring before it spawns

@@ -15,7 +15,10 @@ function calls, not an extra coroutine frame that every resumption of the call p
 through.
 
 The backend below keeps the provider interface, a cold stream of events: the stack
-iterates it, innermost. Nothing is acquired until a stack's ``call`` is awaited.
+iterates it, innermost — or, for a caller that hears only the layers (``Stack.answer``,
+the tick loop's calls), asks for the backend's answer, its fast path. The stack chooses
+between the two, and whether a deadline is handed down to the backend, once, as it is
+built. Nothing is acquired until a stack's ``call`` or ``answer`` is awaited.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import ClassVar, final
 
 from ..calls import Done, Event, Request
-from ..providers.base import Provider, answer_only, collect
+from ..providers.base import Provider, stream
 
 __all__ = ["Inner", "Layer", "Listener", "Observer", "Stack", "ignore"]
 
@@ -36,7 +39,6 @@ Listener = Callable[[Event], None]
 Inner = Callable[[Request, Listener], Awaitable[Done]]
 
 
-@answer_only
 def ignore(event: Event) -> None:
     """A listener for callers that want only the answer."""
 
@@ -151,11 +153,11 @@ def _folds(layer: Layer) -> bool:
     return isinstance(layer, Observer) and type(layer).call is Observer.call
 
 
-def _compose(backend: Provider, layers: Sequence[Layer]) -> Inner:
-    """The call through ``layers`` (outermost first) to ``backend``: one step per
-    layer that wraps, one per run of adjacent observers."""
-    inner: Inner = functools.partial(collect, backend)
-    deadline_kept = bool(getattr(backend, "keeps_deadline", False))  # a duck-typed backend may not say
+def _compose(innermost: Inner, layers: Sequence[Layer], *, deadline_kept: bool) -> Inner:
+    """The call through ``layers`` (outermost first) to ``innermost``, the backend: one
+    step per layer that wraps, one per run of adjacent observers. ``deadline_kept``:
+    the backend, reached this way, keeps a call's deadline itself."""
+    inner = innermost
     index = len(layers)
     while index:
         if _folds(layers[index - 1]):
@@ -175,6 +177,18 @@ def _compose(backend: Provider, layers: Sequence[Layer]) -> Inner:
     return inner
 
 
+def _answer_of(backend: Provider) -> Inner:
+    """The backend's fast path as the innermost step: its ``answer`` coroutine itself,
+    no frame around it (every frame of a call's await chain is passed through again
+    each time the call resumes)."""
+    answer = backend.answer
+
+    def answered(request: Request, listener: Listener) -> Awaitable[Done]:
+        return answer(request)
+
+    return answered
+
+
 @final
 class Stack:
     """A backend wrapped in layers, outermost (lowest priority) first.
@@ -188,18 +202,37 @@ class Stack:
         self.layers: tuple[Layer, ...] = tuple(sorted(layers, key=lambda layer: layer.priority))
         # The layers whose decisions can depend on arrival order, asked every tick.
         self._order_sensitive = tuple(layer for layer in self.layers if type(layer).arrival_order_matters is not Layer.arrival_order_matters)
-        # Innermost, the backend's stream, each event passed on to the listener.
-        self._call = _compose(backend, self.layers)
+        # Two ways to the backend, chosen here once rather than call by call: its stream,
+        # every event to the listener (``call``); or its answer, the fast path, for a
+        # listener that hears only the layers (``answer``), handed the call's deadline
+        # where the backend keeps it (``Provider.keeps_deadline``) and no layer between
+        # waits (``Layer.passes_deadline``).
+        self._streamed = _compose(functools.partial(stream, backend), self.layers, deadline_kept=False)
+        self._answered = _compose(_answer_of(backend), self.layers, deadline_kept=backend.keeps_deadline)
 
-    def call(self, request: Request, listener: Listener = ignore) -> Awaitable[Done]:
+    def call(self, request: Request, listener: Listener | None = None) -> Awaitable[Done]:
         """Make one call through every layer to the backend; ``listener`` hears its
-        events as they happen. Await it: it is the outermost layer's coroutine, with
-        no frame of the stack's own around it.
+        events as they happen, the backend's stream included. Without one, the backend
+        answers by its fast path (``answer``). Await it: it is the outermost layer's
+        coroutine, with no frame of the stack's own around it.
 
         Raises:
             CallError: (when awaited) a subclass naming why the call failed.
         """
-        return self._call(request, listener)
+        if listener is None:
+            return self._answered(request, ignore)
+        return self._streamed(request, listener)
+
+    def answer(self, request: Request, listener: Listener) -> Awaitable[Done]:
+        """Make one call for a caller that hears only what the layers say (``Admitted``
+        from the gate, ``Opened`` from the platform), not the backend's stream: the
+        backend answers by its fast path (``Provider.answer``), which ends the call as
+        its stream would, with less work. The tick loop's calls are made so.
+
+        Raises:
+            CallError: (when awaited) a subclass naming why the call failed.
+        """
+        return self._answered(request, listener)
 
     def arrival_order_matters(self) -> bool:
         """Whether any layer's decisions now depend on the order calls arrive in."""

@@ -1,4 +1,13 @@
-"""The backend interface: one small abstract method, like an httpx transport."""
+"""The backend interface: one small abstract method, like an httpx transport, and a
+documented fast path a backend may add.
+
+A backend implements ``invoke``: a cold stream of events ending in ``Done``. That is all
+it must do. If it can answer with less work when nobody watches the stream, it may also
+override ``answer`` (the fast path); and if its ``answer`` can end a call at a deadline
+itself, to the bit, it says so with ``keeps_deadline = True`` and reads the deadline
+from ``call_deadline``, raising ``DeadlineReached`` when it comes. The ``Stack`` reads
+these once, as it is built, and chooses each call's way to the backend from them.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +15,20 @@ import abc
 import math
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextvars import ContextVar
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 import trio
 
 from ..calls import Done, Event, Request
 from ..errors import ProviderError
 
-__all__ = ["DeadlineReached", "Provider", "answer_only", "by_deadline", "call_deadline", "collect", "hears_stream"]
+__all__ = ["DeadlineReached", "Provider", "by_deadline", "call_deadline", "collect", "stream"]
 
-_Listener = TypeVar("_Listener", bound=Callable[[Event], None])
 
 #: When the call the current task is making must end (trio time; ``inf``: no deadline),
 #: handed down by a layer that bounds the call (the timeout layer) instead of a cancel
-#: scope of its own. ``collect`` keeps it: through the backend's ``answer``, if the
-#: backend keeps deadlines itself (``Provider.keeps_deadline``), else with a cancel
-#: scope; either way the call ends at that instant with ``DeadlineReached``.
+#: scope of its own, only where the backend keeps deadlines (``Provider.keeps_deadline``)
+#: and the call is its ``answer``: the call ends at that instant with ``DeadlineReached``.
 call_deadline: ContextVar[float] = ContextVar("manor_call_deadline", default=math.inf)
 
 
@@ -35,7 +42,17 @@ class Provider(abc.ABC):
 
     ``invoke`` returns a *cold* stream: nothing runs and nothing is acquired until the
     stream is iterated. Implement it as an async generator function, and close it with
-    ``contextlib.aclosing`` when not iterating to the end.
+    ``contextlib.aclosing`` when not iterating to the end. ``answer`` and
+    ``keeps_deadline`` are the optional fast path (the module's docstring).
+
+    Example::
+
+        class Echo(Provider):
+            async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
+                yield Started()
+                yield Done(text=request.prompt)
+
+    (``MockProvider`` makes a backend of a plain function.)
     """
 
     #: Whether ``answer`` keeps the call's deadline (``call_deadline``) itself: it ends
@@ -54,8 +71,8 @@ class Provider(abc.ABC):
         """
 
     def answer(self, request: Request) -> Awaitable[Done]:
-        """The answer to ``request`` for a caller that does not watch it stream
-        (``collect`` without a listener that hears the stream).
+        """The answer to ``request`` for a caller that does not watch it stream (the
+        tick loop's calls: ``Stack.answer``; ``collect`` without a listener).
 
         By default the stream iterated to its end (that coroutine itself, not one of
         this method's around it: every frame of a call's await chain is passed through
@@ -68,47 +85,23 @@ class Provider(abc.ABC):
         Raises:
             CallError: (when awaited) whatever the stream would raise.
         """
-        return _stream(self, request, None)
-
-
-def answer_only(listener: _Listener) -> _Listener:
-    """Mark ``listener`` as one that ignores the backend's own events (``Started``,
-    ``TextDelta``, ``Done``): it hears only what the layers above the backend say
-    (``Admitted``, ``Opened``), and the backend may answer without streaming
-    (``Provider.answer``). The tick loop's listener is one.
-    """
-    listener.hears_stream = False  # type: ignore[attr-defined]
-    return listener
-
-
-def hears_stream(listener: Callable[[Event], None] | None) -> bool:
-    """Whether ``listener`` wants the backend's events as they stream (``answer_only``)."""
-    return listener is not None and getattr(listener, "hears_stream", True)
+        return stream(self, request, None)
 
 
 def collect(provider: Provider, request: Request, listener: Callable[[Event], None] | None = None) -> Awaitable[Done]:
-    """One call run to the end, its ``Done`` event the result; ``listener``, if given,
-    hears every event up to it as it streams — unless it is ``answer_only``: then the
-    call is the provider's ``answer``, which ends the same way with less work. A
-    ``call_deadline`` set for the call is kept (``DeadlineReached``).
-
-    It returns the call's coroutine rather than awaiting it in one of its own: the
-    call runs innermost in a stack, where a frame more is passed through on every
-    resumption.
+    """One call run to the end, its ``Done`` event the result: the provider's ``answer``,
+    or with a ``listener``, its stream, every event up to the ``Done`` heard as it comes.
+    A ``call_deadline`` set for the call is kept (``DeadlineReached``). (A ``Stack``
+    chooses its way to the backend once, as it is built, not call by call.)
 
     Raises:
         ProviderError: (when awaited) the stream ended without a ``Done`` event.
         DeadlineReached: (when awaited) the call's deadline came first.
         CallError: (when awaited) whatever the stream raised.
     """
-    if listener is not None and getattr(listener, "hears_stream", True):  # hears_stream(listener), inline: per call
-        answer = None
-        call = _stream(provider, request, listener)
-    else:
-        answer = getattr(provider, "answer", None)  # a duck-typed backend may have only invoke
-        call = _stream(provider, request, None) if answer is None else answer(request)
+    call = provider.answer(request) if listener is None else stream(provider, request, listener)
     deadline = call_deadline.get()
-    if deadline == math.inf or (answer is not None and getattr(provider, "keeps_deadline", False)):
+    if deadline == math.inf or (listener is None and provider.keeps_deadline):
         return call
     return by_deadline(deadline, call)
 
@@ -124,8 +117,13 @@ async def by_deadline(deadline: float, call: Awaitable[Done]) -> Done:
     raise DeadlineReached
 
 
-async def _stream(provider: Provider, request: Request, listener: Callable[[Event], None] | None) -> Done:
-    """``provider``'s stream for ``request`` to its ``Done``, each event to ``listener``."""
+async def stream(provider: Provider, request: Request, listener: Callable[[Event], None] | None) -> Done:
+    """``provider``'s stream for ``request`` to its ``Done``, each event to ``listener``.
+
+    Raises:
+        ProviderError: the stream ended without a ``Done`` event.
+        CallError: whatever the stream raised.
+    """
     # try/finally rather than ``aclosing``: the same close, without the two coroutines
     # of an async context manager on every call.
     events = provider.invoke(request)

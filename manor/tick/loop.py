@@ -19,7 +19,6 @@ from ..calls import Admitted, Done, Event, Opened, Request
 from ..clock import current_time, read_clock_directly
 from ..errors import CallError, InvalidOutput, RefusedBy, SessionLimitError, error_line
 from ..layers import Stack
-from ..providers.base import answer_only
 from ..records import CallRecord, TickRecord
 from ..worlds import World
 from .gc_pause import full_collections_deferred
@@ -44,9 +43,8 @@ def _plain(caller: str) -> str:
 @final
 class _Admission:
     """When a call got through, as its listener hears it: the gate's admission, or with
-    no gate the platform's session (``at``; ``None`` until then). An object a call, not
-    a closure: a closure marked ``answer_only`` would need a cell and a dict of its own
-    for every call."""
+    no gate the platform's session (``at``; ``None`` until then). It hears the layers'
+    events only (``Stack.answer``): the backend answers by its fast path."""
 
     __slots__ = ("at", "instruments", "request")
 
@@ -55,7 +53,6 @@ class _Admission:
         self.request = request
         self.instruments = instruments
 
-    @answer_only  # it wants the gate's and the platform's events, not the answer's stream
     def heard(self, event: Event) -> None:
         if self.at is None:
             kind = type(event)
@@ -287,13 +284,13 @@ class TickLoop:
             if self._deadline == math.inf:
                 # No cancel scope when the tick has no deadline: one per call is measurable.
                 try:
-                    done = await stack.call(request, listener)
+                    done = await stack.answer(request, listener)
                 except CallError as exc:
                     failure = exc
             else:
                 with trio.move_on_at(self._deadline) as scope:
                     try:
-                        done = await stack.call(request, listener)
+                        done = await stack.answer(request, listener)
                     except CallError as exc:
                         failure = exc
                 cancelled = scope.cancelled_caught
@@ -400,9 +397,8 @@ class TickLoop:
         before the next starts, so the layers see them in ticket order, not in the order
         trio happens to run new tasks. Otherwise they are spawned together, which costs
         less: spawned together, they all arrive before any of them can finish, so they
-        all find the layers in the same state. While they are out, this task keeps time
-        for their waits at the gate (``Gate.keep_time``). No virtual time passes before
-        it reports started, once every call has been started.
+        all find the layers in the same state. No virtual time passes before it reports
+        started, once every call has been started.
         """
 
         in_order = sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket)
@@ -432,9 +428,6 @@ class TickLoop:
                 else:
                     nursery.start_soon(make, request, stack, request.attempt + 1, finished, repairs, index, name=_CALL_TASK)
             task_status.started()
-            if in_order:
-                # One timer for the calls' waits at the gate, not a cancel scope each.
-                await self.gate.keep_time(until=all_done)
 
     def _arrival_order_matters(self, stack: Stack) -> bool:
         """Whether calls fired together must arrive in ticket order: a layer says so
