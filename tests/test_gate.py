@@ -617,8 +617,8 @@ def test_without_tickets_up_front_the_run_order_leaks_into_admission() -> None:
 @pytest.mark.trio
 async def test_the_gate_times_its_waits_itself_and_its_timekeeper_ends_with_them(autojump_clock: trio.testing.MockClock) -> None:
     """No caller keeps time for the gate: waits bounded by their timeouts end exactly at
-    their deadlines (the earlier one too, though it parked later), and once none waits
-    the gate's one timekeeper has ended — no task of it left, no deadline of it pending."""
+    their deadlines (the earlier one too, though it parked later), with one timekeeper
+    task for all; once none waits it holds no deadline, so the clock never jumps for it."""
     gate = Gate(size=1)
     held = await gate.acquire()
     living = trio.lowlevel.current_statistics().tasks_living
@@ -634,8 +634,10 @@ async def test_the_gate_times_its_waits_itself_and_its_timekeeper_ends_with_them
         nursery.start_soon(wait, "patient", 5.0)
         await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(wait, "hasty", 2.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert trio.lowlevel.current_statistics().tasks_living == living + 3  # two waits, one timekeeper
     assert ended == [("hasty", 2.0), ("patient", 5.0)]
     await trio.testing.wait_all_tasks_blocked()
-    assert trio.lowlevel.current_statistics().tasks_living == living
+    assert trio.lowlevel.current_statistics().tasks_living == living + 1
     assert trio.lowlevel.current_statistics().seconds_to_next_deadline == math.inf
     held.release()

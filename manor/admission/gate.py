@@ -365,7 +365,9 @@ class Gate:
     # A wait bounded only by its timeout parks without a cancel scope of its own, which
     # in trio costs about half a bare call with a zero-latency backend (``manor bench
     # --suite overhead``): one timekeeper, a system task the gate starts when the first
-    # such wait parks and that ends when none is left, wakes each at its deadline.
+    # such wait parks, wakes each at its deadline. It stays for the rest of the trio run,
+    # asleep with no deadline while nothing waits (starting one a tick cost 1% of a
+    # call's instructions), and ends with the run.
 
     def _watch(self, waiter: _Waiter) -> None:
         """Have the timekeeper wake ``waiter`` at its deadline (starting it if need be)."""
@@ -379,17 +381,17 @@ class Gate:
 
     def _unwatch(self) -> None:
         """A watched wait is over (admitted, timed out, cancelled); with the last, the
-        timekeeper stops."""
+        timekeeper sleeps with no deadline (the virtual clock never jumps for it)."""
         self._watching -= 1
         if not self._watching:
             self._watched.clear()
             if self._timer is not None:
-                self._timer.cancel()
+                self._timer.deadline = math.inf
 
     async def _keep_time(self) -> None:
-        """Wake the watched waits at their deadlines with one timer, while any is parked."""
+        """Wake the watched waits at their deadlines with one timer, until the run ends."""
         try:
-            while self._watching:
+            while True:
                 with trio.CancelScope(deadline=self._next_deadline()) as self._timer:
                     await trio.sleep_forever()
                 self._timer = None
