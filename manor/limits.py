@@ -9,7 +9,7 @@ instead of crashing or hanging a run later:
 - every integer fits the save format (MessagePack holds 64-bit integers);
 - every size has a maximum, so that a typo cannot run for hours or eat the memory.
 
-README.md ("Limits") lists them for users; keep the two in step.
+docs/configuration.md ("Limits") lists them for users; keep the two in step.
 """
 
 from __future__ import annotations

@@ -661,11 +661,11 @@ class TestReplay:
         assert capsys.readouterr().err.strip() == f"manor: error: {tmp_path / 'nope.msav'}: no such save file"
 
 
-def test_the_readme_key_table_is_the_help_screen_s() -> None:
-    """What ``?`` shows and the README's key table are the same rows."""
+def test_the_documented_key_table_is_the_help_screen_s() -> None:
+    """What ``?`` shows and the key table of docs/dashboard.md are the same rows."""
     from manor.play.help import key_rows
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8").splitlines()
-    start = readme.index("| key | live | replay |") + 2
-    end = readme.index("", start)
-    assert readme[start:end] == key_rows()
+    page = (Path(__file__).parent.parent / "docs" / "dashboard.md").read_text(encoding="utf-8").splitlines()
+    start = page.index("| key | live | replay |") + 2
+    end = page.index("", start)
+    assert page[start:end] == key_rows()

@@ -5,7 +5,7 @@ concurrency limit (calls in flight). Both serve waiters strictly in *ticket* ord
 Tickets are issued by the gate (``issue``); a caller that passes none gets the next one
 when it arrives, i.e. arrival order. A ticket issued ahead of time is a promise: the
 tickets behind it wait until it arrives, or is withdrawn. That is what makes admission
-independent of the order in which trio happens to run tasks (see DESIGN.md,
+independent of the order in which trio happens to run tasks (see docs/internals.md,
 "Determinism"): the tick loop issues a tick's tickets up front, in planning order.
 
 A ticket is issued in a *lane* (by default lane 0). The worlds of a fleet share one

@@ -10,7 +10,7 @@ longest-first plan). A lane that empties leaves the turns; it joins at the back 
 it has tickets again. With one lane — a single world — this is plain ticket order.
 
 Like the gate, the line is strict: the ticket whose turn it is goes first, and if its
-caller has not arrived yet the tickets behind it wait (DESIGN.md, "Determinism").
+caller has not arrived yet the tickets behind it wait (docs/internals.md, "Determinism").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ loop on a gate that is the whole story. Several worlds on one gate start ticks a
 same (virtual) instant, and trio runs their tasks in an order of its own choosing: if
 each took its tickets from the gate itself, whoever ran first would take the first
 tickets, and which lane joined the gate's turns first — admission, and every figure
-after it — would change from run to run (DESIGN.md, "Determinism").
+after it — would change from run to run (docs/internals.md, "Determinism").
 
 So a fleet's worlds ask the ``TicketOffice`` instead. A world asks and waits; once every
 task is blocked — every world that asks at this instant has asked — the office deals

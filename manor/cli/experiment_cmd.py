@@ -1,4 +1,4 @@
-"""``manor experiment bounded-wait``: DESIGN.md's bounded-wait experiment, by the real adapter."""
+"""``manor experiment bounded-wait``: docs/internals.md's bounded-wait experiment, by the real adapter."""
 
 from __future__ import annotations
 

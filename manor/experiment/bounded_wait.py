@@ -1,4 +1,4 @@
-"""The bounded-wait experiment (DESIGN.md, "The bounded-wait experiment").
+"""The bounded-wait experiment (docs/internals.md, "The bounded-wait experiment").
 
 Twelve requests, request i arriving at (i - 1) s, go through the real ``AgnoProvider``
 (workers, per-call timeout, cancel-on-timeout) to a remote agent that runs at most 3

@@ -1,6 +1,6 @@
 """``manor play``: the world ticking live in a Textual dashboard.
 
-Trio runs inside Textual's asyncio loop in guest mode (see DESIGN.md, "Trio inside
+Trio runs inside Textual's asyncio loop in guest mode (see docs/internals.md, "Trio inside
 Textual"). The engine's calls never touch a widget: its instrument (``DashboardState``)
 records what happened, and a timer redraws the panels from it ten times a second, so a
 world of a thousand agents costs the UI the same as a world of ten — fewer while the

@@ -6,7 +6,7 @@ them all through the shared gate, and gives it their records in planning order
 is what makes a run repeatable and a save replayable: a world is a pure function of its
 scene, the generator the engine hands it and the records it is given.
 
-The rules for world authors (README, "Writing a world"):
+The rules for world authors (docs/worlds.md):
 
 - draw randomness only from the ``rng`` given to ``from_scene`` (never ``random.*``
   module functions, never ``time``, never a set's iteration order of strings, which
