@@ -44,7 +44,7 @@ from .figures import tick_label
 from .guest import GuestRun
 from .help import HelpScreen
 from .history import AgentHistoryScreen
-from .makespans import RunChartScreen
+from .makespans import RunChartScreen, RunTicks
 from .messages import AgentChosen, EngineStopped
 from .speed import SECONDS_PER_TICK, describe, faster, nearest, starting_speed
 from .state import DashboardState
@@ -354,26 +354,27 @@ class PlayApp(App[None]):
     # -- other views ----------------------------------------------------------------------
 
     def on_agent_chosen(self, message: AgentChosen) -> None:
-        row = self.state.rows.get(f"{message.caller}:{message.agent}")
-        name = row.name if row is not None else message.agent
-        self.push_screen(AgentHistoryScreen(message.caller, message.agent, name))
+        caller, agent = message.caller, message.agent
+        row = self.state.rows.get(f"{caller}:{agent}")
+        name = row.name if row is not None else agent
+        calls = partial(self.agent_calls, caller, agent)
+        self.push_screen(AgentHistoryScreen(caller, agent, name, calls=calls, kept=self.agent_calls_kept()))
 
     def action_run_chart(self) -> None:
-        self.push_screen(RunChartScreen())
+        self.push_screen(RunChartScreen(self.run_ticks))
 
     def agent_calls(self, caller: str, agent: str) -> Sequence[CallRecord]:
         """The calls of ``agent`` as a ``caller`` the dashboard kept, oldest first."""
         row = self.state.rows.get(f"{caller}:{agent}")
         return row.calls if row is not None else ()
 
-    @property
     def agent_calls_kept(self) -> int | None:
         """How many calls ``agent_calls`` keeps per caller (``None``: all of them)."""
         return self.state.calls_per_caller
 
-    def run_ticks(self) -> tuple[Sequence[float], Sequence[int]]:
-        """Every tick's makespan so far, and whether a call of it degraded."""
-        return self.state.makespans, self.state.degraded_ticks
+    def run_ticks(self) -> RunTicks:
+        """Every tick's makespan so far, whether a call of it degraded, the tick shown."""
+        return RunTicks(self.state.makespans, self.state.degraded_ticks, self.state.tick)
 
     # -- drawing ----------------------------------------------------------------------
 

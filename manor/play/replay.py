@@ -28,6 +28,7 @@ from ..saves import ReplayBackend, Save, recorded_config, recorded_responses
 from ..saves.replay import LiveChanges, RecordingCheck, recorded_admissions
 from .app import PlayApp
 from .clock import PacedClock
+from .makespans import RunTicks
 from .messages import Seek
 from .speed import SECONDS_PER_TICK, faster, nearest
 from .state import DashboardState
@@ -128,13 +129,12 @@ class ReplayApp(PlayApp):
         ticks, calls = self._calls[key]
         return calls[: bisect_right(ticks, self.state.tick)]
 
-    @property
     def agent_calls_kept(self) -> int | None:
         return None  # the save has them all
 
-    def run_ticks(self) -> tuple[Sequence[float], Sequence[int]]:
-        """The whole recording's makespans, and whether a call of each tick degraded."""
-        return self._makespans, self._degraded
+    def run_ticks(self) -> RunTicks:
+        """The whole recording's makespans, whether a call of each tick degraded, the tick shown."""
+        return RunTicks(self._makespans, self._degraded, self.state.tick)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "seek" and isinstance(self.focused, Input):
