@@ -564,6 +564,34 @@ class TestReplay:
 
         drive(app, scenario)
 
+    def test_quick_seeks_add_their_steps(self) -> None:
+        """Keys pressed faster than the ticks run add their steps: five → from 0 are tick
+        5 (not 1 + 2 + 3 + 4 + 5), ] and → from 5 are 16, three ← from there 13."""
+        app = replay_app()
+
+        async def at(pilot: Pilot[None], tick: int) -> None:
+            await until(pilot, lambda: app._seeking is None and app.driver.statistics().state == "paused", f"tick {tick}")
+            await pilot.pause(0.1)
+            assert app.state.tick == tick
+
+        async def quickly(*steps: int) -> None:
+            """Seeks one after the other, as keys read in one go: the trio run gets no
+            turn between them."""
+            for step in steps:
+                await app.action_seek(step)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await quickly(1, 1, 1, 1, 1)
+            await at(pilot, 5)
+            await quickly(10, 1)
+            await at(pilot, 16)
+            await quickly(-1, -1, -1)
+            await at(pilot, 13)
+            await pilot.press(*["right"] * 4)  # as the Pilot presses: a turn between
+            await at(pilot, 17)
+
+        drive(app, scenario)
+
     def test_next_event_stops_after_the_next_degraded_tick(self) -> None:
         """In the legacy recording a scene beat is rejected every tick: e runs one."""
         app = replay_app()

@@ -203,12 +203,17 @@ class ReplayApp(PlayApp):
         """Show the world at the end of recorded tick ``tick``, paused.
 
         Forward from a paused tick, the ticks between run at full speed; anything else
-        replays from the start.
+        replays from the start. Seeks asked for before the last one got there add their
+        steps to it: keys pressed faster than the ticks run go where they say.
         """
         tick = max(0, min(self.total, tick))
-        paused_between = self.driver.statistics().state == "paused" and not self.guest.finished
-        if paused_between and tick >= self.state.tick:
-            steps = tick - self.state.tick
+        # Where the driver stops once the steps asked for are done: the seek under way's
+        # tick (its steps may not even have reached the trio run), or the tick shown.
+        bound = self._seeking if self._seeking is not None else self.state.tick
+        state = self.driver.statistics().state
+        between = state == "paused" or (state == "stepping" and self._seeking is not None)
+        if between and not self.guest.finished and tick >= bound:
+            steps = tick - bound
         else:
             await self._restart()
             steps = tick
