@@ -178,6 +178,29 @@ class TestSmallTerminal:
         drive(app, scenario, size=(120, 40))
 
 
+class TestFocus:
+    def test_the_focused_panel_is_marked_by_its_border_and_title(self) -> None:
+        """The panel the keys go to has a lit border and its title on a tab; Tab moves
+        the mark with the focus."""
+        app = play_app()
+
+        def marks(panel: Widget) -> tuple[object, object]:
+            return panel.styles.border_top[1], panel.styles.border_title_background
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            agents, story = app.query_one(AgentsTable), app.query_one(StoryLog)
+            await settled(pilot)
+            assert app.focused is agents
+            focused, unfocused = marks(agents), marks(story)
+            assert focused[0] != unfocused[0] and focused[1] != unfocused[1]
+            await pilot.press("tab")
+            await settled(pilot)
+            assert app.focused is story
+            assert (marks(story), marks(agents)) == (focused, unfocused)
+
+        drive(app, scenario)
+
+
 class TestStory:
     """The story follows the newest line until the reader scrolls up; it re-wraps on resize."""
 
@@ -399,6 +422,27 @@ class TestEnding:
         assert [frame.record.tick for frame in save.ticks] == [1, 2]
         assert save.finished
         assert save.ticks[-1].record.world_hash == app.engine.loop.world.hash
+
+    @pytest.mark.parametrize("focus", ["agents", "story-filter"])
+    def test_ctrl_c_quits_and_saves_as_q_does(self, tmp_path: Path, focus: str) -> None:
+        """Ctrl-C is quit, wherever the focus is (the filter prompt too): no "press
+        ctrl+q" notice, exit 0, the save closed with every finished tick."""
+        path = tmp_path / "run.msav"
+        app = play_app(save=path)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            if focus == "story-filter":
+                await pilot.press("slash", "h")
+            await pilot.press("ctrl+c")
+            await until(pilot, lambda: not app.is_running, "quit")
+
+        drive(app, scenario)
+        assert app.return_code == 0 and app.guest.finished
+        assert not any("ctrl+q" in notice.message for notice in app._notifications)
+        save = read_save(path)
+        assert [frame.record.tick for frame in save.ticks] == [1] and save.finished
 
     def test_an_engine_error_exits_with_a_message(self) -> None:
         config, scene = settings()
@@ -682,11 +726,11 @@ class TestReplay:
         assert capsys.readouterr().err.strip() == f"manor: error: {tmp_path / 'nope.msav'}: no such save file"
 
 
-def test_the_readme_key_table_is_the_help_screen_s() -> None:
-    """What ``?`` shows and the README's key table are the same rows."""
+def test_the_docs_key_table_is_the_help_screen_s() -> None:
+    """What ``?`` shows and the key table of docs/dashboard.md are the same rows."""
     from manor.play.help import key_rows
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8").splitlines()
-    start = readme.index("| key | live | replay |") + 2
-    end = readme.index("", start)
-    assert readme[start:end] == key_rows()
+    page = (Path(__file__).parent.parent / "docs" / "dashboard.md").read_text(encoding="utf-8").splitlines()
+    start = page.index("| key | live | replay |") + 2
+    end = page.index("", start)
+    assert page[start:end] == key_rows()

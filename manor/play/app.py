@@ -111,6 +111,9 @@ class PlayApp(App[None]):
         Binding("m", "run_chart", "every tick's makespan", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
+        # Ctrl-C quits as q does, everywhere (htop, k9s): not Textual's "press ctrl+q"
+        # notice, nor a copy in the story's filter prompt.
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
     # Nothing in the dashboard needs the command palette; its footer entry costs room.
     ENABLE_COMMAND_PALETTE = False

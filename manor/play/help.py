@@ -1,7 +1,7 @@
 """The help screen (``?``): every key of the dashboard, and what the panels mean.
 
-The keys are one table, ``KEYS``, which the README's key table copies row for row (a
-test holds them together): what a key does live and in a replay.
+The keys are one table, ``KEYS``, which the key table of docs/dashboard.md copies row
+for row (a test holds them together): what a key does live and in a replay.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 __all__ = ["KEYS", "PANELS", "HelpScreen", "key_rows"]
 
-#: (keys, live, replay), Markdown as in the README: `x` is a key.
+#: (keys, live, replay), Markdown as in docs/dashboard.md: `x` is a key.
 KEYS: tuple[tuple[str, str, str], ...] = (
     ("`space`", "pause / resume; a pause lets the tick under way finish", "play / pause (at the end: from the start)"),
     ("`n`", "step: run exactly one tick, then stay paused", "the next recorded tick"),
@@ -38,7 +38,7 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("`f`", "follow the story again (scrolling the story up stops following)", "same"),
     ("`Tab`", "focus the agents table or the story", "same"),
     ("`?`", "help", "help"),
-    ("`q`", "quit (the engine is cancelled, the save closed)", "quit"),
+    ("`q`, `Ctrl-C`", "quit (the engine is cancelled, the save closed with every finished tick)", "quit"),
 )
 
 PANELS = """\
@@ -66,7 +66,7 @@ Press [b]escape[/b] or [b]?[/b] to close."""
 
 
 def key_rows() -> list[str]:
-    """``KEYS`` as the README's Markdown table rows."""
+    """``KEYS`` as the Markdown table rows of docs/dashboard.md."""
     return [f"| {keys} | {live} | {replay} |" for keys, live, replay in KEYS]
 
 
