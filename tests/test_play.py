@@ -36,7 +36,7 @@ from manor.play.app import engine_failure
 from manor.play.clock import PacedClock
 from manor.play.help import HelpScreen
 from manor.play.state import DashboardState
-from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, ReplayBar, StatusLine, StoryLog
+from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, ReplayBar, StatusLine, StoryLog
 from manor.providers import Provider
 from manor.saves import read_save
 from saves_fixture import SAVES
@@ -199,6 +199,31 @@ class TestFocus:
             assert (marks(story), marks(agents)) == (focused, unfocused)
 
         drive(app, scenario)
+
+
+class TestResize:
+    @pytest.mark.parametrize("sizes", [((120, 40), (80, 24)), ((80, 24), (120, 40))], ids=["to 80", "to 120"])
+    def test_paused_the_latency_panel_takes_the_new_width_at_once(self, sizes: tuple[tuple[int, int], ...]) -> None:
+        """Paused (no tick to redraw it), a resize lays the panel's figures out for the
+        new width: what it shows is what a fresh draw at that width shows."""
+        app = play_app()
+        start, end = sizes
+
+        def figures() -> str:
+            return str(app.query_one("#latency-figures", Static).render())
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            await settled(pilot)
+            await pilot.resize_terminal(*end)
+            for _ in range(5):
+                await pilot.pause(0.05)
+            shown = figures()
+            app.query_one(LatencyPanel).show(app.state.shown, app.state.ticks)
+            assert shown == figures()
+
+        drive(app, scenario, size=start)
 
 
 class TestStory:
