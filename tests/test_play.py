@@ -499,8 +499,11 @@ class TestAnotherWorld:
             await until(pilot, lambda: app.engine.loop.world.over is not None, "the game's end")
             await until(pilot, lambda: app.driver.statistics().state == "finished", "finished")
             await settled(pilot)
-            status = text_of(app.query_one(StatusLine))
-            assert app.engine.loop.world.over.summary in status
+            # The ending has a line of its own: the status line above keeps everything.
+            ending = app.engine.loop.world.over.summary
+            status = app.query_one(StatusLine)
+            lines = [status.render_line(y).text.rstrip() for y in range(status.size.height)]
+            assert lines[0].endswith(f"│ {scene.spec.name}") and lines[1:] == [f" {ending}"], lines
             table = app.query_one(AgentsTable)
             lines = [table.render_line(y).text for y in range(table.size.height)]
             assert not any(line.startswith("char ") for line in lines)  # no manor callers
@@ -514,6 +517,10 @@ class TestAnotherWorld:
             degraded = app.query_one(DegradationPanel)
             headings = text_of(degraded).split("\n")[0].split()
             assert headings == ["reason", "wolf", "seer", "doct", "spee", "vote", "narr", "summ"]
+            status = app.query_one(StatusLine)
+            lines = [status.render_line(y).text.rstrip() for y in range(status.size.height)]
+            assert all(f"│ {part} " in lines[0] for part in ("pipeline", "gate 5/6")) and " t " in lines[0], lines
+            assert " ".join(" ".join(lines[1:]).split()) == ending, "the ending wraps, whole"
             assert degraded.region.right <= 80, "the panel stays on screen"
             # The agents table's state column is a mark wide there: the dead are †.
             table = app.query_one(AgentsTable)
