@@ -34,7 +34,7 @@ from manor.engine import build_engine
 from manor.play import PlayApp, ReplayApp, build_app
 from manor.play.app import engine_failure
 from manor.play.clock import PacedClock
-from manor.play.help import HelpScreen
+from manor.play.help import CLOSE, HelpScreen
 from manor.play.state import DashboardState
 from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, ReplayBar, StatusLine, StoryLog
 from manor.providers import Provider
@@ -384,6 +384,32 @@ class TestControls:
             await until(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
 
         drive(app, scenario)
+
+    @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+    def test_the_help_wraps_under_its_columns_and_says_how_to_close(self, size: tuple[int, int]) -> None:
+        """Every line of the help's key and panel tables keeps its text in its column (no
+        word wrapped to the left edge, a gap between the columns); how to close it is on
+        its border, in view however it scrolls."""
+        app = play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("?")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help shown")
+            await pilot.pause()
+            box = app.screen.query_one("#help-box")
+            assert box.border_subtitle == CLOSE and "esc" in CLOSE
+            assert box.region.right <= size[0] and box.region.bottom <= size[1]
+            text = app.screen.query_one("#help-text", Static)
+            lines = [text.render_line(y).text.rstrip() for y in range(text.size.height)]
+            for heading, first in (("Keys", "pause / resume"), ("Panels", "the tick's makespan")):
+                start = lines.index(heading) + 1
+                start += next(i for i, line in enumerate(lines[start:]) if first in line)
+                end = lines.index("", start)
+                column = lines[start].index(first)
+                for line in lines[start:end]:
+                    assert line[column - 2 : column] == "  " and len(line) > column, (heading, line)
+
+        drive(app, scenario, size=size)
 
     def test_keys_under_the_help_change_nothing(self, tmp_path: Path) -> None:
         """s, +, n, p over the help: no save toast over it, no gate, tick or policy change."""

@@ -7,10 +7,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import pytest
+
 from rich.segment import Segment
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Sparkline, Static
+from textual.widgets import DataTable, Footer, Sparkline, Static
+from textual.widgets._footer import FooterKey
 
 from manor.config import flags_source, standard_sources
 from manor.engine import configure
@@ -270,6 +273,28 @@ class TestHistory:
             assert app.query_one(AgentsTable).cursor == index and app.focused is app.query_one(AgentsTable)
 
         drive(app, scenario)
+
+
+class TestFooters:
+    @pytest.mark.parametrize("replay", [False, True], ids=["live", "replay"])
+    @pytest.mark.parametrize("view", ["enter", "m"], ids=["history", "chart"])
+    def test_every_key_of_a_view_s_footer_fits_80_columns(self, replay: bool, view: str) -> None:
+        """The app's keys and the view's own (esc back) are all in its footer at 80×24."""
+        app = replay_app() if replay else play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            await settled(pilot)
+            await pilot.press(view)
+            await until(pilot, lambda: isinstance(app.screen, (AgentHistoryScreen, RunChartScreen)), "the view")
+            await pilot.pause()
+            keys = list(app.screen.query_one(Footer).query(FooterKey))
+            shown = {key.key_display for key in keys}
+            assert {"esc", "q", "?"} <= shown, shown
+            assert all(key.region.width and key.region.right <= 80 for key in keys), [(k.key_display, k.region) for k in keys]
+
+        drive(app, scenario, size=(80, 24))
 
 
 class TestStoryFilter:

@@ -61,7 +61,7 @@ class AgentHistoryScreen(Screen[None]):
         yield DataTable(id="history-calls", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="history-detail-box"):
             yield Static(id="history-detail")
-        yield Footer()
+        yield Footer(compact=True)  # the app's keys and the screen's: 80 columns hold them so
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

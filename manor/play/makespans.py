@@ -49,7 +49,7 @@ class RunChartScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="run-chart-title")
         yield RunChart(id="run-chart")
-        yield Footer()
+        yield Footer(compact=True)  # the app's keys and the screen's: 80 columns hold them so
 
     def on_mount(self) -> None:
         self.refresh_chart()
