@@ -36,7 +36,7 @@ from manor.play.app import engine_failure
 from manor.play.clock import PacedClock
 from manor.play.help import CLOSE, HelpScreen
 from manor.play.state import DashboardState
-from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, ReplayBar, StatusLine, StoryLog
+from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, NoticeLines, ReplayBar, StatusLine, StoryLog
 from manor.providers import Provider
 from manor.saves import read_save
 from saves_fixture import SAVES
@@ -226,6 +226,30 @@ class TestResize:
         drive(app, scenario, size=start)
 
 
+class TestNotices:
+    def test_a_notice_takes_rows_of_its_own_and_hides_no_panel(self) -> None:
+        """At 80×24 the "gate too small" warning is on lines above the footer, the
+        panels above them; no toast over them; it goes when its time is up."""
+        app = play_app(values={"run.agents": 200, "gate.timeout_s": 5})
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: len(app.notices) > 0, "the warning")
+            await settled(pilot)
+            lines = app.query_one(NoticeLines)
+            assert lines.display and "the gate is too small for a tick" in str(lines.render())
+            assert not list(app.screen.query("Toast"))
+            for panel in app.query("#agents, #story"):
+                assert panel.region.bottom <= lines.region.y, panel
+            assert lines.region.bottom <= app.query_one(Footer).region.y
+            bottom = app.query_one("#story").region.bottom
+            app.notices[0].timeout = 0  # its time is up
+            app.show_notices()
+            await settled(pilot)
+            assert not lines.display and app.query_one("#story").region.bottom > bottom, "the panels take the rows back"
+
+        drive(app, scenario, size=(80, 24))
+
+
 class TestStory:
     """The story follows the newest line until the reader scrolls up; it re-wraps on resize."""
 
@@ -412,17 +436,17 @@ class TestControls:
         drive(app, scenario, size=size)
 
     def test_keys_under_the_help_change_nothing(self, tmp_path: Path) -> None:
-        """s, +, n, p over the help: no save toast over it, no gate, tick or policy change."""
+        """s, +, n, p over the help: no save notice under it, no gate, tick or policy change."""
         app = play_app(save=tmp_path / "h.msav")
 
         async def scenario(pilot: Pilot[None]) -> None:
             await pilot.pause(0.1)
-            shown = len(app._notifications)
+            shown = len(app.notices)
             await pilot.press("?")
             await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help shown")
             await pilot.press("s", "plus", "n", "p")
             await pilot.pause(0.2)
-            assert len(app._notifications) == shown
+            assert len(app.notices) == shown
             assert (app.engine.loop.gate.size, app.state.tick, app.engine.loop.policy.name) == (5, 0, "pipeline")
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
@@ -436,10 +460,10 @@ class TestControls:
         app = play_app(save=path)
 
         async def scenario(pilot: Pilot[None]) -> None:
-            await until(pilot, lambda: len(app._notifications) > 0, "a notice")
+            await until(pilot, lambda: len(app.notices) > 0, "a notice")
 
         drive(app, scenario)
-        assert any(n.message.startswith(f"recording to {path}") for n in app._notifications)
+        assert any(n.message.startswith(f"recording to {path}") for n in app.notices)
 
 
 class TestEnding:
@@ -491,7 +515,7 @@ class TestEnding:
 
         drive(app, scenario)
         assert app.return_code == 0 and app.guest.finished
-        assert not any("ctrl+q" in notice.message for notice in app._notifications)
+        assert not any("ctrl+q" in notice.message for notice in app.notices)
         save = read_save(path)
         assert [frame.record.tick for frame in save.ticks] == [1] and save.finished
 
@@ -731,10 +755,10 @@ class TestReplay:
 
         async def scenario(pilot: Pilot[None]) -> None:
             await pilot.press("e")
-            await until(pilot, lambda: len(app._notifications) > 0, "a notice")
+            await until(pilot, lambda: len(app.notices) > 0, "a notice")
             await pilot.pause(0.1)
             assert app.state.tick == 0 and app.driver.statistics().state == "paused"
-            [notice] = app._notifications
+            [notice] = app.notices
             assert notice.message == "no call degrades after tick 0 of 20"
 
         drive(app, scenario)
@@ -760,16 +784,22 @@ class TestReplay:
 
         drive(app, scenario)
 
-    def test_a_replay_changes_nothing_of_the_recorded_run(self) -> None:
-        """The gate, policy and save keys do nothing in a replay."""
+    def test_a_replay_changes_nothing_of_the_recorded_run_and_says_why(self) -> None:
+        """The gate, policy and save keys do nothing in a replay, and say so: what the
+        replay keeps, and how to ask "what if"."""
         app = replay_app("wacky_manor_pipeline.msav")
 
         async def scenario(pilot: Pilot[None]) -> None:
             size = app.engine.loop.gate.size
-            await pilot.press("+", "p")
+            for key, said in (("+", f"keeps the recorded gate ({size}); manor replay wacky_manor_pipeline.msav --gate-size N"),
+                              ("p", "keeps the recorded policy (pipeline); manor replay wacky_manor_pipeline.msav --policy NAME"),
+                              ("s", "a replay records nothing")):  # fmt: skip
+                await pilot.press(key)
+                await until(pilot, lambda: any(said in n.message for n in app.notices), f"{key} says why")  # noqa: B023
             await settled(pilot)
             assert app.engine.loop.gate.size == size
             assert app.engine.loop.policy.name == "pipeline"
+            assert len(app.notices) == 3 and app.query_one(NoticeLines).display
 
         drive(app, scenario)
 

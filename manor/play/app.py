@@ -25,6 +25,7 @@ import outcome
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
+from textual.notifications import Notification, SeverityLevel
 from textual.widgets import Footer, Input, Static
 
 from ..config import Config
@@ -48,7 +49,7 @@ from .makespans import RunChartScreen, RunTicks
 from .messages import AgentChosen, EngineStopped
 from .speed import SECONDS_PER_TICK, describe, faster, nearest, starting_speed
 from .state import DashboardState
-from .widgets import AgentsTable, Dashboard, DegradationPanel, GatePanel, LatencyPanel, StatusLine, StoryLog
+from .widgets import AgentsTable, Dashboard, DegradationPanel, GatePanel, LatencyPanel, NoticeLines, StatusLine, StoryLog
 from .widgets.story import StoryFilter
 from .widgets.story_filter import StoryFilterInput
 from .widgets.degradations import shown_reasons
@@ -73,6 +74,8 @@ NARROW = 110
 SMALLEST = (80, 24)
 #: Largest gate size the keys go to: far past any platform limit, still a number.
 MAX_GATE = 999
+#: Notices in force at once at most: a new one retires the oldest.
+NOTICES_KEPT = 3
 
 
 class PlayApp(App[None]):
@@ -159,6 +162,8 @@ class PlayApp(App[None]):
         self._signal_handlers: dict[int, Any] = {}
         #: What the story shows (kept here: a replay's restart makes a new story panel).
         self.story_filter = StoryFilter()
+        #: The notices in force, oldest first (``notify``).
+        self.notices: list[Notification] = []
 
     def _new_guest(self) -> GuestRun:
         guest = GuestRun(on_done=lambda result: self.post_message(EngineStopped(result, guest)))
@@ -175,6 +180,7 @@ class PlayApp(App[None]):
         kinds, self._reasons = tuple(world.callers), shown_reasons(shared_gate=shared_gate, shaped=shaped)
         reasons = self._reasons
         yield Dashboard(self.compose_controls, kinds=kinds, reasons=reasons, id="dashboard")
+        yield NoticeLines(id="notices")
         yield StoryFilterInput(id="story-filter", disabled=True)
         yield Footer()
 
@@ -285,6 +291,33 @@ class PlayApp(App[None]):
         await self.stop_engine()
         self._restore_signal_handlers()
 
+    # -- notices ------------------------------------------------------------------------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Show a notice for ``timeout`` seconds on lines of its own above the footer
+        (``NoticeLines``), not as a toast over the panels. The same notice again starts
+        its time again."""
+        notice = Notification(message, title, severity, self.NOTIFICATION_TIMEOUT if timeout is None else timeout, markup=markup)
+        others = [n for n in self.notices if (n.title, n.message) != (title, message)]
+        self.notices = [*others[-(NOTICES_KEPT - 1) :], notice]
+        self.set_timer(notice.timeout, self.show_notices, name="notice expires")
+        self.show_notices()
+
+    def show_notices(self) -> None:
+        """Draw the notices in force on every screen's notice lines."""
+        self.notices = [notice for notice in self.notices if not notice.has_expired]
+        for screen in self.screen_stack:
+            for lines in screen.query(NoticeLines):
+                lines.show(self.notices)
+
     # -- signals ------------------------------------------------------------------------
 
     def quit_on_signals(self) -> None:
@@ -362,9 +395,11 @@ class PlayApp(App[None]):
         name = row.name if row is not None else agent
         calls = partial(self.agent_calls, caller, agent)
         self.push_screen(AgentHistoryScreen(caller, agent, name, calls=calls, kept=self.agent_calls_kept()))
+        self.call_after_refresh(self.show_notices)  # on the new screen's lines too
 
     def action_run_chart(self) -> None:
         self.push_screen(RunChartScreen(self.run_ticks))
+        self.call_after_refresh(self.show_notices)
 
     def agent_calls(self, caller: str, agent: str) -> Sequence[CallRecord]:
         """The calls of ``agent`` as a ``caller`` the dashboard kept, oldest first."""

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Footer, Sparkline, Static
 from ..records import CallRecord
 from ..statistics import percentile
 from .figures import seconds
+from .widgets.notices import NoticeLines
 
 __all__ = ["AgentCalls", "AgentHistoryScreen", "call_details"]
 
@@ -61,6 +62,7 @@ class AgentHistoryScreen(Screen[None]):
         yield DataTable(id="history-calls", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="history-detail-box"):
             yield Static(id="history-detail")
+        yield NoticeLines()
         yield Footer(compact=True)  # the app's keys and the screen's: 80 columns hold them so
 
     def on_mount(self) -> None:

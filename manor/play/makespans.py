@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from .figures import seconds
+from .widgets.notices import NoticeLines
 from .widgets.run_chart import RunChart
 
 __all__ = ["RunChartScreen", "RunTicks"]
@@ -49,6 +50,7 @@ class RunChartScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="run-chart-title")
         yield RunChart(id="run-chart")
+        yield NoticeLines()
         yield Footer(compact=True)  # the app's keys and the screen's: 80 columns hold them so
 
     def on_mount(self) -> None:

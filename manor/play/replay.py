@@ -80,10 +80,12 @@ class ReplayApp(PlayApp):
         Binding("end", "seek(1_000_000)", "last tick", show=False, priority=True),
         Binding("e", "next_event", "event"),
         Binding("r", "restart", "restart"),
+        # What a replay does not do — change the recorded run (``manor replay`` asks
+        # "what if"), or record itself — its keys say, rather than doing nothing.
+        Binding("plus,equals_sign,minus,underscore", "live_only('gate')", "gate", show=False),
+        Binding("p", "live_only('policy')", "policy", show=False),
+        Binding("s", "live_only('save')", "save", show=False),
     ]
-    #: What a replay does not do: change the recorded run (``manor replay`` asks "what
-    #: if"), or record itself.
-    LIVE_ONLY = frozenset({"gate", "next_policy", "save"})
 
     def __init__(self, save: Save, *, speed: float | None = None) -> None:
         save.require_ticks()
@@ -139,7 +141,7 @@ class ReplayApp(PlayApp):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "seek" and isinstance(self.focused, Input):
             return False  # the arrows, Home and End move in the story's filter prompt
-        return action not in self.LIVE_ONLY and super().check_action(action, parameters)
+        return super().check_action(action, parameters)
 
     # -- drawing ----------------------------------------------------------------------
 
@@ -178,6 +180,16 @@ class ReplayApp(PlayApp):
             super().action_speed(steps)
         # Seeking, it goes on at this speed once there; at the end, the next replay does.
         self.refresh_panels()
+
+    def action_live_only(self, control: str) -> None:
+        """Say why a key of the live dashboard does nothing here."""
+        loop, name = self.engine.loop, Path(self.save.name).name
+        said = {
+            "gate": f"a replay keeps the recorded gate ({loop.gate.size}); manor replay {name} --gate-size N asks what if",
+            "policy": f"a replay keeps the recorded policy ({loop.policy.name}); manor replay {name} --policy NAME asks what if",
+            "save": f"a replay records nothing: the recording is {self.save.name}",
+        }
+        self.notify(said[control], severity="warning", markup=False)
 
     async def action_seek(self, delta: int) -> None:
         base = self._seeking if self._seeking is not None else self.state.tick
