@@ -24,6 +24,7 @@ from manor.play.makespans import RunChartScreen
 from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, ReplayBar, StoryLog
 from manor.play.widgets.run_chart import RunChart
 from manor.play.widgets.story import _MEASURE, story_line, story_rows
+from manor.play.widgets.agent_search import AgentSearch
 from manor.play.widgets.story_filter import StoryFilterInput
 from manor.play import build_app
 from manor.records import StoryEntry
@@ -295,6 +296,45 @@ class TestFooters:
             assert all(key.region.width and key.region.right <= 80 for key in keys), [(k.key_display, k.region) for k in keys]
 
         drive(app, scenario, size=(80, 24))
+
+
+class TestAgentSearch:
+    def test_g_goes_to_an_agent_among_a_thousand(self) -> None:
+        """Typing moves the cursor to the first match, ↓ ↑ step through the matches,
+        Enter stays, Esc goes back; the table's subtitle counts the matches."""
+        config, scene = configure(standard_sources(flags=flags_source({"run.agents": 1000}, {}), environ={}))
+        app = build_app(config, scene, paused=True, clock=PacedClock(math.inf))
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            agents = app.query_one(AgentsTable)
+            await settled(pilot)
+
+            def on() -> str:
+                chosen = agents.chosen
+                assert chosen is not None
+                return chosen.name
+
+            await pilot.press("g")
+            prompt = app.query_one(AgentSearch)
+            assert prompt.display and app.focused is prompt
+            await pilot.press(*"guest 9")
+            assert on() == "Guest 9" and agents.border_subtitle == "1 of 111 · ↓ ↑ next"
+            assert agents.scroll_y <= agents.cursor < agents.scroll_y + agents.size.height - 1, "in view"
+            await pilot.press("down", "down")
+            assert on() == "Guest 91"
+            await pilot.press("up", "up", "up")
+            assert on() == "Guest 999", "round the end"
+            await pilot.press("enter")
+            assert not prompt.display and app.focused is agents and on() == "Guest 999"
+            assert agents.border_subtitle == AgentsTable.BORDER_SUBTITLE
+            await pilot.press("g", *"nobody")
+            assert agents.border_subtitle == "no agent matches 'nobody'" and on() == "Guest 999"
+            await pilot.press("backspace", *["backspace"] * 5, *"ARRATOR")
+            assert agents.chosen is not None and agents.chosen.kind == "narrator"
+            await pilot.press("escape")
+            assert not prompt.display and app.focused is agents and on() == "Guest 999", "esc goes back"
+
+        drive(app, scenario)
 
 
 class TestStoryFilter:

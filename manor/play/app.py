@@ -51,6 +51,7 @@ from .speed import SECONDS_PER_TICK, describe, faster, nearest, starting_speed
 from .state import DashboardState
 from .widgets import AgentsTable, Dashboard, DegradationPanel, GatePanel, LatencyPanel, NoticeLines, StatusLine, StoryLog
 from .widgets.story import StoryFilter
+from .widgets.agent_search import AgentSearch
 from .widgets.story_filter import StoryFilterInput
 from .widgets.degradations import shown_reasons
 
@@ -110,6 +111,7 @@ class PlayApp(App[None]):
         Binding("s", "save", "save"),
         Binding("f", "follow_story", "follow the story", show=False),
         Binding("slash", "filter_story", "filter the story", show=False),
+        Binding("g", "find_agent", "go to an agent", show=False),
         Binding("d", "toggle_degraded", "show or hide degraded turns in the story", show=False),
         Binding("m", "run_chart", "every tick's makespan", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
@@ -123,7 +125,7 @@ class PlayApp(App[None]):
     # The agents table has the keys first: its cursor, Enter for a history.
     AUTO_FOCUS = "#agents"
     #: Keys that act on the dashboard's panels: not over another screen.
-    DASHBOARD_ONLY = frozenset({"follow_story", "filter_story", "toggle_degraded", "run_chart"})
+    DASHBOARD_ONLY = frozenset({"follow_story", "filter_story", "find_agent", "toggle_degraded", "run_chart"})
 
     def __init__(
         self,
@@ -182,6 +184,7 @@ class PlayApp(App[None]):
         yield Dashboard(self.compose_controls, kinds=kinds, reasons=reasons, id="dashboard")
         yield NoticeLines(id="notices")
         yield StoryFilterInput(id="story-filter", disabled=True)
+        yield AgentSearch(id="agent-search")
         yield Footer()
 
     def compose_controls(self) -> ComposeResult:
@@ -350,6 +353,12 @@ class PlayApp(App[None]):
 
     def action_follow_story(self) -> None:
         self.query_one(StoryLog).action_follow()
+
+    # -- finding an agent ---------------------------------------------------------------
+
+    def action_find_agent(self) -> None:
+        """Open the agents table's search prompt."""
+        self.query_one(AgentSearch).open(self.query_one(AgentsTable))
 
     # -- the story's filter -------------------------------------------------------------
 

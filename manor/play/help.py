@@ -31,6 +31,7 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("`e`", "—", "seek to the next tick in which a call degraded (or say at once that none lies ahead)"),
     ("`r`", "—", "restart from tick 0"),
     ("`↑` / `↓`, `PgUp` / `PgDn`", "move the agents table's cursor (`Home` / `End`: to the first / last row)", "same (`Home` / `End` seek)"),
+    ("`g`", "go to an agent: type part of its name or id and the cursor goes there; `↓` / `↑` the next / previous match, `Enter` stays, `Esc` goes back", "same"),
     ("`Enter`, a click on a row", "that agent's history: its calls over the run, one per tick; `Esc` back", "same, read from the save, up to the tick shown"),
     ("`m`", "every tick's makespan, the cursor at the tick shown; `Esc` or `m` back", "the whole recording"),
     ("`/`", "filter the story by a name or words as you type; `Enter` keeps the filter, `Esc` clears it", "same"),
