@@ -23,7 +23,7 @@ from manor.play.history import AgentHistoryScreen
 from manor.play.makespans import RunChartScreen
 from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, ReplayBar, StoryLog
 from manor.play.widgets.run_chart import RunChart
-from manor.play.widgets.story import _MEASURE, story_line, story_rows
+from manor.play.widgets.story import _MEASURE, story_line, story_rows, story_text
 from manor.play.widgets.agent_search import AgentSearch
 from manor.play.widgets.story_filter import StoryFilterInput
 from manor.play import build_app
@@ -415,7 +415,7 @@ class TestStoryFilter:
             idle = app.state.degradations_tick["character"]["gate_timeout"]
             assert idle > 5
             text = "\n".join(line.text for line in app.query_one(StoryLog).lines)
-            assert f"⚠ {idle} characters idle (gate_timeout) — Hobbes, " in text
+            assert f"⚠ {idle} characters: idle (gate_timeout) — Hobbes, " in text
             assert "⚠ idle" not in text, "no idle character has a line of its own"
 
         drive(app, scenario)
@@ -492,6 +492,17 @@ def test_run_chart_snapshot(snap_compare: Callable[..., bool]) -> None:
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_a_fold_reads_right_whatever_the_world_s_fallback() -> None:
+    """A fold puts the count before a colon, as a turn puts its speaker: the manor's
+    ``idle`` and Werewolf's ``abstains`` (a verb for one voter) both read right."""
+    def fold(caller: str, fallback: str) -> Fold[StoryEntry]:
+        turn = StoryEntry(tick=3, caller=caller, agent="a", speaker="Ada", text="", fallback=fallback, reason="gate_timeout")
+        return Fold(entry=turn, items=(turn,) * 8)
+
+    assert story_text(fold("vote", "abstains")).plain == "⚠ 8 vote calls: abstains (gate_timeout) — Ada, Ada, Ada and 5 more"
+    assert story_text(fold("character", "idle")).plain.startswith("⚠ 8 characters: idle (gate_timeout)")
 
 
 def test_a_story_line_made_from_its_parts_renders_as_the_text_way_does() -> None:
