@@ -51,7 +51,7 @@ class AgentSearch(Input):
         self._go(step)
 
     def action_cancel(self) -> None:
-        if self._table is not None:
+        if self._table is not None and self._table.is_attached:
             self._table.move_cursor(self._origin)
         self._close()
 
@@ -59,7 +59,7 @@ class AgentSearch(Input):
         """The first match from where the search began (``step`` 0), or the next or
         previous one from the cursor, round the table's end."""
         table, text = self._table, self.value.strip()
-        if table is None:
+        if table is None or not table.is_attached:  # a replay's restart made a new table
             return
         matches = table.matching(text) if text else []
         if not matches:
@@ -79,7 +79,7 @@ class AgentSearch(Input):
     def _close(self) -> None:
         self.display, self.disabled = False, True
         table = self._table
-        if table is not None:
+        if table is not None and table.is_attached:
             table.searching = False
             table.border_subtitle = AgentsTable.BORDER_SUBTITLE
             table.focus()
