@@ -45,19 +45,28 @@ KEYS: tuple[tuple[str, str, str], ...] = (
 #: (panel, what it shows), Markdown as ``KEYS``: `x` in bold. Wrapped to the screen's
 #: width, each under its panel's name.
 PANELS: tuple[tuple[str, str], ...] = (
-    ("`tick latency`", "the tick's makespan (simulated seconds; under way: its calls ended so far), how many "
-     "calls degraded, the p50 and max of its calls' latencies (admission to answer); under them the last "
-     "ticks' makespans (a red bar: some call of that tick degraded)"),
-    ("`gate`", "calls in flight / gate size, waiting, token bucket, platform sessions in use / limit and "
-     "their peak, the gate's peak, platform rejections since the start (3 srv: refused by the server)"),
-    ("`degraded`", "reason × caller kind: the tick shown / since the start (gate_unavailable, \"gate lost\": "
-     "only with a gate shared through Redis)"),
-    ("`agents`", "every caller's state on the tick shown (at 80 columns: … queued, ▶ running, ✓ done, "
-     "✗ degraded; — dimmed: no call this tick, its last line kept; † dead, as its world says); its last "
-     "latency and line, or what failed"),
-    ("`story`", "what was said; a degraded turn is marked ⚠ with what replaced it (idle, narration "
-     "skipped, stale summary, speechless); five or more alike in a tick are folded into one line "
-     "(⚠ 912 characters: idle …)"),
+    ("`tick latency`", (
+        "the tick's makespan (simulated seconds; under way: its calls ended so far), how many calls "
+        "degraded, the p50 and max of its calls' latencies (admission to answer); under them the last "
+        "ticks' makespans (a red bar: some call of that tick degraded)"
+    )),
+    ("`gate`", (
+        "calls in flight / gate size, waiting, token bucket, platform sessions in use / limit and their "
+        "peak, the gate's peak, platform rejections since the start (3 srv: refused by the server)"
+    )),
+    ("`degraded`", (
+        "reason × caller kind: the tick shown / since the start (gate_unavailable, \"gate lost\": only "
+        "with a gate shared through Redis)"
+    )),
+    ("`agents`", (
+        "every caller's state on the tick shown (at 80 columns: … queued, ▶ running, ✓ done, ✗ degraded; "
+        "— dimmed: no call this tick, its last line kept; † dead, as its world says); its last latency "
+        "and line, or what failed"
+    )),
+    ("`story`", (
+        "what was said; a degraded turn is marked ⚠ with what replaced it (idle, narration skipped, stale "
+        "summary, speechless); five or more alike in a tick are folded into one line (⚠ 912 characters: idle …)"
+    )),
 )
 
 #: What the help says around its tables.
