@@ -1,4 +1,4 @@
-"""Mass degradations folded into one story line: ``⚠ 912 characters idle (gate_timeout)``.
+"""Mass degradations folded into one story line: ``⚠ 912 characters: idle (gate_timeout)``.
 
 When a gate far too small for a tick times out nine hundred characters, the story would
 say ``Guest 5: ⚠ idle (gate_timeout)`` nine hundred times and bury the lines that were
@@ -47,6 +47,13 @@ class Fold(Generic[T]):
         """``912 characters``."""
         caller = self.entry.caller
         return f"{len(self.items)} {_PLURALS.get(caller, f'{caller} calls')}"
+
+    @property
+    def says(self) -> str:
+        """``912 characters: idle``: who, then the fallback as one degraded turn's line
+        gives it (``Hobbes: ⚠ idle``). A world's fallback is a phrase for one caller
+        (``abstains``); after a count it would not agree (``8 vote calls abstains``)."""
+        return f"{self.who}: {self.entry.fallback}"
 
 
 def fold_story(

@@ -54,8 +54,10 @@ class SimProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
         latency_s: the typical time of a call.
         jitter: spread of the log-normal around it (its sigma); 0 makes every call take
             exactly ``latency_s``.
-        lines: line templates in the agent's voice; ``{object}``, ``{room}``,
-            ``{someone}`` and ``{mood}`` are filled in.
+        lines: line templates in the agent's voice; ``{object}`` (a noun: "teapot"),
+            ``{room}`` (a noun: "library"), ``{someone}`` (a name) and ``{mood}`` (an
+            adverb: "gloomily" — "I drift {mood} through the {room}", not "a {mood}
+            hush") are filled in.
     """
 
     latency_s: Seconds = 1.0

@@ -112,7 +112,7 @@ def _folded(fold: Fold[StoryLine]) -> str:
     first = fold.items[0]
     why = f"{first.entry.reason}: {first.error}" if first.error else f"{first.entry.reason}"
     names = ", ".join(line.entry.speaker for line in fold.items)
-    return f"_⚠ {fold.who} {first.entry.fallback} ({why}) — {names}_"
+    return f"_⚠ {fold.says} ({why}) — {names}_"
 
 
 def _json(line: StoryLine) -> _JsonLine:

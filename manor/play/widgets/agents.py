@@ -69,7 +69,7 @@ class AgentsTable(ScrollView, can_focus=True):
     on a row asks for that caller's history (an ``AgentChosen`` message)."""
 
     BORDER_TITLE = "agents"
-    BORDER_SUBTITLE = "enter: history"
+    BORDER_SUBTITLE = "enter: history · g: find"
     BINDINGS = [
         Binding("up", "move(-1)", "up", show=False),
         Binding("down", "move(1)", "down", show=False),
@@ -86,6 +86,8 @@ class AgentsTable(ScrollView, can_focus=True):
         self._index: dict[str, int] = {}
         #: The row the cursor is on.
         self.cursor = 0
+        #: A search (``AgentSearch``) moves the cursor: it shows without the focus.
+        self.searching = False
 
     def show(self, rows: Mapping[str, CallerRow], changed: Collection[str], *, tick: str = "") -> None:
         """Take rows not shown yet (in ``rows`` order); redraw if a ``changed`` row is on
@@ -107,6 +109,11 @@ class AgentsTable(ScrollView, can_focus=True):
     @property
     def row_count(self) -> int:
         return len(self._rows)
+
+    def matching(self, text: str) -> list[int]:
+        """The rows whose name or agent id holds ``text`` (any case), in order."""
+        needle = text.casefold()
+        return [i for i, row in enumerate(self._rows) if needle in row.name.casefold() or needle in row.agent.casefold()]
 
     @property
     def chosen(self) -> CallerRow | None:
@@ -152,7 +159,7 @@ class AgentsTable(ScrollView, can_focus=True):
             line,
         ]
         strip = Strip(segments).crop(0, width).extend_cell_length(width)
-        if index == self.cursor and self.has_focus:
+        if index == self.cursor and (self.has_focus or self.searching):
             strip = strip.apply_style(_CURSOR)
         return strip
 

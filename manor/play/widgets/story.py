@@ -122,7 +122,7 @@ def story_parts(item: StoryItem) -> list[tuple[str, str]]:
     """The words of one story line as (text, style) parts (``story_text``)."""
     if isinstance(item, Fold):
         entry = item.entry
-        parts = [(f"⚠ {item.who} {entry.fallback}", "bold red")]
+        parts = [(f"⚠ {item.says}", "bold red")]
         if entry.reason:
             parts.append((f" ({entry.reason})", "red"))
         names = ", ".join(e.speaker for e in item.items[:_NAMES_SHOWN])
