@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from manor.calls import CallerKind, Request
+from manor.calls import Request
 from manor.config import resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.content import load_scene
@@ -27,6 +27,7 @@ from manor.tick.instruments import Instrument
 from manor.tick.loop import TickLoop
 from manor.tick.statistics import RunStatistics
 from manor.worlds import create_world
+from manor.worlds.manor import CallerKind
 
 LEGACY = {"run.policy": "legacy"}
 

@@ -6,12 +6,12 @@ import random
 
 import msgspec
 import pytest
+from scenes_fixture import fixed_scene
 
-from manor.calls import CallerKind
 from manor.content import AgentSpec, load_scene
 from manor.records import CallRecord
-from manor.worlds.manor import FALLBACKS, ManorWorld as World
-from scenes_fixture import fixed_scene
+from manor.worlds.manor import FALLBACKS, CallerKind
+from manor.worlds.manor import ManorWorld as World
 
 
 def _ok(request, text: str) -> CallRecord:

@@ -421,7 +421,7 @@ class PlayApp(App[None]):
             state.degradations_tick, state.degradations_total, label=tick, compact=self.has_class("narrow")
         )
         self.query_one(AgentsTable).show(state.rows, state.take_dirty(), tick=tick)
-        self.query_one(StoryLog).show(state.story, state.story_count)
+        self.query_one(StoryLog).show(state.story, state.story_count, state.callers)
 
     def _draw_status(self) -> None:
         loop = self.engine.loop

@@ -8,7 +8,6 @@ from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ...calls import CALLER_KINDS
 from ...errors import REASONS
 from ..figures import counts, fit, fit_width
 
@@ -62,7 +61,7 @@ class DegradationPanel(Static):
     _shown: tuple[object, ...] | None = None
     _widths: tuple[int, ...] = ()
 
-    def __init__(self, *, kinds: Sequence[str] = CALLER_KINDS, reasons: Sequence[str] = REASONS, id: str | None = None) -> None:
+    def __init__(self, *, kinds: Sequence[str] = (), reasons: Sequence[str] = REASONS, id: str | None = None) -> None:
         super().__init__(id=id)
         self.kinds = tuple(kinds)
         self.reasons = tuple(reasons)
