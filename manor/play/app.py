@@ -587,6 +587,7 @@ def build_app(
     """
     state = DashboardState(scene)
     engine = build_engine(config, scene, instruments=[state], gate=make_gate(config, scene))
+    state.meet(engine.loop.world)
     run = config.settings.run
     calibrate = clock == "auto"
     if clock == "auto":

@@ -244,20 +244,28 @@ class DashboardState(Instrument):
     def run_started(self, loop: TickLoop) -> None:
         self._catch_up()
         self._loop = loop
+        self.meet(loop.world)
+        self._take_marks(loop.world)
+
+    def meet(self, world: World) -> None:
+        """Take in the world's caller kinds (``World.callers``: columns, labels, plurals,
+        styles) and its first tick's callers as rows, in planning order (``plan``
+        changes nothing); callers of later ticks join as they are first planned. The
+        run's start does it; the dashboard does it as soon as its engine is built, so
+        that a run paused before its first tick shows its callers."""
+        if self.callers:
+            return
         if not self._calls_total:
-            self._degradations_tick = empty_degradations(loop.world.callers)
-            self._degradations_total = empty_degradations(loop.world.callers)
-        self.callers = loop.world.callers
-        for row in self._rows.values():  # met before the run started: labelled by the world now
+            self._degradations_tick = empty_degradations(world.callers)
+            self._degradations_total = empty_degradations(world.callers)
+        self.callers = world.callers
+        for row in self._rows.values():  # met before the world: labelled by it now
             self._label(row)
         if not self._rows:
-            # The first tick's callers, in planning order (``plan`` changes nothing);
-            # callers of later ticks join as they are first planned.
-            first = loop.world.plan()
+            first = world.plan()
             self.calls_per_caller = self._share(len({(request.caller, request.agent) for request in first}))
             for request in first:
                 self._row(request.caller, request.agent)
-        self._take_marks(loop.world)
 
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
         self._catch_up()
@@ -450,6 +458,13 @@ class DashboardState(Instrument):
             self._rows[row.key] = self._by_call[caller, agent] = row
             self._dirty.add(row.key)
         return row
+
+    def take_rows(self, other: DashboardState) -> None:
+        """A row for every caller ``other`` has, in its order, after this one's own: a
+        replay started again keeps the table its reader was in (callers a world plans
+        only from a later tick on included)."""
+        for row in other.rows.values():
+            self._row(row.caller, row.agent)
 
     def _label(self, row: CallerRow) -> None:
         """``row``'s kind as its world labels it (``Caller.label``, ``Caller.short``)."""
