@@ -201,8 +201,8 @@ def skip(context: BenchContext) -> str | None:
     world = create_world(scene, scene_seed(config, scene))
     players = {request.agent for request in world.plan() if request.caller in world.callers and world.callers[request.caller].player}
     if players != set(scene.characters):
-        return (f"it measures generated casts of a world where every character calls every tick; {scene.spec.name} plays "
-                f"world '{world.name}', where they do not")  # fmt: skip
+        return (f"it measures generated casts of a world where every character calls every tick, as in the Wacky Manor; "
+                f"not every character calls on the first tick of {scene.spec.name}, which plays world '{world.name}'")  # fmt: skip
     return None
 
 
