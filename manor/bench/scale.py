@@ -202,7 +202,7 @@ def skip(context: BenchContext) -> str | None:
     players = {request.agent for request in world.plan() if request.caller in world.callers and world.callers[request.caller].player}
     if players != set(scene.characters):
         return (f"it measures generated casts of a world where every character calls every tick, as in the Wacky Manor; "
-                f"not every character calls on the first tick of {scene.spec.name}, which plays world '{world.name}'")  # fmt: skip
+                f"not every character calls on the first tick of {scene.spec.name}: {scene.spec.name} plays world '{world.name}'")  # fmt: skip
     return None
 
 

@@ -179,7 +179,8 @@ class PlayApp(App[None]):
         shaped = any(request.shape is not None for request in world.plan())
         kinds, self._reasons = tuple(world.callers), shown_reasons(shared_gate=shared_gate, shaped=shaped)
         reasons = self._reasons
-        yield Dashboard(self.compose_controls, kinds=kinds, reasons=reasons, id="dashboard")
+        headings = {kind: caller.short for kind, caller in world.callers.items() if caller.short}
+        yield Dashboard(self.compose_controls, kinds=kinds, headings=headings, reasons=reasons, id="dashboard")
         yield StoryFilterInput(id="story-filter", disabled=True)
         yield Footer()
 

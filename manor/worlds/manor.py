@@ -38,10 +38,10 @@ _SCENE_BEAT = CallerKind.SCENE_BEAT
 #: Every caller kind, in the order reports show them, with what a degraded call of it
 #: leaves in the story and how it is shown.
 CALLERS: dict[str, Caller] = {
-    _CHARACTER.value: Caller("idle", player=True, plural="characters"),
-    _NARRATOR.value: Caller("narration skipped", plural="narrators", style="narration"),
-    _SUMMARISER.value: Caller("stale summary", plural="summarisers", style="summary"),
-    _SCENE_BEAT.value: Caller("speechless", label="beat", plural="beat speakers", style="aside"),
+    _CHARACTER.value: Caller("idle", player=True, short="char", plural="characters"),
+    _NARRATOR.value: Caller("narration skipped", short="narr", plural="narrators", style="narration"),
+    _SUMMARISER.value: Caller("stale summary", short="summ", plural="summarisers", style="summary"),
+    _SCENE_BEAT.value: Caller("speechless", label="beat", short="beat", plural="beat speakers", style="aside"),
 }
 
 #: What a degraded call of each caller kind leaves in the story instead of its text.
