@@ -9,10 +9,9 @@ implements (``World``, ``Caller``, ``GameOver``, ``chain_hash``, ``decode_answer
 from .admission.gate import Gate, GateStatistics, Permit, SharedGate, SharedPermit
 from .admission.limiter import Session, SessionLimiter, SessionLimiterStatistics
 from .answers import InvalidAnswer, decode_answer
+from .callers import Caller, CallerStyle
 from .calls import (
-    CALLER_KINDS,
     Admitted,
-    CallerKind,
     Done,
     Event,
     Opened,
@@ -60,10 +59,9 @@ from .layers import (
 )
 from .providers import Provider, SimProfile, SimProvider, collect
 from .records import CallRecord, StoryEntry, TickRecord
-from .worlds import Caller, GameOver, World, chain_hash, start_hash
+from .worlds import GameOver, World, chain_hash, start_hash
 
 __all__ = [
-    "CALLER_KINDS",
     "ERROR_CHARS",
     "REASONS",
     "Admitted",
@@ -74,7 +72,7 @@ __all__ = [
     "CallRecord",
     "Caller",
     "CallTimeout",
-    "CallerKind",
+    "CallerStyle",
     "CircuitOpen",
     "Config",
     "ConfigError",

@@ -12,14 +12,10 @@ would. These are msgspec Structs because they also go into save files.
 
 from __future__ import annotations
 
-import enum
-
 import msgspec
 
 __all__ = [
-    "CALLER_KINDS",
     "Admitted",
-    "CallerKind",
     "Done",
     "Event",
     "Opened",
@@ -30,27 +26,13 @@ __all__ = [
 ]
 
 
-class CallerKind(enum.StrEnum):
-    """The manor world's caller kinds. A world declares its own (``World.callers``):
-    a request's ``caller`` is any string its world declared."""
-
-    CHARACTER = "character"
-    NARRATOR = "narrator"
-    SUMMARISER = "summariser"
-    SCENE_BEAT = "scene_beat"
-
-
-#: The manor world's caller kinds, in the order reports show them.
-CALLER_KINDS: tuple[str, ...] = tuple(kind.value for kind in CallerKind)
-
-
 class Request(msgspec.Struct, frozen=True, kw_only=True):
     """One model call as the tick loop planned it.
 
     Attributes:
         caller: which kind of caller makes it: one its world declares
             (``World.callers``), as a plain string.
-        agent: the agent (character, narrator, summariser) whose model answers.
+        agent: the agent whose model answers (an agent id of the scene).
         tick: the tick it belongs to.
         ticket: admission order at the gate; ``None`` means "in order of arrival".
         prompt: the text sent to the model.

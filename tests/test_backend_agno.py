@@ -6,14 +6,14 @@ from __future__ import annotations
 import httpx
 import pytest
 import trio
+from agent_servers import serving, wait_for
 
-from manor.calls import CallerKind, Done, Request, TextDelta, Usage
+from manor.calls import Done, Request, TextDelta, Usage
 from manor.errors import CallTimeout, ProviderError, SessionLimitError
 from manor.providers import collect
 from manor.providers.agno import AgnoProvider, HttpAgentTransport
 from manor.serve import AgentHost, LocalAgentTransport
-
-from agent_servers import serving, wait_for
+from manor.worlds.manor import CallerKind
 
 
 def _request(prompt: str, agent: str = "the countess") -> Request:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import httpx
 import pytest
 import trio
+from agent_servers import serving, wait_for
 
-from manor.calls import CallerKind, Done, Request, Started, TextDelta, Usage
+from manor.calls import Done, Request, Started, TextDelta, Usage
 from manor.errors import CallTimeout, ConfigError, ProviderError, SessionLimitError
 from manor.layers import Stack, TimeoutLayer
 from manor.providers.http import FINISH_S
 from manor.providers.openai import OpenAIProvider
-
-from agent_servers import serving, wait_for
+from manor.worlds.manor import CallerKind
 
 
 def _request(prompt: str) -> Request:

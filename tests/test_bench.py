@@ -14,21 +14,22 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from scenes_fixture import make_engine, run_engine
 
 from manor.answers import decode_answer
 from manor.bench import fastforward, overhead, scale, scheduling
+from manor.bench.games import NextGame
 from manor.bench.instant import InstantProvider
 from manor.bench.plot import charts, check_plot_path, render_svg, write_plot
 from manor.bench.report import evaluate_targets
 from manor.bench.suite import BenchContext, BenchError
-from manor.calls import CallerKind, Done, Request
-from manor.providers.base import DeadlineReached, by_deadline, call_deadline
+from manor.calls import Done, Request
 from manor.cli import main
-from manor.bench.games import NextGame
 from manor.config import flags_source, standard_sources
 from manor.content import load_scene
+from manor.providers.base import DeadlineReached, by_deadline, call_deadline
 from manor.records import CallRecord, TickRecord
-from scenes_fixture import make_engine, run_engine
+from manor.worlds.manor import CallerKind
 
 POLICIES = ("batch", "pipeline", "fifo", "longest_first", "longest_first_mean", "longest_first_actual")
 FIGURES = ("makespan_mean_s", "makespan_p95_s", "lower_bound_mean_s", "efficiency")

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from saves_fixture import EXAMPLES, SAVES, frames_of, record
 from strategies import overlapping_calls
 
-from manor.calls import CallerKind, Done, Event, Request
+from manor.calls import Done, Event, Request
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.errors import ProviderError
 from manor.providers import Provider, RoutingProvider, SimProfile, SimProvider, collect
@@ -27,6 +27,7 @@ from manor.providers.base import answer_only, hears_stream
 from manor.run.engine import build_engine, configure
 from manor.saves import read_save
 from manor.tick.statistics import RunStatistics
+from manor.worlds.manor import CallerKind
 
 _REQUEST = Request(caller=CallerKind.CHARACTER, agent="a", tick=1, prompt="two words")
 

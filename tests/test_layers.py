@@ -22,7 +22,6 @@ from manor import (
     BreakerState,
     BudgetExceeded,
     CallError,
-    CallerKind,
     CallTimeout,
     CircuitOpen,
     CostLayer,
@@ -49,6 +48,7 @@ from manor import (
     Usage,
 )
 from manor.layers import AgentCost, LatencyStatistics
+from manor.worlds.manor import CallerKind
 
 Handler = Callable[[Request], AsyncGenerator[Event, None]]
 

@@ -8,9 +8,10 @@ from collections.abc import AsyncGenerator
 import pytest
 import trio
 
-from manor import CallerKind, Done, Event, Provider, ProviderError, Request, Stack
+from manor import Done, Event, Provider, ProviderError, Request, Stack
 from manor.errors import BudgetExceeded
 from manor.layers.base import Inner, Layer, Listener, Observer
+from manor.worlds.manor import CallerKind
 
 
 class Backend(Provider):

@@ -38,6 +38,7 @@ from manor.play.widgets.story_filter import StoryFilterInput
 from manor.records import StoryEntry
 from manor.run.engine import configure
 from manor.saves import read_save
+from manor.worlds.manor import CALLERS
 
 LEGACY = {"run.policy": "legacy"}
 
@@ -522,10 +523,10 @@ def test_a_story_line_made_from_its_parts_renders_as_the_text_way_does() -> None
     idle = entry("character", "", fallback="idle", reason="gate_timeout")
     items = [
         entry("character"), entry("narrator"), entry("summariser"), entry("scene_beat"), idle,
-        Fold(entry=idle, items=(idle, idle, idle, idle, idle)),
+        Fold(entry=idle, items=(idle, idle, idle, idle, idle), plural="characters"),
         entry("character", "a tab\there"), entry("character", "a line far too long " * 6),
     ]  # fmt: skip
     for item in items:
-        drawn = [[(s.text, s.style) for s in row if s.text] for row in story_rows(item, 60)]
-        text_way = [[(s.text, s.style) for s in row if s.text] for row in Segment.split_lines(story_line(item, 60).render(_MEASURE))]
+        drawn = [[(s.text, s.style) for s in row if s.text] for row in story_rows(item, 60, CALLERS)]
+        text_way = [[(s.text, s.style) for s in row if s.text] for row in Segment.split_lines(story_line(item, 60, CALLERS).render(_MEASURE))]
         assert drawn == text_way, item

@@ -12,7 +12,7 @@ import pytest
 import trio
 from saves_fixture import EXAMPLES, SAVES, record, rewrite_payloads
 
-from manor.calls import CallerKind, Done, Event, Request
+from manor.calls import Done, Event, Request
 from manor.cli import main
 from manor.errors import ProviderError
 from manor.providers import Provider, collect
@@ -20,6 +20,7 @@ from manor.records import StoryEntry, TickRecord
 from manor.replay import RecordedResponse, ReplayBackend, recorded_summary, replay
 from manor.saves import read_save
 from manor.tick.instruments import Instrument
+from manor.worlds.manor import CallerKind
 
 #: Runs that must replay exactly: every policy, with faults, timeouts, deadlines, a
 #: breaker that opens, a token bucket and longest-first tickets.

@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..calls import CALLER_KINDS
 from ..errors import REASONS
 from ..tick.statistics import PlatformRejections
 
@@ -237,9 +236,9 @@ def _scheduling(console: Console, figures: Mapping[str, Any]) -> None:
     table.add_row("calls / degraded", f"{legacy['calls']} / {legacy['degraded']}")
     table.add_row("degraded per tick", f"{legacy['degraded_per_tick']:.2f}")
     table.add_row("platform rejections", PlatformRejections.describe(legacy["platform_rejections"]))
-    for kind in CALLER_KINDS:
+    for kind, counts in legacy["degradations"].items():  # the world's kinds, in its order
         for reason in REASONS:
-            count = legacy["degradations"][kind][reason]
+            count = counts[reason]
             if count:
                 table.add_row(f"  {kind}: {reason}", Text(str(count), style="bold red"))
     console.print(table)

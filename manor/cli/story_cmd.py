@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     suffix = args.output.suffix.lstrip(".") if args.output is not None else ""
     format = args.format or (suffix if suffix in FORMATS else "md")
     if args.output is None:
-        sys.stdout.write(story_text(save.scene.spec.name, list(story_lines(save)), format))
+        sys.stdout.write(story_text(save, list(story_lines(save)), format))
         return 0
     lines = write_story(save, format, str(args.output))
     print(f"manor: wrote {counted(lines, 'story line')} of {counted(len(save.ticks), 'tick')} to {args.output}", file=sys.stderr)

@@ -181,7 +181,8 @@ class PlayApp(App[None]):
         shaped = any(request.shape is not None for request in world.plan())
         kinds, self._reasons = tuple(world.callers), shown_reasons(shared_gate=shared_gate, shaped=shaped)
         reasons = self._reasons
-        yield Dashboard(self.compose_controls, kinds=kinds, reasons=reasons, id="dashboard")
+        headings = {kind: caller.short for kind, caller in world.callers.items() if caller.short}
+        yield Dashboard(self.compose_controls, kinds=kinds, headings=headings, reasons=reasons, id="dashboard")
         yield NoticeLines(id="notices")
         yield StoryFilterInput(id="story-filter", disabled=True)
         yield AgentSearch(id="agent-search")
@@ -461,7 +462,7 @@ class PlayApp(App[None]):
             state.degradations_tick, state.degradations_total, label=tick, compact=self.has_class("narrow")
         )
         self.query_one(AgentsTable).show(state.rows, state.take_dirty(), tick=tick)
-        self.query_one(StoryLog).show(state.story, state.story_count)
+        self.query_one(StoryLog).show(state.story, state.story_count, state.callers)
 
     def _draw_status(self) -> None:
         loop = self.engine.loop
@@ -627,6 +628,7 @@ def build_app(
     """
     state = DashboardState(scene)
     engine = build_engine(config, scene, instruments=[state], gate=make_gate(config, scene))
+    state.meet(engine.loop.world)
     run = config.settings.run
     calibrate = clock == "auto"
     if clock == "auto":

@@ -59,6 +59,7 @@ def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck, L
     run = config.settings.run
     changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=run.batch_size, skip=())
     engine = build_engine(config, scene, backend=backend, instruments=[state, check, changes, *shared], layers=shared)
+    state.meet(engine.loop.world)
     return engine, state, check, changes
 
 
@@ -248,7 +249,9 @@ class ReplayApp(PlayApp):
         await self.stop_engine()
         self._seeking = None
         self._pending.clear()  # for the engine just replaced
+        seen = self.state
         self.engine, self.state, self.check, self.changes = replay_engine(self.save)
+        self.state.take_rows(seen)
         self.driver = TickDriver(self.engine.loop, paused=True, interval=self.driver.interval)
         # Recorded times start at 0: so must the replay's, to the bit.
         self.clock = PacedClock(self.speed)

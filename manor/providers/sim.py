@@ -15,7 +15,8 @@ import trio
 from msgspec import Meta
 
 from ..answers import draw_answer
-from ..calls import CallerKind, Done, Event, Request, Started, TextDelta, Usage
+from ..callers import CallerStyle
+from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..clock import current_time
 from ..errors import ProviderError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
@@ -25,8 +26,6 @@ from .base import DeadlineReached, Provider, by_deadline, call_deadline
 
 __all__ = ["PLACEHOLDERS", "SimProfile", "SimProvider", "line_problem"]
 
-_SUMMARISER = CallerKind.SUMMARISER.value
-_NARRATOR = CallerKind.NARRATOR.value
 
 #: What a line template may name; each is filled in with a word or a name.
 PLACEHOLDERS = ("object", "room", "someone", "mood")
@@ -88,6 +87,9 @@ class SimProvider(Provider):
         invalid_rate: chance the answer to a request with a shape is not JSON of it
             (a request without one draws nothing for it: its answers do not move).
         names: who ``{someone}`` in a line can be (default: the profiles' keys).
+        styles: caller kind -> its ``Caller.style`` (the world's ``callers``): a
+            ``summary`` call is answered with a gist of its prompt, a ``narration`` call
+            with a narrator's line, any other with a character's.
         max_sessions: the backend's own concurrency cap; 0 = unlimited (the shared gate
             subsumes it).
     """
@@ -96,6 +98,7 @@ class SimProvider(Provider):
     seed: int = 0
     default: SimProfile = SimProfile()
     names: tuple[str, ...] = ()
+    styles: Mapping[str, CallerStyle] = attrs.field(factory=dict)
     error_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     hang_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     invalid_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
@@ -208,11 +211,12 @@ class SimProvider(Provider):
     def _text(self, request: Request, profile: SimProfile, rng: random.Random) -> str:
         if request.shape is not None:
             return self._shaped(request.shape, profile, rng)
-        if request.caller == _SUMMARISER:
+        style = self.styles.get(request.caller, "line")
+        if style == "summary":
             lines = [line for line in request.prompt.splitlines() if line.strip()]
             gist = "; ".join(" ".join(line.split()[:7]) for line in lines[-4:])
             return f"So far: {gist or 'nothing of note has happened'}."
-        if request.caller == _NARRATOR:
+        if style == "narration":
             templates = profile.lines or _NARRATOR_LINES
         else:
             templates = profile.lines or _GENERIC_LINES

@@ -12,18 +12,19 @@ kind, fallback, reason and message), ``FOLD_AT`` or more, are one line naming ev
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
 import attrs
 import msgspec
 
+from ..callers import Caller, caller_of
 from ..errors import SaveError
 from ..folds import Fold, fold_story
 from ..output import write_output
 from ..records import StoryEntry
 from ..saves.reader import Save
-from ..worlds import create_world
+from ..worlds import create_world, world_class
 from .recorded import check_world
 
 __all__ = ["FORMATS", "StoryLine", "story_lines", "story_text", "write_story"]
@@ -78,28 +79,31 @@ def story_lines(save: Save) -> Iterator[StoryLine]:
             yield StoryLine(entry, waiting.popleft() if waiting else "")
 
 
-def story_text(title: str, lines: Sequence[StoryLine], format: Format) -> str:
-    """``lines`` (from ``story_lines``) in ``format``; ``title`` heads the Markdown."""
+def story_text(save: Save, lines: Sequence[StoryLine], format: Format) -> str:
+    """``lines`` (``story_lines(save)``) in ``format``; the scene's name heads the
+    Markdown, and the world's callers (``World.callers``) say how each kind is told."""
+    callers = world_class(save.scene.spec.world).callers
     if format == "jsonl":
         encoder = msgspec.json.Encoder()
         return "".join(encoder.encode(_json(line)).decode() + "\n" for line in lines)
     if format == "txt":
-        return "".join(f"{line.entry.tick:>4} {_said(line)}\n" for line in lines)
-    out = [f"# {title}\n"]
+        return "".join(f"{line.entry.tick:>4} {_said(line, callers)}\n" for line in lines)
+    out = [f"# {save.scene.spec.name}\n"]
     tick = 0
-    for item in fold_story(lines, lambda line: line.entry, key=lambda line: line.error):
+    for item in fold_story(lines, lambda line: line.entry, callers, key=lambda line: line.error):
         line = item.items[0] if isinstance(item, Fold) else item
         if line.entry.tick != tick:
             tick = line.entry.tick
             out.append(f"\n## Tick {tick}\n\n")
-        out.append(f"- {_folded(item) if isinstance(item, Fold) else _said(line, markdown=True)}\n")
+        out.append(f"- {_folded(item) if isinstance(item, Fold) else _said(line, callers, markdown=True)}\n")
     return "".join(out)
 
 
-def _said(line: StoryLine, *, markdown: bool = False) -> str:
+def _said(line: StoryLine, callers: Mapping[str, Caller], *, markdown: bool = False) -> str:
     entry = line.entry
     who = f"**{entry.speaker}**" if markdown else entry.speaker
-    beat = "beat · " if entry.caller == "scene_beat" else ""
+    caller = caller_of(callers, entry.caller)
+    beat = f"{caller.label} · " if caller.style == "aside" else ""
     if not entry.fallback:
         return f"{beat}{who}: {entry.text}"
     why = f"{entry.reason}: {line.error}" if line.error else f"{entry.reason}"
@@ -132,7 +136,7 @@ def write_story(save: Save, format: Format, path: str) -> int:
     """
     lines = list(story_lines(save))
     try:
-        write_output(path, story_text(save.scene.spec.name, lines, format))
+        write_output(path, story_text(save, lines, format))
     except OSError as exc:
         raise SaveError(f"{path}: cannot write the story: {exc.strerror or exc}") from None
     return len(lines)

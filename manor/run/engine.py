@@ -32,7 +32,7 @@ from ..tick.instruments import Instrument
 from ..tick.loop import TickLoop
 from ..tick.policies import make_policy
 from ..tick.prediction import LatencyPredictor
-from ..worlds import create_world
+from ..worlds import create_world, world_class
 
 __all__ = ["Engine", "build_engine", "configure", "make_clock", "make_gate", "scene_seed", "scene_sim"]
 
@@ -197,6 +197,7 @@ def scene_sim(config: Config, scene: Scene, *, seed: int | None = None, latency_
         profiles,
         seed=scene_seed(config, scene) if seed is None else seed,
         names=tuple(agent.name for agent in scene.characters.values()),
+        styles={kind: caller.style for kind, caller in world_class(scene.spec.world).callers.items()},
         error_rate=s.sim.error_rate,
         hang_rate=s.sim.hang_rate,
         invalid_rate=s.sim.invalid_rate,

@@ -16,7 +16,7 @@ from ..records import CallRecord, StoryEntry, TickRecord
 from ..run.engine import scene_seed
 from ..tick.instruments import Instrument
 from ..wording import counted
-from ..worlds import ManorWorld
+from ..worlds import world_positions
 from .format import (
     EndFrame,
     FleetSeat,
@@ -158,7 +158,6 @@ def header_for(engine: Engine, fleet: FleetSeat | None = None) -> Header:
     """The header of a save of ``engine``'s run (world ``fleet`` of a fleet), taken
     before its first tick."""
     world = engine.loop.world
-    positions = dict(world.positions) if isinstance(world, ManorWorld) else {}
     return Header(
         engine_version=engine_version(),
         created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -166,7 +165,7 @@ def header_for(engine: Engine, fleet: FleetSeat | None = None) -> Header:
         settings=tuple(SettingRow(key, value, origin) for key, value, origin in engine.config.rows()),
         seed=scene_seed(engine.config, engine.scene),
         run_id=engine.run_id,
-        world=WorldAtStart(tick=world.tick, positions=positions, hash=world.hash),
+        world=WorldAtStart(tick=world.tick, positions=world_positions(world), hash=world.hash),
         world_name=world.name,
         world_version=world.version,
         world_callers=tuple(world.callers),

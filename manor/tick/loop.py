@@ -17,11 +17,19 @@ from ..admission.tickets import Tickets
 from ..answers import answer_problem, repair_prompt
 from ..calls import Admitted, Done, Event, Opened, Request
 from ..clock import current_time, read_clock_directly
-from ..errors import CallError, InvalidOutput, RefusedBy, SessionLimitError, error_line
+from ..errors import (
+    CallError,
+    ContentError,
+    InvalidOutput,
+    RefusedBy,
+    SessionLimitError,
+    error_line,
+)
 from ..layers import Stack
 from ..providers.base import answer_only
 from ..records import CallRecord, TickRecord
 from ..worlds import World
+from ..worlds.base import undeclared_caller
 from .gc_pause import full_collections_deferred
 from .instruments import Instrument, Instruments
 from .ordered_start import start_now
@@ -37,7 +45,7 @@ Order = Literal["fifo", "longest-first"]
 
 def _plain(caller: str) -> str:
     """A caller kind as a plain string, for its record (a world may plan with ``StrEnum``
-    members, as the manor world's ``CallerKind``)."""
+    members, as the manor world does)."""
     return caller if type(caller) is str else str(caller)
 
 
@@ -164,6 +172,10 @@ class TickLoop:
             self.instruments.call("run_started", self)
         read_clock_directly()  # for this tick's calls, in the tasks this one starts
         requests = self.world.plan()
+        problem = undeclared_caller(self.world, requests)
+        if problem is not None:
+            # Its calls would be counted, styled and given fallbacks by kinds nobody declared.
+            raise ContentError(problem)
         tick = requests[0].tick if requests else self.world.tick + 1
         started = trio.current_time()
         self._deadline = started + self.tick_deadline if self.tick_deadline else math.inf

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
-from ..calls import CALLER_KINDS
 from ..errors import REASONS
 from ..records import CallRecord, StoryEntry, TickRecord
 from .instruments import Instrument
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["ErrorMessages", "PlatformRejections", "RunStatistics", "empty_degradations", "percentile", "tick_seconds"]
 
 
-def empty_degradations(kinds: Iterable[str] = CALLER_KINDS) -> dict[str, dict[str, int]]:
+def empty_degradations(kinds: Iterable[str] = ()) -> dict[str, dict[str, int]]:
     """caller kind -> reason -> 0, for every kind (the world's: ``World.callers``) and
     reason: zero is shown as zero."""
     return {kind: dict.fromkeys(REASONS, 0) for kind in kinds}
@@ -109,7 +108,7 @@ class ErrorMessages:
             message = self.OTHER
         counts[message] += 1
 
-    def most_common(self, per_group: int = 5, *, kinds: Iterable[str] = CALLER_KINDS) -> list[dict[str, Any]]:
+    def most_common(self, per_group: int = 5, *, kinds: Iterable[str] = ()) -> list[dict[str, Any]]:
         """The ``per_group`` most common messages of each (reason, caller kind), in the
         order reports show reasons and ``kinds`` (the world's), most common first:
         ``{reason, caller, message, count}`` each."""
@@ -133,8 +132,8 @@ class RunStatistics(Instrument):
         self.ticks = 0
         self.calls = 0
         self.ok = 0
-        #: caller kind -> reason -> count, zeros included: the manor world's kinds until
-        #: a run starts, then its world's (a kind no world declared is added as seen).
+        #: caller kind -> reason -> count, zeros included: none until a run starts, then
+        #: its world's (a kind no world declared is added as seen).
         self.degradations = empty_degradations()
         self.makespans: list[float] = []
         self.world_hash = ""

@@ -25,7 +25,6 @@ from .degradations import SHORT_REASONS
 
 __all__ = ["AgentsTable"]
 
-_KINDS = {"character": "char", "narrator": "narr", "summariser": "summ", "beat": "beat"}
 #: (name, state, seconds) column widths, wide and compact: compact when the wide ones
 #: would leave the last line fewer than ``_LINE_ROOM`` cells (80 columns).
 _WIDE, _COMPACT = (16, 9, 5), (12, 2, 5)
@@ -152,7 +151,7 @@ class AgentsTable(ScrollView, can_focus=True):
             state = row.state if state_width > 2 else STATE_MARKS.get(row.state, row.state)
             state_style = _STATE_STYLES.get(row.state)
         segments = [
-            Segment(f"{_KINDS.get(row.kind, row.kind[:4]):<5}", _DIM),
+            Segment(f"{row.short:<5}", _DIM),
             Segment(f"{row.name[:name_width]:<{name_width + 1}}", _DIM if row.mark else None),
             Segment(f"{state:<{state_width}}", state_style),
             Segment(f"{latency:>{secs_width}}  "),
