@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Footer, Sparkline, Static
 from textual.widgets._footer import FooterKey
 
 from manor.config import flags_source, standard_sources
+from manor.callers import caller_of
 from manor.folds import Fold
 from manor.play import build_app
 from manor.play.clock import PacedClock
@@ -507,10 +508,10 @@ def test_a_fold_reads_right_whatever_the_world_s_fallback() -> None:
     ``idle`` and Werewolf's ``abstains`` (a verb for one voter) both read right."""
     def fold(caller: str, fallback: str) -> Fold[StoryEntry]:
         turn = StoryEntry(tick=3, caller=caller, agent="a", speaker="Ada", text="", fallback=fallback, reason="gate_timeout")
-        return Fold(entry=turn, items=(turn,) * 8)
+        return Fold(entry=turn, items=(turn,) * 8, plural=caller_of(CALLERS, caller).plural)
 
-    assert story_text(fold("vote", "abstains")).plain == "⚠ 8 vote calls: abstains (gate_timeout) — Ada, Ada, Ada and 5 more"
-    assert story_text(fold("character", "idle")).plain.startswith("⚠ 8 characters: idle (gate_timeout)")
+    assert story_text(fold("vote", "abstains"), CALLERS).plain == "⚠ 8 vote calls: abstains (gate_timeout) — Ada, Ada, Ada and 5 more"
+    assert story_text(fold("character", "idle"), CALLERS).plain.startswith("⚠ 8 characters: idle (gate_timeout)")
 
 
 def test_a_story_line_made_from_its_parts_renders_as_the_text_way_does() -> None:

@@ -58,6 +58,11 @@ class Engine:
     breaker: BreakerLayer
     run_id: str
 
+    @property
+    def seed(self) -> int:
+        """The run's seed: ``run.seed`` when set, else the scene's."""
+        return scene_seed(self.config, self.scene)
+
 
 def configure(sources: list[Source]) -> tuple[Config, Scene]:
     """Resolve the settings with the scene's own (platform limit, seed) at ordinal 150.

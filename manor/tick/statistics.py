@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 import attrs
 
@@ -14,10 +14,25 @@ from ..records import CallRecord, StoryEntry, TickRecord
 from .instruments import Instrument
 
 if TYPE_CHECKING:
-    from ..run.engine import Engine
+    from ..config import Config
+    from ..content import Scene
     from .loop import TickLoop
 
-__all__ = ["ErrorMessages", "PlatformRejections", "RunStatistics", "empty_degradations", "percentile", "tick_seconds"]
+__all__ = ["ErrorMessages", "PlatformRejections", "Reported", "RunStatistics", "empty_degradations", "percentile", "tick_seconds"]
+
+
+class Reported(Protocol):
+    """What a run's figures are reported beside: its settings, its scene and its loop
+    (``manor.run.engine.Engine`` is one)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def scene(self) -> Scene: ...
+
+    @property
+    def loop(self) -> TickLoop: ...
 
 
 def empty_degradations(kinds: Iterable[str] = ()) -> dict[str, dict[str, int]]:
@@ -187,7 +202,7 @@ class RunStatistics(Instrument):
     def tick_seconds(self) -> dict[str, float]:
         return tick_seconds(self.makespans)
 
-    def summary(self, engine: Engine) -> dict[str, Any]:
+    def summary(self, engine: Reported) -> dict[str, Any]:
         """The run's figures, as ``manor run --json`` prints them."""
         settings = engine.config.settings
         platform = engine.loop.limiter.statistics()
