@@ -23,6 +23,7 @@ __all__ = [
     "Done",
     "Event",
     "Opened",
+    "RateLimits",
     "Request",
     "Started",
     "TextDelta",
@@ -78,6 +79,22 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+class RateLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """What a server's rate headers said was left (``x-ratelimit-*``,
+    ``anthropic-ratelimit-*``); ``None`` where they said nothing. A refusal carries it
+    (``SessionLimitError.rates``).
+
+    Attributes:
+        requests_remaining, tokens_remaining: left in the current window.
+        requests_reset_s, tokens_reset_s: seconds until that window resets.
+    """
+
+    requests_remaining: int | None = None
+    requests_reset_s: float | None = None
+    tokens_remaining: int | None = None
+    tokens_reset_s: float | None = None
 
 
 class Admitted(msgspec.Struct, frozen=True, tag="admitted", kw_only=True):
