@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import trio
 from rich.console import Console
 from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -16,8 +17,9 @@ from rich.table import Table
 
 from ..engine import build_engine, configure, make_clock, make_gate
 from ..forecast import gate_overload
-from ..errors import REASONS
+from ..errors import REASONS, PlatformClosed, error_line
 from ..instruments import Instrument
+from ..providers.refusals import StopAtFinalRefusal, final_refusal
 from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..statistics import PlatformRejections, RunStatistics
@@ -72,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with gate.connected():
             warn_of_gate(gate)
-            await engine.loop.run(ticks, interval)
+            with trio.CancelScope() as stop:  # cancelled after a tick that met a final refusal
+                engine.loop.add_instrument(StopAtFinalRefusal(engine.loop.gated.backend, stop))
+                await engine.loop.run(ticks, interval)
 
     def close() -> None:
         if writer is not None:
@@ -101,6 +105,11 @@ def run(args: argparse.Namespace) -> int:
         if stats.ticks:
             report(stats.summary(engine) | {"interrupted": stopped.signal_name})
         raise
+    if (refusal := final_refusal(engine.loop.gated.backend)) is not None:
+        # The ticks that finished keep their figures and their save, as after Ctrl-C.
+        close()
+        report(stats.summary(engine) | {"stopped": error_line(refusal)})
+        raise PlatformClosed(f"{error_line(refusal)}; no retry will help, so the run stopped {interrupts.ran(stats.ticks, writer)}")
     if writer is not None:
         writer.check()
     report(stats.summary(engine))

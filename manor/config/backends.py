@@ -4,7 +4,7 @@
 .. code-block:: toml
 
     [backends.local]                  # a backend, named by its table
-    kind = "openai"                   # sim | openai | command | agno
+    kind = "openai"                   # sim | openai | command | agno | anthropic | claude-code
     base_url = "http://127.0.0.1:8765/v1"
     model = "manor"
 
@@ -17,6 +17,14 @@
     [backends.big]
     kind = "command"
     argv = ["ollama", "run", "llama3.1:70b"]
+
+    [backends.claude]
+    kind = "anthropic"                # the Messages API (pip install 'manor[anthropic]')
+    model = "claude-sonnet-4-5"       # key from ANTHROPIC_API_KEY unless api_key_env says
+
+    [backends.cli]
+    kind = "claude-code"              # claude -p ... --output-format stream-json --verbose
+    resume = true                     # one Claude Code session per agent across ticks
 
     [backend]
     default = "local"                 # every agent (a flat setting: MANOR_BACKEND_DEFAULT, --backend)
@@ -55,7 +63,10 @@ __all__ = [
     "KINDS",
     "SESSION_PLACEHOLDERS",
     "AgnoBackend",
+    "AnthropicBackend",
     "Assignment",
+    "CLAUDE_ARGV",
+    "ClaudeCodeBackend",
     "BackendTable",
     "Backends",
     "CommandBackend",
@@ -153,10 +164,51 @@ class AgnoBackend(_Table, tag="agno"):
     read_timeout_s: PositiveSeconds | None = None
 
 
-BackendTable = SimBackend | OpenAIBackend | CommandBackend | AgnoBackend
+class AnthropicBackend(_Table, tag="anthropic"):
+    """Anthropic's Messages API, streamed through the official SDK (the ``anthropic`` extra)."""
+
+    #: Used when the agent file names no model.
+    model: str = ""
+    #: Name of the environment variable holding the API key.
+    api_key_env: NonEmpty = "ANTHROPIC_API_KEY"
+    #: The API's root ("" = the SDK's, https://api.anthropic.com; serve-agent's for tests).
+    base_url: str = ""
+    #: A system prompt sent with every call ("" = none).
+    system: str = ""
+    #: The longest answer asked for, in tokens.
+    max_tokens: Annotated[int, Meta(ge=1)] = 1024
+    connect_timeout_s: PositiveSeconds = 10.0
+    #: Longest wait for the next bytes of the stream.
+    read_timeout_s: PositiveSeconds = 60.0
+
+
+#: How ``claude-code`` runs Claude Code: ``{prompt}`` is filled in.
+CLAUDE_ARGV = ("claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose")
+
+
+class ClaudeCodeBackend(_Table, tag="claude-code"):
+    """Claude Code run per call, its ``stream-json`` events read (text, tokens, cost)."""
+
+    #: The program and its arguments; ``{prompt}`` and ``{model}`` are filled in.
+    argv: Annotated[tuple[NonEmpty, ...], Meta(min_length=1)] = CLAUDE_ARGV
+    #: Passed as ``--model`` (unless ``argv`` names ``{model}``) when set here or in the agent file.
+    model: str = ""
+    #: Keep one Claude Code session per agent across ticks (``--resume SESSION_ID``).
+    resume: bool = False
+    #: Names of environment variables it needs (never their values).
+    env: tuple[NonEmpty, ...] = ()
+    #: Working directory (unset: Manor's own).
+    cwd: str | None = None
+    #: Seconds between SIGTERM and SIGKILL when a call is abandoned.
+    kill_after_s: Seconds = 2.0
+
+
+BackendTable = SimBackend | OpenAIBackend | CommandBackend | AgnoBackend | AnthropicBackend | ClaudeCodeBackend
 
 #: Every backend kind, as ``kind = "..."`` spells it.
-KINDS: tuple[str, ...] = tuple(t.__struct_config__.tag for t in (SimBackend, OpenAIBackend, CommandBackend, AgnoBackend))  # type: ignore[misc]
+KINDS: tuple[str, ...] = tuple(
+    t.__struct_config__.tag for t in (SimBackend, OpenAIBackend, CommandBackend, AgnoBackend, AnthropicBackend, ClaudeCodeBackend)  # type: ignore[misc]
+)
 
 _TABLES = "backends."
 _AGENTS = "agent_backends."
@@ -176,6 +228,10 @@ def describe_table(table: BackendTable) -> str:
             return f"agno {table.base_url} agent={table.agent_id} workers={table.workers}"
         case CommandBackend():
             return "command " + " ".join(table.argv)
+        case AnthropicBackend():
+            return f"anthropic {table.base_url or 'api.anthropic.com'} model={table.model or '(the agent’s)'}"
+        case ClaudeCodeBackend():
+            return "claude-code " + " ".join(table.argv) + (" (a session per agent)" if table.resume else "")
         case SimBackend():
             return f"sim error_rate={table.error_rate:g} hang_rate={table.hang_rate:g}"
 
@@ -184,9 +240,9 @@ def variables(table: BackendTable) -> list[tuple[str, str]]:
     """(key, variable): the environment variables ``table`` names, with the key naming each
     (``api_key_env``, ``env``)."""
     match table:
-        case OpenAIBackend() | AgnoBackend():
+        case OpenAIBackend() | AgnoBackend() | AnthropicBackend():
             return [("api_key_env", table.api_key_env)] if table.api_key_env else []
-        case CommandBackend():
+        case CommandBackend() | ClaudeCodeBackend():
             return [("env", variable) for variable in table.env]
         case SimBackend():
             return []
