@@ -43,19 +43,19 @@ from urllib.parse import urlsplit, urlunsplit
 from .calls import RateLimits
 
 __all__ = [
+    "ERROR_CHARS",
     "REASONS",
+    "AccessRefused",
     "BudgetExceeded",
     "CallError",
     "CallTimeout",
     "CircuitOpen",
-    "InvalidOutput",
-    "AccessRefused",
     "ConfigError",
-    "ERROR_CHARS",
     "ContentError",
     "FleetError",
     "GateTimeout",
     "GateUnavailable",
+    "InvalidOutput",
     "ManorError",
     "PlatformClosed",
     "ProviderError",

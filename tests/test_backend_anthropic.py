@@ -15,12 +15,19 @@ import trio
 
 pytest.importorskip("anthropic")  # the `anthropic` extra; in the `test` extra too
 
-from manor.calls import CallerKind, Done, Request, Started, TextDelta, Usage  # noqa: E402
-from manor.errors import AccessRefused, CallTimeout, ConfigError, ProviderError, SessionLimitError, error_line  # noqa: E402
-from manor.layers import Stack, TimeoutLayer  # noqa: E402
-from manor.providers.anthropic import AnthropicProvider, anthropic_client  # noqa: E402
+from agent_servers import serving, wait_for
 
-from agent_servers import serving, wait_for  # noqa: E402
+from manor.calls import CallerKind, Done, Request, Started, TextDelta, Usage
+from manor.errors import (
+    AccessRefused,
+    CallTimeout,
+    ConfigError,
+    ProviderError,
+    SessionLimitError,
+    error_line,
+)
+from manor.layers import Stack, TimeoutLayer
+from manor.providers.anthropic import AnthropicProvider, anthropic_client
 
 KEY = "MANOR_TEST_ANTHROPIC_KEY"
 
@@ -161,7 +168,7 @@ _EVENTS = [
 class _Handler(http.server.BaseHTTPRequestHandler):
     seen: list[dict[str, str]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         key = self.headers.get("x-api-key") or self.headers.get("authorization", "").removeprefix("Bearer ")
         self.seen.append({"key": key, "version": self.headers.get("anthropic-version", "")})
@@ -226,9 +233,8 @@ async def test_overloaded_error_mid_stream_is_refused_by_the_server() -> None:
 
 @pytest.mark.trio
 async def test_spend_cap_with_an_http_date_is_final_with_its_wait() -> None:
-    with _wire_server() as url:
-        with pytest.raises(SessionLimitError) as info:
-            await _events(_provider(url), "spend cap")
+    with _wire_server() as url, pytest.raises(SessionLimitError) as info:
+        await _events(_provider(url), "spend cap")
     refusal = info.value
     assert refusal.final and refusal.retry_after is not None and refusal.retry_after > 1e9
     assert refusal.rates is not None and refusal.rates.tokens_remaining == 0 and refusal.rates.tokens_reset_s > 1e9

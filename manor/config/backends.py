@@ -59,16 +59,16 @@ from .schema import Probability
 
 __all__ = [
     "BUILT_IN_BACKEND",
+    "CLAUDE_ARGV",
     "DEFAULT_SESSION_ID",
     "KINDS",
     "SESSION_PLACEHOLDERS",
     "AgnoBackend",
     "AnthropicBackend",
     "Assignment",
-    "CLAUDE_ARGV",
-    "ClaudeCodeBackend",
     "BackendTable",
     "Backends",
+    "ClaudeCodeBackend",
     "CommandBackend",
     "Named",
     "OpenAIBackend",

@@ -21,8 +21,8 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
 from contextlib import asynccontextmanager
+from datetime import datetime
 
 import httpx
 import trio
@@ -172,7 +172,7 @@ def _reset(headers: Mapping[str, str], *names: str) -> float | None:
         if _DURATION.fullmatch(value):
             return sum(float(n) * _UNIT_S[unit] for n, unit in _PART.findall(value))
         try:
-            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            when = datetime.fromisoformat(value)
         except ValueError:
             continue
         if when.tzinfo is not None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from urllib.parse import unquote
 from typing import final
+from urllib.parse import unquote
 
 import attrs
 import trio
