@@ -46,7 +46,7 @@ replaces a lower one's rather than being merged field by field (its kind may dif
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, final
+from typing import Annotated, Any, Literal, final
 
 import attrs
 import msgspec
@@ -68,10 +68,12 @@ __all__ = [
     "Assignment",
     "BackendTable",
     "Backends",
+    "CapacityStep",
     "ClaudeCodeBackend",
     "CommandBackend",
     "Named",
     "OpenAIBackend",
+    "PlatformCapacity",
     "SimBackend",
     "TableValues",
     "describe_table",
@@ -102,13 +104,57 @@ class _Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         return self.__struct_config__.tag  # type: ignore[return-value]
 
 
+class CapacityStep(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """From ``at`` (a tick, or seconds: ``PlatformCapacity.by``) on, the platform runs at
+    most ``sessions`` calls at once."""
+
+    at: Annotated[float, Meta(ge=0)]
+    sessions: Size
+
+
+class PlatformCapacity(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """A simulated platform's session limit, moving during a run, as a server answers it:
+    a call that finds every session in use is refused at once (HTTP 429, as
+    ``SessionLimitError`` refused by the server), with ``retry_after_s`` when set.
+
+    .. code-block:: toml
+
+        [backends.moving]
+        kind = "sim"
+        capacity = {by = "tick", retry_after_s = 1, steps = [{at = 0, sessions = 6}, {at = 10, sessions = 3}]}
+    """
+
+    #: ``tick``: each step's ``at`` is a tick; ``time``: seconds since the backend's first call.
+    by: Literal["tick", "time"] = "tick"
+    #: The limit from each step's ``at`` on; none before the first step. Sorted by ``at``.
+    steps: Annotated[tuple[CapacityStep, ...], Meta(min_length=1)]
+    #: Seconds a refusal asks the caller to wait (``Retry-After``); unset: it does not say.
+    retry_after_s: Seconds | None = None
+
+    def __post_init__(self) -> None:
+        if any(b.at <= a.at for a, b in zip(self.steps, self.steps[1:])):
+            raise ValueError("capacity steps must be in increasing order of 'at'")
+
+    def sessions(self, at: float) -> int | None:
+        """The limit at tick or time ``at``; ``None`` (no limit) before the first step."""
+        limit = None
+        for step in self.steps:
+            if step.at > at:
+                break
+            limit = step.sessions
+        return limit
+
+
 class SimBackend(_Table, tag="sim"):
-    """Another simulated model: the scene's latency profiles, its own fault rates."""
+    """Another simulated model: the scene's latency profiles, its own fault rates, and
+    optionally a platform capacity that moves during the run."""
 
     #: Chance a call fails.
     error_rate: Probability = 0.0
     #: Chance a call never answers.
     hang_rate: Probability = 0.0
+    #: The simulated platform's session limit over the run (unset: none).
+    capacity: PlatformCapacity | None = None
 
 
 class OpenAIBackend(_Table, tag="openai"):
@@ -233,7 +279,8 @@ def describe_table(table: BackendTable) -> str:
         case ClaudeCodeBackend():
             return "claude-code " + " ".join(table.argv) + (" (a session per agent)" if table.resume else "")
         case SimBackend():
-            return f"sim error_rate={table.error_rate:g} hang_rate={table.hang_rate:g}"
+            moving = "" if table.capacity is None else f" capacity by {table.capacity.by}: " + ", ".join(f"{step.at:g}→{step.sessions}" for step in table.capacity.steps)
+            return f"sim error_rate={table.error_rate:g} hang_rate={table.hang_rate:g}{moving}"
 
 
 def variables(table: BackendTable) -> list[tuple[str, str]]:

@@ -125,10 +125,13 @@ class RoutingProvider(Provider):
     Args:
         routes: agent id -> backend name.
         backends: backend name -> how to make it for a run; every routed name has one.
+        order_sensitive: one of the backends answers calls differently by their order of
+            arrival (``Provider.arrival_order_matters``: a simulated capacity).
     """
 
     routes: Mapping[str, str]
     backends: Mapping[str, MakeBackend]
+    order_sensitive: bool = False
     _run: _RunBackends | None = attrs.field(default=None, init=False)
     _calls: dict[str, int] = attrs.field(factory=dict, init=False)
     _final: CallError | None = attrs.field(default=None, init=False)
@@ -175,6 +178,9 @@ class RoutingProvider(Provider):
         if error.final and self._final is None:
             self._final = error
 
+    def arrival_order_matters(self) -> bool:
+        return self.order_sensitive
+
     def statistics(self) -> RoutingStatistics:
         return RoutingStatistics(calls=dict(self._calls), open_clients=self._run.clients.open if self._run else 0)
 
@@ -212,7 +218,9 @@ def routing_provider(assignment: Mapping[str, Assignment], backends: Backends, s
     if any(isinstance(backends.table(name), AnthropicBackend) for name in names):
         require_sdk()  # before the run, in one line, rather than at its first call
     makers = {name: functools.partial(_make, backends.table(name), sim, run_id) for name in sorted(names)}
-    return RoutingProvider({agent: chosen.backend for agent, chosen in assignment.items()}, makers)
+    tables = [backends.table(name) for name in names]
+    moving = any(isinstance(table, SimBackend) and table.capacity is not None for table in tables)
+    return RoutingProvider({agent: chosen.backend for agent, chosen in assignment.items()}, makers, order_sensitive=moving)
 
 
 def _make(table: BackendTable | None, sim: SimProvider, run_id: str, clients: RunClients) -> Provider:
@@ -221,7 +229,7 @@ def _make(table: BackendTable | None, sim: SimProvider, run_id: str, clients: Ru
         case None:
             return sim
         case SimBackend():
-            return attrs.evolve(sim, error_rate=table.error_rate, hang_rate=table.hang_rate)
+            return attrs.evolve(sim, error_rate=table.error_rate, hang_rate=table.hang_rate, capacity=table.capacity)
         case OpenAIBackend():
             return OpenAIProvider(
                 table.base_url,
