@@ -126,28 +126,22 @@ class SimProvider(Provider):
         return self.capacity is not None
 
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
+        latency, fault, text = self._draw(request)
         if self.capacity is not None:
             self._take_session(request)
-            try:
-                async for event in self._invoked(request):
-                    yield event
-            finally:
-                self._in_flight -= 1
-        else:
-            async for event in self._invoked(request):
-                yield event
-
-    async def _invoked(self, request: Request) -> AsyncGenerator[Event, None]:
-        latency, fault, text = self._draw(request)
-        if self.max_sessions:
-            if self._limiter is None:
-                self._limiter = trio.CapacityLimiter(self.max_sessions)
-            async with self._limiter:
+        try:
+            if self.max_sessions:
+                if self._limiter is None:
+                    self._limiter = trio.CapacityLimiter(self.max_sessions)
+                async with self._limiter:
+                    async for event in self._answer(request, latency, fault, text):
+                        yield event
+            else:
                 async for event in self._answer(request, latency, fault, text):
                     yield event
-        else:
-            async for event in self._answer(request, latency, fault, text):
-                yield event
+        finally:
+            if self.capacity is not None:
+                self._in_flight -= 1
 
     def answer(self, request: Request) -> Awaitable[Done]:
         """The answer without its stream: one timer to the end of the answer instead of
