@@ -122,10 +122,16 @@ class TextDelta(msgspec.Struct, frozen=True, tag="delta"):
 
 
 class Done(msgspec.Struct, frozen=True, tag="done", kw_only=True):
-    """The whole answer and what it cost."""
+    """The whole answer and what it cost.
+
+    Attributes:
+        cost: what the backend says the call cost (Claude Code's ``total_cost_usd``);
+            ``None``: priced from its tokens (``cost.price_per_1k_tokens``).
+    """
 
     text: str
     usage: Usage = Usage()
+    cost: float | None = None
 
 
 Event = Admitted | Opened | Started | TextDelta | Done

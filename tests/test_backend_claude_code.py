@@ -92,7 +92,7 @@ async def test_text_from_assistant_messages_and_tokens_from_the_result(stand_in:
     events = await _events(_provider(stand_in), "polish something")
     assert isinstance(events[0], Started)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["I polish ", "the teapot."]
-    assert events[-1] == Done(text="I polish the teapot.", usage=Usage(input_tokens=15, output_tokens=5))
+    assert events[-1] == Done(text="I polish the teapot.", usage=Usage(input_tokens=15, output_tokens=5), cost=0.0123)
 
 
 @pytest.mark.trio
@@ -218,3 +218,19 @@ async def test_a_final_refusal_stops_the_run_in_one_line_keeping_the_save(stand_
     assert summary["degradations"]["character"]["provider_error"] == 10
     replay = await trio.run_process([sys.executable, "-m", "manor", "replay", str(save), "--verify"], capture_stdout=True, capture_stderr=True, check=False, env=env)
     assert replay.returncode == 0, replay.stderr.decode()
+
+
+@pytest.mark.trio
+async def test_a_run_records_the_tokens_and_the_cost_claude_code_reports(stand_in: Path, tmp_path: Path) -> None:
+    """The records take the result's tokens and its total_cost_usd, not a price per token."""
+    config = tmp_path / "manor.toml"
+    argv = json.dumps([sys.executable, str(stand_in), "-p", "{prompt}"])
+    config.write_text(f'[backends.cli]\nkind = "claude-code"\nargv = {argv}\n[backend]\ndefault = "cli"\n[cost]\nprice_per_1k_tokens = 5.0\n')
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
+    command = [sys.executable, "-m", "manor", "run", "--json", "--config", str(config), "--ticks", "1", "--clock", "real"]
+    result = await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    summary = json.loads(result.stdout)
+    assert summary["ok"] == summary["calls"] == 14
+    assert summary["tokens"] == {"input": 14 * 15, "output": 14 * 5}
+    assert summary["cost"] == pytest.approx(14 * 0.0123)

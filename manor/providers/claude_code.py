@@ -4,7 +4,8 @@
 line: ``system`` (``subtype: init``, ``session_id``), ``assistant`` messages whose text
 blocks are the answer as it comes, tool events, and last a ``result`` (``subtype``
 ``success`` or ``error_*``, ``is_error``, ``result`` text, ``usage``,
-``total_cost_usd``, ``session_id``). The process is run as the ``command`` backend runs
+``total_cost_usd``, ``session_id``): the call's record takes its tokens and that cost
+(in place of ``cost.price_per_1k_tokens``). The process is run as the ``command`` backend runs
 its own (``providers.process``): its own process group, stopped and reaped however the
 call ends.
 
@@ -134,7 +135,8 @@ class ClaudeCodeProvider(Provider):
         if not started:
             yield Started()
         text = result["result"] if isinstance(result.get("result"), str) else "".join(pieces)
-        yield Done(text=text, usage=_usage(result.get("usage")))
+        cost = result.get("total_cost_usd")
+        yield Done(text=text, usage=_usage(result.get("usage")), cost=float(cost) if isinstance(cost, int | float) else None)
 
 
 def classify_failure(what: str, said: str, now: float | None = None) -> CallError:
