@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import http.server
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import trio
@@ -29,7 +32,7 @@ from manor.errors import (
 from manor.layers import Stack, TimeoutLayer
 from manor.providers.anthropic import AnthropicProvider, anthropic_client
 
-KEY = "MANOR_TEST_ANTHROPIC_KEY"
+KEY = "ANTHROPIC_KEY_FOR_MANOR_TESTS"  # not MANOR_*: those are settings
 
 
 @pytest.fixture(autouse=True)
@@ -166,7 +169,7 @@ _EVENTS = [
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    seen: list[dict[str, str]] = []
+    seen: ClassVar[list[dict[str, str]]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
@@ -226,9 +229,8 @@ async def test_the_real_wire_shapes_stream_under_trio() -> None:
 
 @pytest.mark.trio
 async def test_overloaded_error_mid_stream_is_refused_by_the_server() -> None:
-    with _wire_server() as url:
-        with pytest.raises(SessionLimitError, match="529 overloaded: Overloaded"):
-            await _events(_provider(url), "overloaded mid-stream")
+    with _wire_server() as url, pytest.raises(SessionLimitError, match="529 overloaded: Overloaded"):
+        await _events(_provider(url), "overloaded mid-stream")
 
 
 @pytest.mark.trio
@@ -238,3 +240,60 @@ async def test_spend_cap_with_an_http_date_is_final_with_its_wait() -> None:
     refusal = info.value
     assert refusal.final and refusal.retry_after is not None and refusal.retry_after > 1e9
     assert refusal.rates is not None and refusal.rates.tokens_remaining == 0 and refusal.rates.tokens_reset_s > 1e9
+
+
+def test_a_cast_on_the_anthropic_backend_runs_and_its_client_is_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kind = "anthropic"`` in manor.toml: every call of a tick answered with its tokens,
+    through one SDK client for the run, closed when the run ends."""
+    from manor.config import standard_sources
+    from manor.engine import build_engine, configure
+    from manor.providers.routing import RoutingProvider
+
+    seen = {}
+
+    async def run() -> RoutingProvider:
+        async with serving(capacity=3, latency=0.01) as (url, _):
+            path = tmp_path / "manor.toml"
+            path.write_text(f'[backends.claude]\nkind = "anthropic"\nbase_url = "{url}"\nmodel = "m"\napi_key_env = "{KEY}"\n[backend]\ndefault = "claude"\n')
+            config, scene = configure(standard_sources(config_path=path, environ={}))
+            engine = build_engine(config, scene)
+            seen["tick"] = await engine.loop.step()
+            router = engine.loop.gated.backend
+            assert isinstance(router, RoutingProvider)
+            seen["open"] = router.statistics().open_clients
+            return router
+
+    router = trio.run(run)
+    calls = seen["tick"].calls
+    assert [call.outcome for call in calls] == ["ok"] * 14
+    assert all(call.input_tokens > 0 and call.output_tokens > 0 for call in calls)
+    assert seen["open"] == 1 and router.statistics().open_clients == 0
+
+
+def test_without_the_sdk_the_run_stops_before_its_first_tick_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from manor.config import standard_sources
+    from manor.engine import build_engine, configure
+
+    path = tmp_path / "manor.toml"
+    path.write_text(f'[backends.claude]\nkind = "anthropic"\nmodel = "m"\napi_key_env = "{KEY}"\n[backend]\ndefault = "claude"\n')
+    config, scene = configure(standard_sources(config_path=path, environ={}))
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if not installed: importing it fails
+    with pytest.raises(ConfigError, match=r"pip install 'manor\[anthropic\]'"):
+        build_engine(config, scene)
+
+
+def test_manor_config_describes_the_new_kinds() -> None:
+    """What ``manor config`` shows of a table: its kind and where it points, no secret."""
+    from manor.config.backends import (
+        AnthropicBackend,
+        ClaudeCodeBackend,
+        describe_table,
+        variables,
+    )
+
+    claude = AnthropicBackend(model="m")
+    assert describe_table(claude) == "anthropic api.anthropic.com model=m"
+    assert variables(claude) == [("api_key_env", "ANTHROPIC_API_KEY")]
+    cli = ClaudeCodeBackend(resume=True, env=("ANTHROPIC_API_KEY",))
+    assert describe_table(cli) == "claude-code claude -p {prompt} --output-format stream-json --verbose (a session per agent)"
+    assert variables(cli) == [("env", "ANTHROPIC_API_KEY")]

@@ -12,8 +12,8 @@ import trio.testing
 
 from manor.calls import CallerKind, Request
 from manor.config import standard_sources
-from manor.config.layering import flags_source
 from manor.config.backends import CapacityStep, PlatformCapacity
+from manor.config.layering import flags_source
 from manor.engine import build_engine, configure
 from manor.errors import ConfigError, SessionLimitError
 from manor.providers import SimProfile, SimProvider, collect
