@@ -8,6 +8,7 @@ import time
 
 import httpx
 import pytest
+from agent_servers import serving
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,8 +16,6 @@ from manor.calls import CallerKind, RateLimits, Request
 from manor.errors import AccessRefused, ProviderError, SessionLimitError
 from manor.providers.http import rate_limits, refusal, retry_after
 from manor.providers.openai import OpenAIProvider
-
-from agent_servers import serving
 
 
 class TestRetryAfter:
