@@ -83,8 +83,8 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
 
 class RateLimits(msgspec.Struct, frozen=True, kw_only=True):
     """What a server's rate headers said was left (``x-ratelimit-*``,
-    ``anthropic-ratelimit-*``); ``None`` where they said nothing. A refusal carries it
-    (``SessionLimitError.rates``).
+    ``anthropic-ratelimit-*``); ``None`` where they said nothing. An answer carries it
+    (``Done.rates``), and so does a refusal (``SessionLimitError.rates``).
 
     Attributes:
         requests_remaining, tokens_remaining: left in the current window.
@@ -127,11 +127,13 @@ class Done(msgspec.Struct, frozen=True, tag="done", kw_only=True):
     Attributes:
         cost: what the backend says the call cost (Claude Code's ``total_cost_usd``);
             ``None``: priced from its tokens (``cost.price_per_1k_tokens``).
+        rates: what the server's rate headers said was left, when it sent them.
     """
 
     text: str
     usage: Usage = Usage()
     cost: float | None = None
+    rates: RateLimits | None = None
 
 
 Event = Admitted | Opened | Started | TextDelta | Done

@@ -20,7 +20,7 @@ pytest.importorskip("anthropic")  # the `anthropic` extra; in the `test` extra t
 
 from agent_servers import serving, wait_for
 
-from manor.calls import CallerKind, Done, Request, Started, TextDelta, Usage
+from manor.calls import CallerKind, Done, RateLimits, Request, Started, TextDelta, Usage
 from manor.errors import (
     AccessRefused,
     CallTimeout,
@@ -54,13 +54,15 @@ async def _events(provider: AnthropicProvider, prompt: str) -> list:
 
 @pytest.mark.trio
 async def test_streams_text_deltas_and_usage() -> None:
-    """Text arrives in pieces; tokens come from message_start and message_delta."""
+    """Text arrives in pieces; tokens come from message_start and message_delta; what
+    remains from the rate headers (capacity 3, this run in one of them)."""
     async with serving() as (url, _):
         events = await _events(_provider(url), "fetch the teapot @latency=0.2")
     assert isinstance(events[0], Started)
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     assert len(deltas) >= 2
-    assert events[-1] == Done(text="agent heard: fetch the teapot", usage=Usage(input_tokens=3, output_tokens=5))
+    rates = RateLimits(requests_remaining=2)
+    assert events[-1] == Done(text="agent heard: fetch the teapot", usage=Usage(input_tokens=3, output_tokens=5), rates=rates)
     assert "".join(deltas) == events[-1].text
 
 

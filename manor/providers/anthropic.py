@@ -25,7 +25,7 @@ from ..answers import prompt_with_schema
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..errors import CallError, CallTimeout, ConfigError, ProviderError
 from .base import Provider
-from .http import error_fields, refusal
+from .http import error_fields, rate_limits, refusal
 
 if TYPE_CHECKING:
     import anthropic as sdk
@@ -102,6 +102,7 @@ class AnthropicProvider(Provider):
                         pieces.append(text)
                         yield TextDelta(text)
                 message = await stream.get_final_message()
+                rates = rate_limits(stream.response.headers)
         except anthropic.APIStatusError as exc:
             raise _status_error(what, exc) from None
         except anthropic.APITimeoutError as exc:
@@ -110,7 +111,7 @@ class AnthropicProvider(Provider):
             raise ProviderError(f"{what}: {type(exc).__name__}: {exc}") from None
         usage = message.usage
         spent_in = usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
-        yield Done(text="".join(pieces), usage=Usage(input_tokens=spent_in, output_tokens=usage.output_tokens))
+        yield Done(text="".join(pieces), usage=Usage(input_tokens=spent_in, output_tokens=usage.output_tokens), rates=rates)
 
 
 def _status_error(what: str, exc: sdk.APIStatusError) -> CallError:

@@ -65,7 +65,7 @@ async def chat_completions(host: AgentHost, request: HttpRequest) -> HttpRespons
         await events.aclose()
         raise
     if stream:
-        return HttpResponse(200, _SSE, stream=_chunks(first, events, meta, include_usage))
+        return HttpResponse(200, (*_SSE, *rate_headers(host)), stream=_chunks(first, events, meta, include_usage))
     async with aclosing(events):
         item: Event = first
         try:
@@ -82,6 +82,7 @@ async def chat_completions(host: AgentHost, request: HttpRequest) -> HttpRespons
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": _usage(item.usage),
         },
+        rate_headers(host),
     )
 
 
