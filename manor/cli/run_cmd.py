@@ -19,7 +19,7 @@ from ..engine import build_engine, configure, make_clock, make_gate
 from ..forecast import gate_overload
 from ..errors import REASONS, PlatformClosed, error_line
 from ..instruments import Instrument
-from ..providers.refusals import StopAtFinalRefusal, final_refusal
+from ..providers.routing import RoutingProvider
 from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..statistics import PlatformRejections, RunStatistics
@@ -45,6 +45,20 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--force", action="store_true", help="let --save overwrite an existing file")
     add_setting_flags(parser)
     parser.set_defaults(handler=run)
+
+
+class _StopAtFinalRefusal(Instrument):
+    """Cancels ``scope`` (around the tick loop's run) when a tick finishes after a backend
+    met a refusal no retry can cure (``RoutingProvider.final_refusal``): every later call
+    would be refused the same way, so the run stops with that tick recorded whole."""
+
+    def __init__(self, backend: object, scope: trio.CancelScope) -> None:
+        self.backend = backend
+        self.scope = scope
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        if isinstance(self.backend, RoutingProvider) and self.backend.final_refusal is not None:
+            self.scope.cancel()
 
 
 class _ProgressBar(Instrument):
@@ -75,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         async with gate.connected():
             warn_of_gate(gate)
             with trio.CancelScope() as stop:  # cancelled after a tick that met a final refusal
-                engine.loop.add_instrument(StopAtFinalRefusal(engine.loop.gated.backend, stop))
+                engine.loop.add_instrument(_StopAtFinalRefusal(engine.loop.gated.backend, stop))
                 await engine.loop.run(ticks, interval)
 
     def close() -> None:
@@ -105,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         if stats.ticks:
             report(stats.summary(engine) | {"interrupted": stopped.signal_name})
         raise
-    if (refusal := final_refusal(engine.loop.gated.backend)) is not None:
+    backend = engine.loop.gated.backend
+    if isinstance(backend, RoutingProvider) and (refusal := backend.final_refusal) is not None:
         # The ticks that finished keep their figures and their save, as after Ctrl-C.
         close()
         report(stats.summary(engine) | {"stopped": error_line(refusal)})
