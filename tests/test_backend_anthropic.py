@@ -297,5 +297,5 @@ def test_manor_config_describes_the_new_kinds() -> None:
     assert describe_table(claude) == "anthropic api.anthropic.com model=m"
     assert variables(claude) == [("api_key_env", "ANTHROPIC_API_KEY")]
     cli = ClaudeCodeBackend(resume=True, env=("ANTHROPIC_API_KEY",))
-    assert describe_table(cli) == "claude-code claude -p {prompt} --output-format stream-json --verbose (a session per agent)"
+    assert describe_table(cli) == "claude-code claude -p {prompt} --output-format stream-json --verbose --tools= (a session per agent)"
     assert variables(cli) == [("env", "ANTHROPIC_API_KEY")]

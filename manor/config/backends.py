@@ -228,8 +228,10 @@ class AnthropicBackend(_Table, tag="anthropic"):
     read_timeout_s: PositiveSeconds = 60.0
 
 
-#: How ``claude-code`` runs Claude Code: ``{prompt}`` is filled in.
-CLAUDE_ARGV = ("claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose")
+#: How ``claude-code`` runs Claude Code: ``{prompt}`` is filled in. ``--tools=`` turns
+#: its tools off: a character answers in words, it does not read or run anything in the
+#: directory Manor runs in (name the tools to allow: ``--tools=Read,Grep``).
+CLAUDE_ARGV = ("claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--tools=")
 
 
 class ClaudeCodeBackend(_Table, tag="claude-code"):
