@@ -139,9 +139,11 @@ async def test_an_error_result_is_a_provider_error_naming_its_subtype(stand_in: 
 
 
 @pytest.mark.trio
-async def test_a_missing_program_is_a_provider_error(tmp_path: Path) -> None:
-    with pytest.raises(ProviderError, match="cannot run"):
+async def test_a_missing_program_is_a_final_provider_error(tmp_path: Path) -> None:
+    """Not installed, or not on PATH: no retry will help, so the run stops."""
+    with pytest.raises(ProviderError, match="cannot run .*No such file or directory") as info:
         await _events(ClaudeCodeProvider([str(tmp_path / "no-claude"), "-p", "{prompt}"]), "hi")
+    assert info.value.final
 
 
 @pytest.mark.trio

@@ -70,8 +70,8 @@ async def spawned(
             the process still runs.
 
     Raises:
-        ProviderError: the program cannot be run (not found, not executable, a NUL in
-            an argument).
+        ProviderError: the program cannot be run: not found or not executable (``final``:
+            the run stops), or a NUL in an argument.
     """
     name = os.path.basename(argv[0])
     with tempfile.TemporaryFile() as stdin_file, tempfile.TemporaryFile() as stderr:
@@ -88,7 +88,10 @@ async def spawned(
                 start_new_session=True,  # its own process group, so we can end all of it
             )
         except OSError as exc:
-            raise ProviderError(f"{name}: cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+            # Not there, not executable: every later call would fail the same way.
+            missing = ProviderError(f"{name}: cannot run {argv[0]!r}: {exc.strerror or exc}")
+            missing.final = True
+            raise missing from None
         except ValueError as exc:  # a NUL in an argument, the environment or cwd
             raise ProviderError(f"{name}: cannot run {argv[0]!r}: {exc}") from None
         try:
