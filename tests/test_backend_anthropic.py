@@ -148,6 +148,14 @@ async def test_unreachable_server_is_a_provider_error() -> None:
         await _events(_provider(url), "hi")
 
 
+@pytest.mark.trio
+async def test_no_model_is_final() -> None:
+    provider = AnthropicProvider(anthropic_client(KEY, "http://127.0.0.1:9", 1.0, 1.0))
+    with pytest.raises(ProviderError, match="no model configured") as info:
+        await _events(provider, "hi")
+    assert info.value.final
+
+
 def test_unset_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(KEY)
     with pytest.raises(ConfigError, match=KEY):

@@ -85,7 +85,9 @@ class AnthropicProvider(Provider):
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
         model = request.model or self.model
         if not model:
-            raise ProviderError("no model configured for the anthropic backend")
+            unset = ProviderError("no model configured for the anthropic backend: set its table's model, or the agent file's")
+            unset.final = True  # every call of this agent would fail the same way
+            raise unset
         anthropic = require_sdk()
         what = f"{model} at {self.what}"
         prompt = prompt_with_schema(request.prompt, request.shape)
