@@ -19,6 +19,7 @@ __all__ = [
     "Done",
     "Event",
     "Opened",
+    "RateLimits",
     "Request",
     "Started",
     "TextDelta",
@@ -62,6 +63,22 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
         return self.input_tokens + self.output_tokens
 
 
+class RateLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """What a server's rate headers said was left (``x-ratelimit-*``,
+    ``anthropic-ratelimit-*``); ``None`` where they said nothing. An answer carries it
+    (``Done.rates``), and so does a refusal (``SessionLimitError.rates``).
+
+    Attributes:
+        requests_remaining, tokens_remaining: left in the current window.
+        requests_reset_s, tokens_reset_s: seconds until that window resets.
+    """
+
+    requests_remaining: int | None = None
+    requests_reset_s: float | None = None
+    tokens_remaining: int | None = None
+    tokens_reset_s: float | None = None
+
+
 class Admitted(msgspec.Struct, frozen=True, tag="admitted", kw_only=True):
     """The shared gate let the call through (from the gate layer, first)."""
 
@@ -87,10 +104,18 @@ class TextDelta(msgspec.Struct, frozen=True, tag="delta"):
 
 
 class Done(msgspec.Struct, frozen=True, tag="done", kw_only=True):
-    """The whole answer and what it cost."""
+    """The whole answer and what it cost.
+
+    Attributes:
+        cost: what the backend says the call cost (Claude Code's ``total_cost_usd``);
+            ``None``: priced from its tokens (``cost.price_per_1k_tokens``).
+        rates: what the server's rate headers said was left, when it sent them.
+    """
 
     text: str
     usage: Usage = Usage()
+    cost: float | None = None
+    rates: RateLimits | None = None
 
 
 Event = Admitted | Opened | Started | TextDelta | Done

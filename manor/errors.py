@@ -13,13 +13,19 @@ boundary (``raise ProviderError(...) from exc``)::
         ├── GateTimeout             gate_timeout       waited too long at the shared gate
         ├── GateUnavailable         gate_unavailable   the shared gate's server was lost
         ├── SessionLimitError       platform_rejected  the platform's fail-fast "I'm full":
-        │                                              Manor's own limiter, or the server's 429
+        │                                              Manor's own limiter, or the server's
+        │                                              429/529 or a CLI's rate-limit message
         ├── CallTimeout             call_timeout       the per-call timeout expired
         ├── CircuitOpen             circuit_open       the breaker refused the call
         ├── InvalidOutput           invalid_output     the answer is not of the request's
         │                                              shape (``manor.answers``)
         └── ProviderError           provider_error     the backend failed or answered garbage
+            ├── AccessRefused                          the server refused the account (401/403)
             └── BudgetExceeded                         the cost budget is spent
+
+A call error is ``final`` when no retry can cure it: a spend or usage cap reached
+(a final ``SessionLimitError``), a key the server refuses (``AccessRefused``). A run that
+meets one stops after the tick it happened in (``PlatformClosed``), keeping its save.
 
 The reason of a call that was cancelled (a tick deadline) is ``cancelled``; trio's own
 ``Cancelled`` carries it, so there is no class for it.
@@ -34,20 +40,24 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from .calls import RateLimits
+
 __all__ = [
+    "ERROR_CHARS",
     "REASONS",
+    "AccessRefused",
     "BudgetExceeded",
     "CallError",
     "CallTimeout",
     "CircuitOpen",
-    "InvalidOutput",
     "ConfigError",
-    "ERROR_CHARS",
     "ContentError",
     "FleetError",
     "GateTimeout",
     "GateUnavailable",
+    "InvalidOutput",
     "ManorError",
+    "PlatformClosed",
     "ProviderError",
     "RefusedBy",
     "SaveError",
@@ -156,10 +166,20 @@ class FleetError(ManorError):
     or was given work it cannot read. The message names its worlds and says why."""
 
 
+class PlatformClosed(ManorError):
+    """A backend's refusal that no retry can cure (a spend cap, a usage cap, a key the
+    server refuses) stopped the run after the tick it came in. The message is the
+    refusal's, and says what the run had done (ticks, the save)."""
+
+
 class CallError(ManorError):
-    """One model call failed; ``reason`` is the degradation it is counted under."""
+    """One model call failed; ``reason`` is the degradation it is counted under.
+
+    ``final``: no retry can cure it; the run stops after this tick (``PlatformClosed``).
+    """
 
     reason: ClassVar[str] = "provider_error"
+    final: bool = False
 
 
 class GateTimeout(CallError):
@@ -185,8 +205,11 @@ class SessionLimitError(CallError):
 
     Args:
         refused_by: ``limiter`` when Manor's own platform limiter refused the call,
-            ``server`` (the default: what a backend raises) when the server did.
+            ``server`` (the default: what a backend raises) when the server did (an
+            HTTP 429 or 529, a CLI's rate-limit message).
         retry_after: seconds the server asked us to wait, when it said (``Retry-After``).
+        final: no retry will help (a spend cap, a CLI's usage cap): the run stops.
+        rates: what the server's rate headers said, when it sent them.
     """
 
     reason = "platform_rejected"
@@ -197,10 +220,14 @@ class SessionLimitError(CallError):
         *,
         refused_by: RefusedBy = "server",
         retry_after: float | None = None,
+        final: bool = False,
+        rates: RateLimits | None = None,
     ):
         super().__init__(message)
         self.refused_by: RefusedBy = refused_by
         self.retry_after = retry_after
+        self.final = final
+        self.rates = rates
 
 
 class CallTimeout(CallError):
@@ -226,6 +253,13 @@ class ProviderError(CallError):
     """The backend failed, or answered something that is not a valid response."""
 
     reason = "provider_error"
+
+
+class AccessRefused(ProviderError):
+    """The server refused the account itself (HTTP 401 or 403: a missing or invalid
+    key, no permission): no retry will help, so the run stops (``final``)."""
+
+    final = True
 
 
 class BudgetExceeded(ProviderError):

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import trio
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -20,7 +21,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import REASONS
+from ..errors import REASONS, PlatformClosed, error_line
+from ..providers.routing import RoutingProvider
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.engine import build_engine, configure, make_clock, make_gate
@@ -51,6 +53,20 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+class _StopAtFinalRefusal(Instrument):
+    """Cancels ``scope`` (around the tick loop's run) when a tick finishes after a backend
+    met a refusal no retry can cure (``RoutingProvider.final_refusal``): every later call
+    would be refused the same way, so the run stops with that tick recorded whole."""
+
+    def __init__(self, backend: object, scope: trio.CancelScope) -> None:
+        self.backend = backend
+        self.scope = scope
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        if isinstance(self.backend, RoutingProvider) and self.backend.final_refusal is not None:
+            self.scope.cancel()
+
+
 class _ProgressBar(Instrument):
     def __init__(self, progress: Progress, task: Any) -> None:
         self.progress = progress
@@ -78,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with gate.connected():
             warn_of_gate(gate)
-            await engine.loop.run(ticks, interval)
+            with trio.CancelScope() as stop:  # cancelled after a tick that met a final refusal
+                engine.loop.add_instrument(_StopAtFinalRefusal(engine.loop.gated.backend, stop))
+                await engine.loop.run(ticks, interval)
 
     def close() -> None:
         if writer is not None:
@@ -107,6 +125,12 @@ def run(args: argparse.Namespace) -> int:
         if stats.ticks:
             report(stats.summary(engine) | {"interrupted": stopped.signal_name})
         raise
+    backend = engine.loop.gated.backend
+    if isinstance(backend, RoutingProvider) and (refusal := backend.final_refusal) is not None:
+        # The ticks that finished keep their figures and their save, as after Ctrl-C.
+        close()
+        report(stats.summary(engine) | {"stopped": error_line(refusal)})
+        raise PlatformClosed(f"{error_line(refusal)}; no retry will help, so the run stopped {interrupts.ran(stats.ticks, writer)}")
     if writer is not None:
         writer.check()
     report(stats.summary(engine))

@@ -188,6 +188,8 @@ class Stack:
         self.layers: tuple[Layer, ...] = tuple(sorted(layers, key=lambda layer: layer.priority))
         # The layers whose decisions can depend on arrival order, asked every tick.
         self._order_sensitive = tuple(layer for layer in self.layers if type(layer).arrival_order_matters is not Layer.arrival_order_matters)
+        # And the backend's (a simulated platform refusing calls beyond its capacity).
+        self._backend_order = getattr(backend, "arrival_order_matters", None)
         # Innermost, the backend's stream, each event passed on to the listener.
         self._call = _compose(backend, self.layers)
 
@@ -202,7 +204,10 @@ class Stack:
         return self._call(request, listener)
 
     def arrival_order_matters(self) -> bool:
-        """Whether any layer's decisions now depend on the order calls arrive in."""
+        """Whether any layer's decisions, or the backend's, now depend on the order calls
+        arrive in."""
+        if self._backend_order is not None and self._backend_order():
+            return True
         return any(layer.arrival_order_matters() for layer in self._order_sensitive)
 
     def layer(self, kind: type[Layer]) -> Layer | None:

@@ -53,6 +53,12 @@ class Provider(abc.ABC):
             CallError: (from iteration) a subclass naming why the call failed.
         """
 
+    def arrival_order_matters(self) -> bool:
+        """Whether calls arriving at the same instant could be answered differently
+        depending on which arrives first (a platform refusing those beyond its
+        capacity); then the tick loop starts them one by one, in ticket order."""
+        return False
+
     def answer(self, request: Request) -> Awaitable[Done]:
         """The answer to ``request`` for a caller that does not watch it stream
         (``collect`` without a listener that hears the stream).

@@ -18,7 +18,8 @@ from ..answers import draw_answer
 from ..callers import CallerStyle
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..clock import current_time
-from ..errors import ProviderError
+from ..config.backends import PlatformCapacity
+from ..errors import ProviderError, SessionLimitError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
 from ..templates import template_problem
 from ..timer import sleep_until
@@ -92,6 +93,10 @@ class SimProvider(Provider):
             with a narrator's line, any other with a character's.
         max_sessions: the backend's own concurrency cap; 0 = unlimited (the shared gate
             subsumes it).
+        capacity: a platform limit that moves during the run, answered as a server
+            answers it: a call that finds every session in use is refused at once
+            (``SessionLimitError`` refused by the server, with its ``retry_after``).
+            ``None`` (the default) refuses nothing, and draws nothing.
     """
 
     profiles: Mapping[str, SimProfile] = attrs.field(factory=dict)
@@ -103,7 +108,10 @@ class SimProvider(Provider):
     hang_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     invalid_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     max_sessions: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    capacity: PlatformCapacity | None = None
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False)
+    _in_flight: int = attrs.field(default=0, init=False)
+    _epoch: float | None = attrs.field(default=None, init=False)
     # One generator, seeded again for every draw: as random.Random(key), without
     # building a generator (2.5 KB of state) per call.
     _rng: random.Random = attrs.field(factory=random.Random, init=False, repr=False)
@@ -117,17 +125,28 @@ class SimProvider(Provider):
         """The latency this call will have: deterministic for its key."""
         return self._draw(request)[0]
 
+    def arrival_order_matters(self) -> bool:
+        """With a ``capacity``, which of the calls arriving together is refused depends
+        on which arrives first: the tick loop then starts them in ticket order."""
+        return self.capacity is not None
+
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
         latency, fault, text = self._draw(request)
-        if self.max_sessions:
-            if self._limiter is None:
-                self._limiter = trio.CapacityLimiter(self.max_sessions)
-            async with self._limiter:
+        if self.capacity is not None:
+            self._take_session(request)
+        try:
+            if self.max_sessions:
+                if self._limiter is None:
+                    self._limiter = trio.CapacityLimiter(self.max_sessions)
+                async with self._limiter:
+                    async for event in self._answer(request, latency, fault, text):
+                        yield event
+            else:
                 async for event in self._answer(request, latency, fault, text):
                     yield event
-        else:
-            async for event in self._answer(request, latency, fault, text):
-                yield event
+        finally:
+            if self.capacity is not None:
+                self._in_flight -= 1
 
     def answer(self, request: Request) -> Awaitable[Done]:
         """The answer without its stream: one timer to the end of the answer instead of
@@ -143,12 +162,45 @@ class SimProvider(Provider):
             ProviderError: (when awaited) the simulated model failed this call.
             DeadlineReached: (when awaited) the call's deadline came before its answer.
         """
+        if self.capacity is not None:
+            return self._within_capacity(request)
+        return self._answered(request)
+
+    def _answered(self, request: Request) -> Awaitable[Done]:
         latency, fault, text = self._draw(request)
         deadline = call_deadline.get()
         if self.max_sessions:
             limited = self._limited(request, latency, fault, text)
             return limited if deadline == math.inf else by_deadline(deadline, limited)
         return self._answer_at_once(request, latency, fault, text, deadline)
+
+    async def _within_capacity(self, request: Request) -> Done:
+        self._take_session(request)
+        try:
+            return await self._answered(request)
+        finally:
+            self._in_flight -= 1
+
+    def _take_session(self, request: Request) -> None:
+        """Count the call in, or refuse it as a full server would.
+
+        Raises:
+            SessionLimitError: every session the capacity allows now is in use.
+        """
+        assert self.capacity is not None
+        if self.capacity.by == "tick":
+            at = float(request.tick)
+        else:
+            now = current_time()
+            if self._epoch is None:
+                self._epoch = now
+            at = now - self._epoch
+        limit = self.capacity.sessions(at)
+        if limit is not None and self._in_flight >= limit:
+            raise SessionLimitError(
+                f"simulated platform full: {self._in_flight} of {limit} sessions in use", retry_after=self.capacity.retry_after_s
+            )
+        self._in_flight += 1
 
     async def _limited(self, request: Request, latency: float, fault: str, text: str) -> Done:
         if self._limiter is None:

@@ -220,6 +220,22 @@ class AgentHost:
             elif run.status == "running" and not outlive_client:
                 run.scope.cancel()
 
+    def resize(self, capacity: int) -> None:
+        """Run at most ``capacity`` runs at once from now on: a platform whose limit
+        moves. Runs already in progress above it finish; queued ones wait for room.
+
+        Raises:
+            ValueError: ``capacity`` is below 1.
+        """
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, not {capacity}")
+        self.capacity = capacity
+        self._wakeup.set()
+
+    def room(self) -> int:
+        """Runs it would take now without queueing: its rate headers' "remaining"."""
+        return max(0, self.capacity - len(self._running) - len(self._queue))
+
     def cancel(self, run_id: str) -> None:
         """Cancel a run now, queued or running. An unknown or finished run: nothing."""
         run = self._runs.get(run_id)

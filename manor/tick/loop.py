@@ -337,7 +337,7 @@ class TickLoop:
                 text=done.text,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
-                cost=(input_tokens + output_tokens) / 1000 * self.price_per_1k_tokens,  # usage.total_tokens
+                cost=(input_tokens + output_tokens) / 1000 * self.price_per_1k_tokens if done.cost is None else done.cost,
                 attempts=attempts,
                 repairs=repairs,
             )
@@ -384,7 +384,7 @@ class TickLoop:
             text=answer.text if answer is not None else "",
             input_tokens=answer.usage.input_tokens if answer is not None else 0,
             output_tokens=answer.usage.output_tokens if answer is not None else 0,
-            cost=answer.usage.total_tokens / 1000 * self.price_per_1k_tokens if answer is not None else 0.0,
+            cost=0.0 if answer is None else answer.usage.total_tokens / 1000 * self.price_per_1k_tokens if answer.cost is None else answer.cost,
             attempts=attempts,
             error=error,
             refused_by=refused_by,
