@@ -209,7 +209,7 @@ class TestTicketOffice:
         dealt: dict[int, list[int]] = {}
 
         async def world(index: int) -> None:
-            dealt[index] = await office.counter(index).issue(index + 1)
+            dealt[index] = await office.counter(index).issue(index + 1, [1.0] * (index + 1))
 
         async def main() -> None:
             async with trio.open_nursery() as nursery:
