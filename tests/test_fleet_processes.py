@@ -156,7 +156,7 @@ class TestReport:
         assert sum(total["degradations"]["character"].values()) == 0
         assert 1 <= total["peak_platform_sessions"] <= size
         assert total["tick_seconds"]["max"] == max(world["tick_seconds"]["max"] for world in worlds)
-        assert 0 < summary["fairness"]["jain_calls_per_s"] <= 1 and 0 < summary["fairness"]["makespan_min_max"] <= 1
+        assert summary["fairness"]["jain_share_per_weight"] is None and 0 < summary["fairness"]["makespan_min_max"] <= 1
         for world in worlds:
             report = _verifies(saves / f"world-{world['index']}-wacky_manor.msav")
             assert report["world_hash"] == world["world_hash"] and report["fleet"] == {"world": world["index"], "worlds": 4}

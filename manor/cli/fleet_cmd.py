@@ -35,6 +35,7 @@ from ..fleet.in_process import (
     build_fleet,
     configure_worlds,
     fleet_clock,
+    fleet_tenants,
     parts,
 )
 from ..fleet.processes import Part, ProcessFleet
@@ -72,7 +73,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--scenes", type=_scenes, default=(), metavar="A,B,...",
         help="the worlds' scenes, by name or path, in turn (default: --scene for every world); "
-        "a scene named again runs with its seed + 1, + 2, ...",
+        "a scene named again runs with its seed + 1, + 2, ...; SCENE:W gives its worlds weight W at the gate "
+        "(default 1: backlogged worlds get session-time in proportion to their weights), SCENE:W:K caps "
+        "each of them at K calls in flight",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object with the fleet's figures, nothing else")
     parser.add_argument("--save-dir", type=Path, default=None, metavar="DIR", help="record each world to its own save file in DIR (see 'manor replay')")
@@ -134,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     scenes = sorted({scene.spec.name for _, scene in configured})
     gate = make_gate(*configured[0], world=f"fleet of {len(configured)} worlds of {', '.join(scenes)}")
     paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
-    fleet = build_fleet(configured, gate=gate)
+    fleet = build_fleet(configured, gate=gate, tenants=fleet_tenants(configured, args.scenes))
     if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
     writers: list[SaveWriter] = []  # made inside the block that closes them on a signal
@@ -186,7 +189,7 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
     # process starts or any save is made.
     gate = make_gate(*configured[0], world=f"fleet of {len(configured)} worlds of {', '.join(scenes)}")
     paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
-    fleet = build_fleet(configured, gate=gate)  # the settings' checks and the gate's forecast, before any process starts
+    fleet = build_fleet(configured, gate=gate, tenants=fleet_tenants(configured, args.scenes))  # the settings' checks and the gate's forecast, before any process starts
     if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
     divided = parts(len(configured), args.processes)
@@ -322,7 +325,11 @@ def print_summary(console: Console, summary: dict[str, Any], processes: int = 1)
         pad_edge=False,
         padding=(0, 1, 0, 0),
     )
-    columns = ["world", *(["scene"] if len(scenes) > 1 else []), "seed", "calls", "degraded", "mean s", "calls/s", "peak", "hash"]
+    shares = any(world.get("share_per_weight") is not None for world in worlds)
+    columns = [
+        "world", *(["scene"] if len(scenes) > 1 else []), "seed", "calls", "degraded", "mean s", "calls/s",
+        "weight", *(["share", "/due"] if shares else []), "wait s", "peak", "hash",
+    ]  # fmt: skip
     for column in columns:
         if column == "scene":
             table.add_column(column, max_width=14, no_wrap=True, overflow="ellipsis")
@@ -331,14 +338,20 @@ def print_summary(console: Console, summary: dict[str, Any], processes: int = 1)
     for world in worlds:
         rate = "—" if world["calls_per_s"] is None else f"{world['calls_per_s']:.3f}"
         degraded = Text(str(world["degraded"]), style="bold red" if world["degraded"] else "")
+        weight = f"{world['weight']:g}" + (f" ≤{world['max_sessions']}" if world["max_sessions"] is not None else "")
+        share = [_figure(world.get("backlogged_share")), _figure(world.get("share_per_weight"))] if shares else []
+        wait = world["gate_wait_s"]
         table.add_row(
             str(world["index"]), *([world["scene"]] if len(scenes) > 1 else []), str(world["seed"]),
-            str(world["calls"]), degraded, f"{world['tick_seconds']['mean']:.3f}", rate, str(world["peak_platform_sessions"]),
-            world["world_hash"][:8],
+            str(world["calls"]), degraded, f"{world['tick_seconds']['mean']:.3f}", rate, weight, *share,
+            f"{wait['mean']:.2f} / {wait['p95']:.2f}", str(world["peak_platform_sessions"]), world["world_hash"][:8],
         )  # fmt: skip
     table.caption = (
-        "mean s: its mean tick makespan; calls/s: its calls answered per second; peak: the most platform sessions it "
-        "held at once; hash: its world hash after its last tick (--json: every figure of 'manor run --json')"
+        "mean s: its mean tick makespan; calls/s: its calls answered per second; weight: its share at the gate against "
+        "the others (≤K: its cap on calls in flight); share: its part of the sessions held while it and another world "
+        "waited, /due: that over what its weight is due (1 = fair); wait s: its calls' wait at the gate, mean / p95; "
+        "peak: the most platform sessions it held at once; hash: its world hash after its last tick "
+        "(--json: every figure of 'manor run --json', its tenant and shares)"
     )
     table.caption_justify = "left"
     console.print(table)
@@ -351,7 +364,7 @@ def print_summary(console: Console, summary: dict[str, Any], processes: int = 1)
         ("platform rejections", PlatformRejections.describe(total["platform_rejections"])),
         ("peak platform sessions", f"{total['peak_platform_sessions']} of {total['platform_limit'] or 'unlimited'}"),
         ("tick makespan mean / p50 / p95 / max (s)", f"{seconds['mean']:.3f} / {seconds['p50']:.3f} / {seconds['p95']:.3f} / {seconds['max']:.3f}"),
-        ("fairness: Jain's index of calls/s (1 = even)", _figure(fairness["jain_calls_per_s"])),
+        ("fairness: Jain's index of session-time share / weight (1 = each its due)", _figure(fairness["jain_share_per_weight"])),
         ("fairness: mean tick, shortest / longest world", _figure(fairness["makespan_min_max"])),
     ]
     for row in rows:

@@ -13,7 +13,7 @@ from typing import BinaryIO
 import trio
 
 from ..errors import FleetError
-from ..fleet.in_process import Fleet, build_fleet, configure_worlds
+from ..fleet.in_process import Fleet, build_fleet, configure_worlds, fleet_tenants
 from ..fleet.processes import (
     PART_COMMAND,
     Finished,
@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     gate = make_gate(*mine[0], world=f"fleet of {part.worlds} worlds of {', '.join(scenes)}: {describe_worlds(part.indices)}")
     scale = part.sim_latency_scale
     backends = (lambda index: None) if scale is None else (lambda index: scene_sim(*configured[index], latency_scale=scale))
-    fleet = build_fleet(mine, indices=part.indices, gate=gate, backends=backends)
+    tenants = fleet_tenants(configured, part.scenes)
+    fleet = build_fleet(mine, indices=part.indices, gate=gate, backends=backends, tenants=[tenants[index] for index in part.indices])
     writers: list[SaveWriter] = []  # made inside the block that closes them on a signal
     settings = mine[0][0].settings
 

@@ -145,21 +145,27 @@ class TickLoop:
 
     # -- a tick -----------------------------------------------------------------------
 
-    def ticket_order(self, requests: Sequence[Request]) -> list[int]:
+    def ticket_order(self, requests: Sequence[Request], latencies: Sequence[float] | None = None) -> list[int]:
         """Indices of ``requests`` in the order their tickets are handed out: planning
         order (fifo), or longest predicted call first, planned over the gate's slots
-        (``manor.tick.ordering.longest_first``)."""
-        indices = list(range(len(requests)))
+        (``manor.tick.ordering.longest_first``). ``latencies``: the requests' predicted
+        latencies, if already asked."""
         if self.order == "longest-first":
-            latency = self.predictor.latency
-            return longest_first([latency(request) for request in requests], self.gate.size)
-        return indices
+            if latencies is None:
+                latency = self.predictor.latency
+                latencies = [latency(request) for request in requests]
+            return longest_first(latencies, self.gate.size)
+        return list(range(len(requests)))
 
     async def with_tickets(self, requests: Sequence[Request]) -> list[Request]:
-        """Issue gate tickets to ``requests`` (in ticket order); returned in their order.
-        Straight from the gate, this does not yield."""
-        order = self.ticket_order(requests)
-        tickets = self.gate.issue(len(requests)) if self.tickets is None else await self.tickets.issue(len(requests))
+        """Issue gate tickets to ``requests`` (in ticket order), each costing its
+        predicted latency at the gate (what its lane is charged, when the gate is
+        shared); returned in their order. Straight from the gate, this does not yield."""
+        latency = self.predictor.latency
+        latencies = [latency(request) for request in requests]
+        order = self.ticket_order(requests, latencies)
+        costs = [latencies[index] for index in order]
+        tickets = self.gate.issue(len(requests), costs=costs) if self.tickets is None else await self.tickets.issue(len(requests), costs)
         stamped = list(requests)
         for ticket, index in zip(tickets, order, strict=True):
             stamped[index] = msgspec.structs.replace(requests[index], ticket=ticket)
