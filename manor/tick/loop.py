@@ -15,7 +15,7 @@ from ..admission.gate import SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
 from ..answers import answer_problem, repair_prompt
-from ..calls import Admitted, Done, Event, Opened, Request
+from ..calls import Admitted, Done, Event, Opened, Released, Request
 from ..clock import current_time, read_clock_directly
 from ..errors import CallError, InvalidOutput, RefusedBy, SessionLimitError, error_line
 from ..layers import Stack
@@ -44,20 +44,24 @@ def _plain(caller: str) -> str:
 @final
 class _Admission:
     """When a call got through, as its listener hears it: the gate's admission, or with
-    no gate the platform's session (``at``; ``None`` until then). An object a call, not
-    a closure: a closure marked ``answer_only`` would need a cell and a dict of its own
+    no gate the platform's session (``at``; ``None`` until then); and when the gate took
+    its slot back (``released_at``), which is the call's end. An object a call, not a
+    closure: a closure marked ``answer_only`` would need a cell and a dict of its own
     for every call."""
 
-    __slots__ = ("at", "instruments", "request")
+    __slots__ = ("at", "instruments", "released_at", "request")
 
     def __init__(self, request: Request, instruments: Instruments) -> None:
         self.at: float | None = None
+        self.released_at: float | None = None
         self.request = request
         self.instruments = instruments
 
     @answer_only  # it wants the gate's and the platform's events, not the answer's stream
     def heard(self, event: Event) -> None:
-        if self.at is None:
+        if type(event) is Released:
+            self.released_at = event.released_at  # type: ignore[union-attr]
+        elif self.at is None:
             kind = type(event)
             if kind is Admitted:
                 self.at = event.admitted_at  # type: ignore[union-attr]
@@ -300,7 +304,9 @@ class TickLoop:
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
-        finished_at = current_time()
+        # A call through the gate ended when the gate took its slot back: stamped later
+        # (on the real clock), it would overlap the call that slot admitted next.
+        finished_at = current_time() if admission.released_at is None else admission.released_at
         admitted_at = admission.at
         if done is not None and failure is None and not cancelled and request.shape is not None:
             problem = answer_problem(done.text, request.shape)
