@@ -4,11 +4,22 @@ the platform."""
 
 from __future__ import annotations
 
-import trio
+import re
+import time
+from collections.abc import Sequence
 
-from manor.records import CallRecord
+import pytest
+import trio
+import trio.testing
+from redis_server import RedisServer
+
+from manor.admission.redis_gate import RedisGate
+from manor.errors import SharedGateError, leaves
+from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.replay.recorded import peak_platform_sessions
-from scenes_fixture import TickRecorder, fixed_scene, make_engine
+from manor.run.engine import Engine, build_engine
+from manor.tick.instruments import Instrument
+from scenes_fixture import TickRecorder, fixed_scene, make_engine, settings
 
 
 def _most_in_flight(calls: list[CallRecord]) -> int:
@@ -30,3 +41,72 @@ class TestRecordedEnd:
         assert _most_in_flight(calls) == size
         for call in calls:
             assert call.admitted_at is not None and call.queued_at <= call.admitted_at <= call.finished_at
+
+
+class _LoseRedis(Instrument):
+    """Kills the gate's Redis as tick ``at`` ends; starts it again, if ``back``, when the
+    loop says it waits for the gate."""
+
+    def __init__(self, server: RedisServer, at: int, *, back: bool) -> None:
+        self.server, self.at, self.back = server, at, back
+        self.waits: list[tuple[str, float]] = []
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        if record.tick == self.at:
+            self.server.kill()
+
+    def gate_lost(self, message: str, limit_s: float) -> None:
+        self.waits.append((message, limit_s))
+        if self.back:
+            self.server.start()
+
+
+def _on_redis(server: RedisServer, lose: _LoseRedis, gate_wait_s: float) -> tuple[Engine, TickRecorder, RedisGate]:
+    gate = RedisGate(server.url, "lost", size=2, lease_s=1.0)
+    engine = build_engine(settings(platform_limit=3, gate_size=2), fixed_scene([0.002] * 4, narrator=0.002, summariser=0.002), gate=gate)
+    engine.loop.gate_wait_s = gate_wait_s
+    recorder = TickRecorder()
+    engine.loop.add_instrument(recorder)
+    engine.loop.add_instrument(lose)
+    return engine, recorder, gate
+
+
+def _found_no_gate(record: TickRecord) -> bool:
+    return all(call.reason == "gate_unavailable" for call in record.calls)
+
+
+class TestGateLost:
+    def test_a_tick_that_found_no_gate_is_followed_by_a_wait_for_it_not_by_empty_ticks(self, redis_server: RedisServer) -> None:
+        """Redis lost after tick 2 and back a moment later: one tick finds no gate, the
+        loop waits for it (saying so once), and the run's other ticks are all ok."""
+        lose = _LoseRedis(redis_server, at=2, back=True)
+        engine, recorder, gate = _on_redis(redis_server, lose, gate_wait_s=30.0)
+
+        async def main() -> None:
+            async with gate.connected():
+                await engine.loop.run(8)
+
+        trio.run(main)  # the real clock
+        assert len(recorder.ticks) == 8
+        assert [_found_no_gate(record) for record in recorder.ticks] == [False, False, True, False, False, False, False, False]
+        assert all(call.ok for record in recorder.ticks if not _found_no_gate(record) for call in record.calls)
+        ((message, limit),) = lose.waits
+        assert "Redis unreachable" in message and limit == 30.0
+
+    def test_a_gate_lost_longer_than_the_wait_stops_the_run_in_one_line(self, redis_server: RedisServer) -> None:
+        lose = _LoseRedis(redis_server, at=1, back=False)
+        engine, recorder, gate = _on_redis(redis_server, lose, gate_wait_s=1.5)
+        started = time.monotonic()
+
+        async def main() -> None:
+            async with gate.connected():
+                await engine.loop.run(8)
+
+        with pytest.raises(BaseException) as raised:  # in the Redis client's exception groups
+            trio.run(main)
+        (error,) = leaves(raised.value)
+        assert isinstance(error, SharedGateError)
+        assert re.fullmatch(r"gate redis://.*Redis unreachable: .*; no gate for 1.5s: stopped after tick 2", str(error))
+        assert time.monotonic() - started >= 1.5
+        assert [_found_no_gate(record) for record in recorder.ticks] == [False, True]
+        assert len(lose.waits) == 1
