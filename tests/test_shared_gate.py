@@ -4,17 +4,22 @@ the platform."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 from redis_server import RedisServer
 
-from manor.admission.redis_gate import RedisGate
-from manor.errors import SharedGateError, leaves
+from manor.admission.redis_gate import RedisGate, gate_status
+from manor.errors import SharedGateError, leaves, redacted_url
 from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.replay.recorded import peak_platform_sessions
 from manor.run.engine import Engine, build_engine
@@ -110,3 +115,53 @@ class TestGateLost:
         assert time.monotonic() - started >= 1.5
         assert [_found_no_gate(record) for record in recorder.ticks] == [False, True]
         assert len(lose.waits) == 1
+
+
+class TestSizedPastThePlatform:
+    @pytest.mark.trio
+    async def test_a_gate_nobody_holds_that_keeps_another_size_is_said_so(self, redis_url: str) -> None:
+        """A gate resized to 8 outlives its processes: the next process of size 5 shares
+        it at 8 and says, in one line, that no process holds it and how to set it back;
+        one that joins a gate in use says only that it is in use."""
+        name = f"left-{uuid.uuid4().hex[:8]}"
+        async with RedisGate(redis_url, name, size=5).connected() as first:
+            first.size = 8
+            with trio.fail_after(10):
+                while (await gate_status(redis_url, name)).statistics.size != 8:  # type: ignore[union-attr]
+                    await trio.sleep(0.02)
+            async with RedisGate(redis_url, name, size=5).connected() as beside:
+                assert beside.notice is not None and beside.notice.split("; ")[0].endswith("is in use with size 8")
+                assert "resize" not in beside.notice
+        later = RedisGate(redis_url, name, size=5)
+        async with later.connected():
+            assert later.size == 8
+            assert later.notice == (
+                f"gate {redacted_url(redis_url)} (gate {name}) is used by no process, yet keeps size 8; this process shares it "
+                "as it is (its own settings: size 5); 'manor gate resize 5' sets it to yours"
+            )
+
+    def test_resize_above_the_platform_limit_less_one_is_refused_unless_forced(self, redis_url: str, tmp_path: Path) -> None:
+        name = f"resize-{uuid.uuid4().hex[:8]}"
+
+        async def hold() -> None:
+            async with RedisGate(redis_url, name, size=5).connected():
+                for size, flags in ((8, ()), (6, ()), (5, ()), (8, ("--platform-limit", "0")), (7, ("--force",))):
+                    result = await trio.to_thread.run_sync(
+                        lambda size=size, flags=flags: subprocess.run(
+                            [sys.executable, "-m", "manor", "gate", "resize", str(size), "--gate-url", redis_url, "--gate-name", name, *flags],
+                            capture_output=True, text=True, check=False, cwd=tmp_path,
+                            env={key: value for key, value in os.environ.items() if not key.startswith("MANOR_")},
+                        )
+                    )
+                    outcomes.append((size, flags, result.returncode, result.stderr.strip(), result.stdout.strip()))
+
+        outcomes: list[tuple[int, tuple[str, ...], int, str, str]] = []
+        trio.run(hold)
+        refused = "manor: error: gate size {} is above the platform limit 6 less one (scene wacky_manor.toml): the platform would refuse calls past 6 in flight; --force sets it anyway, --platform-limit names another platform"
+        assert outcomes == [
+            (8, (), 1, refused.format(8), ""),
+            (6, (), 1, refused.format(6), ""),
+            (5, (), 0, "", f"gate {name} at {redis_url}: size 5 -> 5"),
+            (8, ("--platform-limit", "0"), 0, "", f"gate {name} at {redis_url}: size 5 -> 8"),
+            (7, ("--force",), 0, "", f"gate {name} at {redis_url}: size 8 -> 7"),
+        ]
