@@ -7,7 +7,8 @@ from the gate layer, which says when the call was queued and let through, then
 ``Opened`` from the platform layer as it opens a platform session, then the backend's
 events — unless the listener is ``answer_only`` (the tick loop's is): then the backend
 may answer without streaming (``Provider.answer``), ending exactly when the stream
-would. These are msgspec Structs because they also go into save files.
+would — and last ``Released`` from the gate layer as it frees the call's slot. These
+are msgspec Structs because they also go into save files.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "Event",
     "Opened",
     "RateLimits",
+    "Released",
     "Request",
     "Started",
     "TextDelta",
@@ -93,6 +95,15 @@ class Opened(msgspec.Struct, frozen=True, tag="opened"):
     opened (a listener that wants it reads the clock; most listen to ``Admitted``)."""
 
 
+class Released(msgspec.Struct, frozen=True, tag="released", kw_only=True):
+    """The shared gate takes the call's slot back, at ``released_at`` (from the gate
+    layer, last, just before it frees the slot): the call's end, as its record says.
+    Stamped later, on the real clock, the end would fall after the admission the
+    release makes, and a record would show more calls in flight than the gate allows."""
+
+    released_at: float
+
+
 class Started(msgspec.Struct, frozen=True, tag="started"):
     """The backend has begun answering."""
 
@@ -118,4 +129,4 @@ class Done(msgspec.Struct, frozen=True, tag="done", kw_only=True):
     rates: RateLimits | None = None
 
 
-Event = Admitted | Opened | Started | TextDelta | Done
+Event = Admitted | Opened | Released | Started | TextDelta | Done

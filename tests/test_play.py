@@ -321,6 +321,28 @@ class TestControls:
 
         drive(app, scenario)
 
+    def test_the_gate_keys_warn_past_the_platform_limit_less_one(self) -> None:
+        """+ to the platform limit (6) and past it says each time that the platform will
+        refuse calls; within the limit less one nothing is said."""
+        app = play_app()
+        gate = app.engine.loop.gate
+
+        def warnings() -> list[str]:
+            return [n.message for n in app._notifications if n.title == "gate above the platform"]
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("-", "+")
+            await until(pilot, lambda: gate.size == 5, "gate 5")
+            assert warnings() == []
+            await pilot.press("+", "+")
+            await until(pilot, lambda: gate.size == 7, "gate 7")
+            assert [message.split(":")[0] for message in warnings()] == [
+                "gate 6 is above the platform limit 6 less one",
+                "gate 7 is above the platform limit 6 less one",
+            ]
+
+        drive(app, scenario)
+
     def test_quick_presses_build_on_each_other(self) -> None:
         """Two presses before the trio run applied the first: both count."""
         app = play_app()

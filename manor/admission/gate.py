@@ -103,6 +103,10 @@ class SharedGate(Protocol):
     async def keep_time(self, until: trio.Event) -> None: ...
     def statistics(self) -> GateStatistics: ...
     def connected(self) -> AsyncContextManager[object]: ...
+    @property
+    def available(self) -> bool:
+        """Whether calls can be admitted: false while a gate's server is lost."""
+        ...
 
 
 @attrs.define(eq=False)
@@ -446,6 +450,11 @@ class Gate:
     async def connected(self) -> AsyncIterator[Gate]:
         """Nothing to connect to: the in-process gate is ready as built."""
         yield self
+
+    @property
+    def available(self) -> bool:
+        """Always: the in-process gate has no server to lose."""
+        return True
 
     def statistics(self) -> GateStatistics:
         """A snapshot; the bucket level is as of the last admission event."""

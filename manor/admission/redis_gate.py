@@ -481,12 +481,14 @@ class RedisGate:
         figures = reply[0]
         size, rate, burst, lease_ms = int(figures[0]), float(figures[1]), int(figures[2]), float(figures[3])
         if not (created or again) and (size, rate, burst) != (self._size, self._rate, self._burst):
+            held = int(reply[2][1]) > 0  # another process is on it; else an earlier run left it so
             self.notice = (
-                f"gate {self.where} is in use with size {size}"
+                f"gate {self.where} {'is in use with' if held else 'is used by no process, yet keeps'} size {size}"
                 + (f", rate {rate:g}/s, burst {burst}" if rate else "")
                 + f"; this process shares it as it is (its own settings: size {self._size}"
                 + (f", rate {self._rate:g}/s, burst {self._burst}" if self._rate else "")
                 + ")"
+                + ("" if held else f"; 'manor gate resize {self._size}' sets it to yours")
             )
         self._rate, self._burst, self.lease_s = rate, burst, lease_ms / 1000
         self._available = True

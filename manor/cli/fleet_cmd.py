@@ -51,7 +51,7 @@ from ..wording import counted
 from . import output
 from .numbers import positive_int
 from .options import add_setting_flags, sources_from_args
-from .output import warn_of_gate
+from .output import GateLostNotice, warn_of_gate
 from .run_cmd import errors_table
 
 __all__ = ["register", "save_failure", "saves_state", "stopped_after"]
@@ -140,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
     fleet = build_fleet(configured, gate=gate, tenants=fleet_tenants(configured, args.scenes))
     if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
+    notice = GateLostNotice()
+    for world in fleet.worlds:
+        world.engine.loop.add_instrument(notice)
     writers: list[SaveWriter] = []  # made inside the block that closes them on a signal
     settings = configured[0][0].settings
     ticks, interval = settings.run.ticks, settings.run.tick_interval_s

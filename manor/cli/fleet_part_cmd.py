@@ -36,7 +36,7 @@ from .fleet_cmd import (
     saves_state,
     stopped_after,
 )
-from .output import warn_of_gate
+from .output import GateLostNotice, warn_of_gate
 
 __all__ = ["register"]
 
@@ -91,8 +91,10 @@ def run(args: argparse.Namespace) -> int:
         with interrupts.stopped_as_interrupted(after, lambda: close_saves(writers, fleet)):
             with interrupts.held():  # a signal comes once every writer is there
                 writers += create_saves(part.saves, fleet, part.worlds, force=part.force)
+            notice = GateLostNotice()
             for world in fleet.worlds:  # after the writers: a tick is saved before the parent hears of it
                 world.engine.loop.add_instrument(PartReporter(world.index, channel))
+                world.engine.loop.add_instrument(notice)
             interrupts.run(main, after=after)
     except interrupts.Interrupted:
         # Stopped: the ticks that finished, for the fleet's report (if anyone still listens).

@@ -1,18 +1,21 @@
 """How the commands print: Rich consoles without markup, the line a saved run ends with,
-and the file a ``-o FILE`` names."""
+the lines a shared gate has for the user, and the file a ``-o FILE`` names."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
 
+from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
+from ..tick.instruments import Instrument
 from ..wording import counted
 
-__all__ = ["console", "output_path", "report_saved", "warn_of_gate"]
+__all__ = ["GateLostNotice", "console", "output_path", "report_saved", "warn_of_gate"]
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -31,6 +34,24 @@ def warn_of_gate(gate: object) -> None:
     already with another size keeps its own), if any, as one line on stderr."""
     if (notice := getattr(gate, "notice", None)) is not None:
         print(f"manor: warning: {notice}", file=sys.stderr)
+
+
+class GateLostNotice(Instrument):
+    """One line on stderr when a run starts waiting for its lost shared gate (a tick
+    every call of which found none), once until a tick finds the gate again. One for
+    all the worlds of a fleet: they lose the same gate."""
+
+    def __init__(self) -> None:
+        self._said = False
+
+    def gate_lost(self, message: str, limit_s: float) -> None:
+        if not self._said:
+            self._said = True
+            print(f"manor: warning: {message}; waiting up to {limit_s:g}s for the gate before the next tick", file=sys.stderr, flush=True)
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        if any(call.reason != "gate_unavailable" for call in record.calls):
+            self._said = False
 
 
 def report_saved(writer: SaveWriter) -> None:

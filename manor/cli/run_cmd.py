@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import REASONS, PlatformClosed, error_line
+from ..errors import REASONS, PlatformClosed, SharedGateError, error_line
 from ..providers.routing import RoutingProvider
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
@@ -33,7 +33,7 @@ from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
 from . import output
 from .options import add_setting_flags, sources_from_args
-from .output import report_saved, warn_of_gate
+from .output import GateLostNotice, report_saved, warn_of_gate
 
 __all__ = ["register"]
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     config, scene = configure(sources_from_args(args))
     stats = RunStatistics()
     gate = make_gate(config, scene)
-    engine = build_engine(config, scene, instruments=[stats], gate=gate)
+    engine = build_engine(config, scene, instruments=[stats, GateLostNotice()], gate=gate)
     if (overload := gate_overload(engine)) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
     ticks = config.settings.run.ticks
@@ -124,6 +124,14 @@ def run(args: argparse.Namespace) -> int:
         # The ticks that finished keep their figures, as a run's end would print them.
         if stats.ticks:
             report(stats.summary(engine) | {"interrupted": stopped.signal_name})
+        raise
+    except SharedGateError:
+        # The shared gate was lost for longer than the run waits: the ticks that
+        # finished keep their figures and their save; the error is the last line.
+        if stats.ticks:
+            report(stats.summary(engine))
+        if writer is not None:
+            report_saved(writer)
         raise
     backend = engine.loop.gated.backend
     if isinstance(backend, RoutingProvider) and (refusal := backend.final_refusal) is not None:

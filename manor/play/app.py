@@ -526,6 +526,13 @@ class PlayApp(App[None]):
         if size != current:
             # The setter admits waiters at once when the gate grows: trio work.
             self.set_live("gate", size, partial(self.engine.loop.resize_gate, size))
+            limit = self.engine.loop.limiter.limit
+            if limit and size > max(current, limit - 1):  # each step up past it
+                self.notify(
+                    f"gate {size} is above the platform limit {limit} less one: the platform refuses calls past {limit} in flight "
+                    "(platform_rejected), and the gate leaves nothing for other callers of the account",
+                    title="gate above the platform", severity="warning", timeout=20, markup=False,
+                )
         if self.engine.loop.policy.name == "legacy":
             self.notify("the legacy policy does not use the gate", severity="warning")
 

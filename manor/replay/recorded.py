@@ -17,7 +17,7 @@ from ..tick.statistics import RunStatistics
 from ..worlds import world_class
 from .responses import reached_backend
 
-__all__ = ["RECORDED", "check_world", "peak_platform_sessions", "recorded_config", "recorded_source", "recorded_summary"]
+__all__ = ["RECORDED", "check_world", "peak_platform_sessions", "recorded_config", "recorded_on_real_clock", "recorded_source", "recorded_summary"]
 
 #: The ordinal of the recorded settings: above the built-in defaults (a setting newer
 #: than the save keeps its default), below command-line flags (a what-if).
@@ -79,6 +79,13 @@ def recorded_config(save: Save, overrides: Source | None = None) -> Config:
     if overrides is None:
         return recorded
     return resolve([built_in_source(), source, overrides])
+
+
+def recorded_on_real_clock(save: Save) -> bool:
+    """Whether the recorded run ran on the real clock: set so, or derived (a real
+    backend, a gate on Redis). A replay derives the clock again from its own settings,
+    so ``recorded_config`` does not say."""
+    return any(row.key == "run.clock" and row.value == "real" for row in save.header.settings)
 
 
 def peak_platform_sessions(calls: Iterable[CallRecord]) -> int:

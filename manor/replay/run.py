@@ -24,7 +24,7 @@ from ..tick.statistics import RunStatistics
 from ..wording import counted
 from ..worlds import create_world
 from .admissions import RecordedAdmissions
-from .recorded import check_world, recorded_config, recorded_source
+from .recorded import check_world, recorded_config, recorded_on_real_clock, recorded_source
 from .responses import ReplayBackend, recorded_responses
 
 __all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "recorded_admissions", "replay"]
@@ -134,10 +134,12 @@ class Replay:
 
 
 def recorded_admissions(save: Save) -> RecordedAdmissions | None:
-    """For a save of one world of a fleet, the shared gate's recorded admissions, to
-    replay it with (add it to the loop as a layer and as an instrument); ``None`` for a
-    single run's save, which its own gate replays."""
-    return None if save.header.fleet is None else RecordedAdmissions(save.ticks)
+    """For a save whose gate was shared — one world of a fleet, or a run on a gate in
+    Redis (``gate.url``) — the shared gate's recorded admissions, to replay it with (add
+    it to the loop as a layer and as an instrument); ``None`` for a single run's save on
+    a gate of its own, which its own gate replays."""
+    shared = save.header.fleet is not None or recorded_config(save).settings.gate.url
+    return RecordedAdmissions(save.ticks) if shared else None
 
 
 @final
@@ -214,9 +216,9 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(recorded_config(save), scene))
     statistics = RunStatistics()
     admissions = recorded_admissions(save) if overrides is None else None
-    # Times recorded on the real clock are not exact: a call let through at a release
-    # is stamped a moment after the call that released its slot is stamped ended.
-    check = RecordingCheck(save.records, times=admissions is not None and config.settings.run.clock != "real")
+    # Times read off the real clock do not replay to the bit: a timeout fires a moment
+    # late there, a call is let through a moment after the release that freed its slot.
+    check = RecordingCheck(save.records, times=admissions is not None and not recorded_on_real_clock(save))
     settings = config.settings
     changes = LiveChanges(
         save.ticks,
@@ -231,6 +233,10 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     if start != save.header.world.hash:
         mismatch = Mismatch(0, save.header.world.hash, start, "the world before the first tick differs")
     clock = trio.testing.MockClock(autojump_threshold=0)
+    if admissions is not None and save.records[0].started_at > 0:
+        # The recorded admissions are times on the recording's clock: start where it
+        # started (a real clock's times are far from 0), not one long first tick away.
+        clock.jump(save.records[0].started_at)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:

@@ -15,16 +15,9 @@ from ..admission.gate import SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
 from ..answers import answer_problem, repair_prompt
-from ..calls import Admitted, Done, Event, Opened, Request
+from ..calls import Admitted, Done, Event, Opened, Released, Request
 from ..clock import current_time, read_clock_directly
-from ..errors import (
-    CallError,
-    ContentError,
-    InvalidOutput,
-    RefusedBy,
-    SessionLimitError,
-    error_line,
-)
+from ..errors import CallError, ContentError, InvalidOutput, RefusedBy, SessionLimitError, SharedGateError, error_line
 from ..layers import Stack
 from ..providers.base import answer_only
 from ..records import CallRecord, TickRecord
@@ -37,10 +30,15 @@ from .ordering import longest_first
 from .policies import Policy
 from .prediction import Predictor
 
-__all__ = ["TickLoop"]
+__all__ = ["GATE_PAUSES_S", "GATE_WAIT_S", "TickLoop"]
 
 Order = Literal["fifo", "longest-first"]
 
+#: How long a run waits for a lost shared gate, after a tick every call of which found
+#: none, before it stops: long enough for Redis to restart or fail over.
+GATE_WAIT_S = 120.0
+#: While it waits, the first and the longest pause between looks at the gate.
+GATE_PAUSES_S = (0.25, 4.0)
 
 
 def _plain(caller: str) -> str:
@@ -52,20 +50,24 @@ def _plain(caller: str) -> str:
 @final
 class _Admission:
     """When a call got through, as its listener hears it: the gate's admission, or with
-    no gate the platform's session (``at``; ``None`` until then). An object a call, not
-    a closure: a closure marked ``answer_only`` would need a cell and a dict of its own
+    no gate the platform's session (``at``; ``None`` until then); and when the gate took
+    its slot back (``released_at``), which is the call's end. An object a call, not a
+    closure: a closure marked ``answer_only`` would need a cell and a dict of its own
     for every call."""
 
-    __slots__ = ("at", "instruments", "request")
+    __slots__ = ("at", "instruments", "released_at", "request")
 
     def __init__(self, request: Request, instruments: Instruments) -> None:
         self.at: float | None = None
+        self.released_at: float | None = None
         self.request = request
         self.instruments = instruments
 
     @answer_only  # it wants the gate's and the platform's events, not the answer's stream
     def heard(self, event: Event) -> None:
-        if self.at is None:
+        if type(event) is Released:
+            self.released_at = event.released_at  # type: ignore[union-attr]
+        elif self.at is None:
             kind = type(event)
             if kind is Admitted:
                 self.at = event.admitted_at  # type: ignore[union-attr]
@@ -99,6 +101,7 @@ class TickLoop:
         tickets: where the gate tickets come from: ``None``, straight from ``gate``;
             the worlds of a fleet share a gate and are dealt theirs by its
             ``TicketOffice``.
+        gate_wait_s: how long to wait for a lost gate between ticks (``run``).
     """
 
     world: World
@@ -113,6 +116,7 @@ class TickLoop:
     price_per_1k_tokens: float = 0.0
     repair_attempts: int = 0
     tickets: Tickets | None = None
+    gate_wait_s: float = GATE_WAIT_S
     instruments: Instruments = attrs.field(factory=Instruments, converter=lambda i: i if isinstance(i, Instruments) else Instruments(i))
     #: The world's players' caller kinds (``Caller.player``), which barriers hold.
     players: frozenset[str] = attrs.field(
@@ -240,8 +244,12 @@ class TickLoop:
         running, or one every ``interval`` seconds. The run ends when its last tick
         does: the interval spaces ticks, it does not trail them.
 
+        A tick every call of which found no gate (a shared gate whose server is lost)
+        is followed by a wait for the gate, up to ``gate_wait_s``.
+
         Raises:
             ValueError: ``interval`` is negative or not finite (it would never end).
+            SharedGateError: the gate was lost for longer than ``gate_wait_s``.
         """
         if not 0 <= interval < math.inf:
             raise ValueError(f"tick interval must be a finite number of seconds >= 0, not {interval}")
@@ -250,11 +258,34 @@ class TickLoop:
                 if self.world.over is not None:
                     break
                 started = trio.current_time()
-                await self.step()
-                if interval and tick < ticks - 1 and self.world.over is None:
-                    await trio.sleep_until(started + interval)
+                record = await self.step()
+                if tick < ticks - 1 and self.world.over is None:
+                    if record.calls and all(call.reason == "gate_unavailable" for call in record.calls):
+                        await self._wait_for_gate(record)
+                    if interval:
+                        await trio.sleep_until(started + interval)
         finally:
             self.instruments.call("run_finished", self)
+
+    async def _wait_for_gate(self, record: TickRecord) -> None:
+        """Every call of the tick found no gate (its server is lost): rather than burn
+        the next ticks as empty ones, wait until the gate is back, looking at it after
+        pauses that double, for ``gate_wait_s`` at most. A run whose gate is never lost
+        never comes here, and a replay's gate is never lost: no record changes.
+
+        Raises:
+            SharedGateError: the gate is still lost after ``gate_wait_s``.
+        """
+        message = record.calls[0].error
+        self.instruments.call("gate_lost", message, self.gate_wait_s)
+        deadline = trio.current_time() + self.gate_wait_s
+        pause, longest = GATE_PAUSES_S
+        while not self.gate.available:
+            now = trio.current_time()
+            if now >= deadline:
+                raise SharedGateError(f"{message}; no gate for {self.gate_wait_s:g}s: stopped after tick {record.tick}")
+            await trio.sleep(min(pause, deadline - now))
+            pause = min(longest, pause * 2)
 
     # -- a call -----------------------------------------------------------------------
 
@@ -318,7 +349,9 @@ class TickLoop:
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
-        finished_at = current_time()
+        # A call through the gate ended when the gate took its slot back: stamped later
+        # (on the real clock), it would overlap the call that slot admitted next.
+        finished_at = current_time() if admission.released_at is None else admission.released_at
         admitted_at = admission.at
         if done is not None and failure is None and not cancelled and request.shape is not None:
             problem = answer_problem(done.text, request.shape)
