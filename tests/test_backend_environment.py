@@ -23,6 +23,8 @@ from manor.config.backends import (
 from manor.errors import ConfigError
 from manor.run.engine import build_engine, configure
 
+from scenes_fixture import fixed_latency_scene
+
 # No manor.toml from the working directory, no MANOR_* from the environment.
 pytestmark = pytest.mark.usefixtures("isolated")
 
@@ -138,7 +140,8 @@ def test_a_secret_a_backend_quotes_back_is_masked_in_records(capsys: pytest.Capt
     path = _file(f'[backends.leaky]\nkind = "command"\nargv = {json.dumps([sys.executable, "-c", leak])}\nenv = ["TESTVAR_TOKEN"]\n'
                  '[agent_backends]\nnarrator = "leaky"\n')  # fmt: skip
     save = tmp_path / "leak.msav"
-    assert main(["run", "--config", str(path), "--ticks", "2", "--json", "--save", str(save)]) == 0
+    scene = fixed_latency_scene(tmp_path, 0.01, "quick")  # the real clock's ticks take 0.02 s, not seconds
+    assert main(["run", "--config", str(path), "--scene", str(scene), "--ticks", "2", "--json", "--save", str(save)]) == 0
     out, err = capsys.readouterr()
     [row] = json.loads(out)["errors"]
     assert (row["reason"], row["caller"], row["count"]) == ("provider_error", "narrator", 2)

@@ -1,36 +1,55 @@
-"""The ``manor`` command: one entry point, one module per subcommand."""
+"""The ``manor`` command: one entry point, one module per subcommand.
+
+A command's module is imported only when the command is given (for its flags and its
+``run``), so that ``manor --help`` and each command load only what they use.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import select
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import NoReturn
+
+import attrs
 
 from ..errors import ManorError, leaves, one_line
 from ..run import interrupts
-from ..saves.writer import engine_version
-from . import (
-    bench_cmd,
-    config_cmd,
-    experiment_cmd,
-    fleet_cmd,
-    fleet_part_cmd,
-    gate_cmd,
-    play_cmd,
-    replay_cmd,
-    run_cmd,
-    serve_agent_cmd,
-    story_cmd,
-    trace_cmd,
-)
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
-#: Subcommand modules, in the order ``manor --help`` lists them. Each has ``register``.
-COMMANDS = (run_cmd, play_cmd, fleet_cmd, fleet_part_cmd, replay_cmd, story_cmd, trace_cmd, bench_cmd, config_cmd, gate_cmd, serve_agent_cmd, experiment_cmd)
+
+@attrs.frozen
+class Command:
+    """A subcommand: its name, the module that defines it (``manor.cli.<module>``, whose
+    ``register`` gives the command's parser its description, flags and handler) and its
+    line in ``manor --help`` (``None``: not listed)."""
+
+    name: str
+    module: str
+    help: str | None
+
+
+#: The subcommands, in the order ``manor --help`` lists them.
+COMMANDS = (
+    Command("run", "run_cmd", "run a scene headless and print what every tick cost"),
+    Command("play", "play_cmd", "watch a scene tick live in a dashboard"),
+    Command("fleet", "fleet_cmd", "run many worlds side by side, every call through one shared gate"),
+    # The command each process of 'manor fleet --processes' runs (fleet.processes.PART_COMMAND).
+    Command("fleet-part", "fleet_part_cmd", None),
+    Command("replay", "replay_cmd", "replay a save file: verify it reproduces, or ask what other settings would have done"),
+    Command("story", "story_cmd", "write a save file's story: Markdown, plain text or JSON Lines"),
+    Command("trace", "trace_cmd", "export a save file as a Chrome trace (open it in Perfetto or chrome://tracing)"),
+    Command("bench", "bench_cmd", "headless tick benchmarks: scheduling, overhead, fastforward, scale, replay, play, fleet, redis-gate"),
+    Command("config", "config_cmd", "show every setting and where it came from"),
+    Command("gate", "gate_cmd", "show or resize a gate shared across processes through Redis"),
+    Command("serve-agent", "serve_agent_cmd", "run a local remote agent (Agno-style, OpenAI- and Anthropic-compatible HTTP) on loopback"),
+    Command("experiment", "experiment_cmd", "run one of Manor's experiments"),
+)  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,20 +59,40 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string: str | None = None) -> None:
+        from ..saves.writer import engine_version
+
+        print(f"manor {engine_version()}")
+        parser.exit()
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The ``manor`` parser, with the flags of the command ``argv`` names (its first
+    word that is not an option: ``manor``'s own options take no value); the other
+    commands are there by name and help line only, their modules not imported."""
     parser = _Parser(
         prog="manor",
         description="Tick-loop orchestration for LLM-agent worlds: every call of a tick through one fair gate.",
     )
-    parser.add_argument("--version", action="version", version=f"manor {engine_version()}")
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     parser.add_argument(
         "--debug",
         action="store_true",
         help="on an error, also show its traceback (so does MANOR_DEBUG=1)",
     )
+    given = next((word for word in argv if not word.startswith("-")), None)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
-        command.register(commands)
+        listed = {} if command.help is None else {"help": command.help}
+        command_parser = commands.add_parser(command.name, **listed)
+        if command.name == given:
+            importlib.import_module(f".{command.module}", __name__).register(command_parser)
     return parser
 
 
@@ -67,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     reader (``manor ... | head``) ends the command quietly, exit 0, as ruff does.
     """
     with interrupts.sigterm_as_interrupt(), interrupts.unawaited_coroutines_held() as forget_unawaited:
-        parser = build_parser()
+        if argv is None:
+            argv = sys.argv[1:]
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         if not hasattr(args, "handler"):
             parser.print_help()

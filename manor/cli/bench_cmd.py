@@ -27,11 +27,9 @@ DRAWS_QUICK = 5
 _SETTINGS = ("run.scene", "run.seed", "run.batch_size", "gate.size", "platform.limit", "gate.url")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "bench",
-        help="headless tick benchmarks: scheduling, overhead, fastforward, scale, replay, play, fleet, redis-gate",
-        description="Benchmark the engine on a scene (default: the Wacky Manor). scheduling: "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Benchmark the engine on a scene (default: the Wacky Manor). scheduling: "
         "tick makespans of batch, pipeline and longest-first against the lower bound of any "
         "schedule (virtual clock, exact). overhead: calls per second through the whole stack "
         "against bare trio and aiometer. fastforward: ticks per second of a virtual-clock run "
@@ -40,7 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "it watches. fleet (only when asked for): 1, 4 and 16 worlds on one gate, each world's ticks against its "
         "share of the gate, and how evenly the gate serves them. redis-gate (only when asked for): the gate shared "
         "through Redis by 1, 2 and 4 processes (--gate-url, or a redis-server started for it). Prints tables (or --json) and "
-        "whether each target is met.",
+        "whether each target is met."
     )
     parser.add_argument(
         "--suite", action="append", choices=tuple(SUITES), metavar="NAME", dest="suites",

@@ -57,17 +57,15 @@ from .run_cmd import errors_table
 __all__ = ["register", "save_failure", "saves_state", "stopped_after"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "fleet",
-        help="run many worlds side by side, every call through one shared gate",
-        description="Run N worlds of a scene (seeds seed, seed+1, ...) or of several scenes side by side "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Run N worlds of a scene (seeds seed, seed+1, ...) or of several scenes side by side "
         "in one process, as worlds on one provider account would run: every call of every world through "
         "one gate of the platform limit - 1, the worlds' lanes taking turns at it. Prints each world's "
         "figures (those of 'manor run'), the totals, and how fairly the gate served the worlds. With the "
         "simulated backend the clock is virtual: exact and repeatable, like 'manor run'. With --gate-url the "
         "gate is shared through Redis with other processes too (on the real clock), and --processes spreads "
-        "the worlds over several processes that share it.",
+        "the worlds over several processes that share it."
     )
     parser.add_argument("--worlds", type=_worlds, default=None, metavar="N", help=f"worlds to run, 1 to {MAX_WORLDS:,} (default: one per --scenes entry, else {DEFAULT_WORLDS})")
     parser.add_argument(

@@ -15,7 +15,6 @@ import trio
 from ..errors import FleetError
 from ..fleet.in_process import Fleet, build_fleet, configure_worlds, fleet_tenants
 from ..fleet.processes import (
-    PART_COMMAND,
     Finished,
     PartReporter,
     Ready,
@@ -41,12 +40,10 @@ from .output import GateLostNotice, warn_of_gate
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    # No help: not listed among the commands.
-    parser = commands.add_parser(
-        PART_COMMAND,
-        description="One process of 'manor fleet --processes': reads its part of the fleet as one JSON line on stdin, "
-        "runs those worlds, and writes their progress and figures to stdout as JSON lines. 'manor fleet' runs it.",
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "One process of 'manor fleet --processes': reads its part of the fleet as one JSON line on stdin, "
+        "runs those worlds, and writes their progress and figures to stdout as JSON lines. 'manor fleet' runs it."
     )
     parser.set_defaults(handler=run)
 

@@ -24,14 +24,12 @@ _KEYS = ("gate.url", "gate.name")
 _LIMIT_KEYS = (*_KEYS, "platform.limit", "run.scene")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "gate",
-        help="show or resize a gate shared across processes through Redis",
-        description="A gate shared through Redis (gate.url, gate.name: --gate-url, MANOR_GATE_URL or "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "A gate shared through Redis (gate.url, gate.name: --gate-url, MANOR_GATE_URL or "
         "[gate] url in manor.toml): 'status' shows its size, the calls in flight and waiting, its "
         "figures since it was created, and every process using it; 'resize N' sets its size for "
-        "every process, which each sees within a second.",
+        "every process, which each sees within a second."
     )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
     status = actions.add_parser("status", help="the gate's figures and the processes using it")

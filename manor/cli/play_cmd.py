@@ -25,15 +25,13 @@ __all__ = ["SAVES", "register"]
 SAVES = Path("saves")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "play",
-        help="watch a scene tick live in a dashboard",
-        description="Run a scene live in a terminal dashboard: tick latency, the gate, degradations, "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Run a scene live in a terminal dashboard: tick latency, the gate, degradations, "
         "every agent and the story. Keys pause, step, resize the gate, switch the policy and change "
         "the speed of simulated time (press ? in the dashboard). Simulated time is exact (the same "
         "figures as 'manor run') and starts at a speed where a tick takes about a second; the run goes "
-        "on until you quit unless --ticks is given, and is saved to saves/ as it goes.",
+        "on until you quit unless --ticks is given, and is saved to saves/ as it goes."
     )
     parser.add_argument("--paused", action="store_true", help="start paused (n steps one tick, space runs)")
     parser.add_argument(

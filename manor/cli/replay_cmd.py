@@ -28,15 +28,13 @@ __all__ = ["WHAT_IF_KEYS", "register"]
 WHAT_IF_KEYS = ("run.policy", "run.batch_size", "gate.size", "platform.limit", "run.order")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "replay",
-        help="replay a save file: verify it reproduces, or ask what other settings would have done",
-        description="Replay the ticks of a save file under the virtual clock, each call answered with its "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Replay the ticks of a save file under the virtual clock, each call answered with its "
         "recorded response after its recorded latency. With --verify the world hash after every tick must "
         "equal the recorded one. With what-if settings the same recorded calls are replayed under them and "
         "the recorded and replayed figures are printed side by side; calls that never reached the backend "
-        "in the recording are drawn from the scene's simulated backend (and counted).",
+        "in the recording are drawn from the scene's simulated backend (and counted)."
     )
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
     parser.add_argument("--verify", action="store_true", help="check the world hash after every tick; exit 1 at a difference")

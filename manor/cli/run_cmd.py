@@ -38,13 +38,11 @@ from .output import GateLostNotice, report_saved, warn_of_gate
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "run",
-        help="run a scene headless and print what every tick cost",
-        description="Run a scene headless, tick by tick, and print tick makespans, degradations "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Run a scene headless, tick by tick, and print tick makespans, degradations "
         "(by caller kind and reason) and platform rejections. With the simulated backend the "
-        "clock is virtual by default: simulated latencies cost no wall time and figures are exact.",
+        "clock is virtual by default: simulated latencies cost no wall time and figures are exact."
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object with the run's figures, nothing else")
     parser.add_argument("--save", type=Path, default=None, metavar="PATH", help="record the run, tick by tick, to a save file (see 'manor replay')")

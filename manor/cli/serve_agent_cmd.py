@@ -32,16 +32,14 @@ example:
 """
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "serve-agent",
-        help="run a local remote agent (Agno-style, OpenAI- and Anthropic-compatible HTTP) on loopback",
-        description="Serve a simulated remote agent over HTTP until interrupted (Ctrl-C). It runs at most "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Serve a simulated remote agent over HTTP until interrupted (Ctrl-C). It runs at most "
         "--capacity calls at once and queues the rest FIFO; a queued run whose client hangs up is dropped. "
-        "Prints its URL on the first line.",
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "Prints its URL on the first line."
     )
+    parser.epilog = _EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     parser.add_argument("--capacity", type=positive_int, default=3, help="runs in progress at once (default: %(default)s)")

@@ -15,13 +15,11 @@ from .output import output_path
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "story",
-        help="write a save file's story: Markdown, plain text or JSON Lines",
-        description="Tell the story of a saved run again — narration, dialogue and beats, each degraded "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Tell the story of a saved run again — narration, dialogue and beats, each degraded "
         "turn with its fallback, reason and what failed — rebuilt from the recorded calls (no call is "
-        "made). To stdout, or to a file with -o.",
+        "made). To stdout, or to a file with -o."
     )
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save' or 'manor play')")
     parser.add_argument(

@@ -16,13 +16,11 @@ from .output import output_path
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "trace",
-        help="export a save file as a Chrome trace (open it in Perfetto or chrome://tracing)",
-        description="Export the ticks of a save file in the Chrome trace-event JSON format: one track per "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Export the ticks of a save file in the Chrome trace-event JSON format: one track per "
         "caller, spans for waiting at the gate and running, counters for calls in flight and queued at the "
-        "gate, and a marker at every tick. Open the file at https://ui.perfetto.dev or chrome://tracing.",
+        "gate, and a marker at every tick. Open the file at https://ui.perfetto.dev or chrome://tracing."
     )
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
     parser.add_argument(

@@ -24,12 +24,13 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, Protocol, TypeVar
-
-import trio
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import SaveError, leaves
 from ..wording import counted
+
+if TYPE_CHECKING:
+    import trio
 
 __all__ = [
     "SIGNALS", "Interrupted", "Kept", "exit_status", "held", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "stopped_as_interrupted",
@@ -134,6 +135,8 @@ def run(
     Raises:
         Interrupted: a signal stopped the run.
     """
+    import trio  # here, not above: the command line imports this module before it knows whether it runs anything
+
     received: list[int] = []
     signums = listened()
 
