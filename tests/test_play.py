@@ -328,7 +328,7 @@ class TestControls:
         gate = app.engine.loop.gate
 
         def warnings() -> list[str]:
-            return [n.message for n in app._notifications if n.title == "gate above the platform"]
+            return [n.message for n in app.notices if n.title == "gate above the platform"]
 
         async def scenario(pilot: Pilot[None]) -> None:
             await pilot.press("-", "+")
