@@ -129,7 +129,7 @@ class TestOneLine:
     def test_the_save_itself(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         copy = tmp_path / "s.msav"
         copy.write_bytes(SAVE.read_bytes())
-        assert _trace(capsys, str(copy), save=copy) == (1, "", f"manor: error: {copy}: is the save being exported; name another file\n")
+        assert _trace(capsys, str(copy), save=copy) == (1, "", f"manor: error: {copy}: is the save being exported ({copy}); name another file\n")
         assert copy.read_bytes() == SAVE.read_bytes()
 
 

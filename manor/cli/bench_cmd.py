@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from ..bench.plot import check_plot_path, write_plot
 from ..bench.report import print_report
 from ..bench.runner import DEFAULT_SUITES, SUITES, interruption, run_bench
 from ..bench.suite import BenchContext, Suite
+from ..config import Source, resolve
+from ..config.layering import user_file_path
+from ..output import check_not_read
 from . import output
 from .options import add_setting_flags, sources_from_args
 from .numbers import positive_int
@@ -56,10 +60,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     names = args.suites or list(DEFAULT_SUITES)
+    sources = sources_from_args(args)
     if args.plot is not None:
         check_plot_path(args.plot, names)
+        check_not_read(args.plot, _files_read(args, sources))
     context = BenchContext(
-        sources=sources_from_args(args),
+        sources=sources,
         quick=args.quick,
         draws=args.draws or (DRAWS_QUICK if args.quick else DRAWS),
     )
@@ -82,6 +88,17 @@ def run(args: argparse.Namespace) -> int:
     if stopped is not None:
         raise stopped
     return 0
+
+
+def _files_read(args: argparse.Namespace, sources: list[Source]) -> dict[str, str | Path]:
+    """The files a benchmark reads that a user names: the config file and the scene file."""
+    files: dict[str, str | Path] = {}
+    if (config := user_file_path(args.config, os.environ)) is not None:
+        files["the config file"] = config
+    scene = resolve(sources).settings.run.scene
+    if scene.endswith(".toml") or "/" in scene:
+        files["the scene file"] = scene
+    return files
 
 
 def _progress_bar(progress: Progress) -> Callable[[Suite, int], Callable[[int], None]]:

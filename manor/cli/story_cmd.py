@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..output import STDOUT, check_not_read
 from ..saves import read_save, story_lines, story_text, write_story
 from ..saves.story import FORMATS
 from ..wording import counted
@@ -35,6 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_not_read(STDOUT if args.output is None else args.output, {"the save being told": args.save})
     save = read_save(args.save)
     for warning in save.warnings:
         print(f"manor: warning: {warning}", file=sys.stderr)

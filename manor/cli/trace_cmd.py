@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 from pathlib import Path
 
-from ..errors import SaveError
+from ..output import check_not_read
 from ..saves import read_save, write_trace
 from ..wording import counted
 from .output import output_path
@@ -34,9 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with contextlib.suppress(OSError):  # either missing: reading or writing says so
-        if os.path.samefile(args.save, args.output):
-            raise SaveError(f"{args.output}: is the save being exported; name another file")
+    check_not_read(args.output, {"the save being exported": args.save})
     save = read_save(args.save)
     save.require_ticks()
     for warning in save.warnings:
