@@ -94,8 +94,8 @@ def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSe
         print(f"{args.save}: {counted(result.ticks, 'tick')} replayed; the world hash matches the recording after every tick "
               f"({result.statistics.world_hash})")  # fmt: skip
     else:
-        print(f"{args.save}: tick {mismatch.tick} differs from the recording: {mismatch.detail} "
-              f"(world hash recorded {mismatch.recorded}, replayed {mismatch.replayed})")  # fmt: skip
+        hashes = "" if mismatch.recorded == mismatch.replayed else f" (world hash recorded {mismatch.recorded}, replayed {mismatch.replayed})"
+        print(f"{args.save}: tick {mismatch.tick} differs from the recording: {mismatch.detail}{hashes}")
     return 0 if mismatch is None else 1
 
 

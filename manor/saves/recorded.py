@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..config import KEYS, Config, Source, resolve
@@ -11,13 +12,14 @@ from ..config.schema import DERIVED_KEYS, FORMER_DEFAULTS, RETIRED_KEYS
 from ..engine import build_engine
 from ..errors import ConfigError, ContentError, SaveError, one_line
 from ..providers import SimProvider
+from ..calls import Request
 from ..records import CallRecord
 from ..statistics import RunStatistics
 from ..worlds import world_class
 from .backend import reached_backend
 from .reader import Save
 
-__all__ = ["RECORDED", "check_world", "peak_platform_sessions", "recorded_config", "recorded_source", "recorded_summary"]
+__all__ = ["RECORDED", "check_world", "unplanned_calls", "peak_platform_sessions", "recorded_config", "recorded_source", "recorded_summary"]
 
 #: The ordinal of the recorded settings: above the built-in defaults (a setting newer
 #: than the save keeps its default), below command-line flags (a what-if).
@@ -45,6 +47,28 @@ def recorded_source(save: Save) -> tuple[Source, list[str]]:
         elif row.key not in RETIRED_KEYS:  # a retired key only ever held its default
             dropped.append(f"{save.name}: setting '{row.key}' is no longer a Manor setting; ignored")
     return Source(f"save {save.name}", RECORDED, values), dropped
+
+
+def unplanned_calls(planned: Sequence[Request], recorded: Sequence[CallRecord]) -> str | None:
+    """How a tick's recorded calls differ from the calls its world planned — each
+    planned call recorded once, no other — or ``None`` when they are the same (by caller
+    kind and agent, counted). Whatever rebuilds a recorded tick checks this first: a save
+    with a call record taken out would otherwise replay, the missing call drawn again.
+    """
+    wanted = Counter((request.caller, request.agent) for request in planned)
+    held = Counter((call.caller, call.agent) for call in recorded)
+    if wanted == held:
+        return None
+
+    def named(calls: Counter[tuple[str, str]]) -> str:
+        return ", ".join(f"{caller} {agent}" + (f" ×{count}" if count > 1 else "") for (caller, agent), count in calls.items())
+
+    problems = []
+    if missing := wanted - held:
+        problems.append(f"no call of {named(missing)}")
+    if extra := held - wanted:
+        problems.append(f"a call the world did not plan: {named(extra)}")
+    return f"{len(recorded)} calls recorded, {len(planned)} planned: {'; '.join(problems)}"
 
 
 def check_world(save: Save) -> None:

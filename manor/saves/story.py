@@ -24,7 +24,7 @@ from ..output import write_output
 from ..records import StoryEntry
 from ..worlds import create_world
 from .reader import Save
-from .recorded import check_world
+from .recorded import check_world, unplanned_calls
 
 __all__ = ["FORMATS", "StoryLine", "story_lines", "story_text", "write_story"]
 
@@ -56,14 +56,16 @@ def story_lines(save: Save) -> Iterator[StoryLine]:
     """Every line of ``save``'s story, in order.
 
     Raises:
-        SaveError: a tick does not rebuild the world the recording had after it (the
-            save was altered, or this Manor's world has other rules): its story would
-            not be the recorded run's.
+        SaveError: a tick does not hold the calls its world planned, or does not
+            rebuild the world the recording had after it (the save was altered, or this
+            Manor's world has other rules): its story would not be the recorded run's.
     """
     check_world(save)
     world = create_world(save.scene, save.header.seed)
     for frame in save.ticks:
         record = frame.record
+        if difference := unplanned_calls(world.plan(), record.calls):
+            raise SaveError(f"{save.name}: tick {record.tick} does not hold the calls its world planned ({difference}); its story cannot be told")
         entries = world.apply(record.calls)
         if world.hash != record.world_hash:
             raise SaveError(f"{save.name}: tick {record.tick} does not rebuild the recorded world; its story cannot be told")
