@@ -6,7 +6,12 @@ that wrap them in a ``Stack``, and the layered configuration; and the world API 
 implements (``World``, ``Caller``, ``GameOver``, ``chain_hash``, ``decode_answer``).
 """
 
-from .answers import InvalidAnswer, decode_answer
+from .startup import stop_at_once_if_command
+
+# Before anything slow is imported: a signal while the command starts is one line (startup).
+stop_at_once_if_command()
+
+from .answers import InvalidAnswer, decode_answer  # noqa: E402
 from .calls import CALLER_KINDS, Admitted, CallerKind, Done, Event, Opened, Request, Started, TextDelta, Usage
 from .config import Config, Settings, Source, resolve, standard_sources
 from .errors import (

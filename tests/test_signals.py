@@ -388,3 +388,60 @@ def test_a_signal_before_the_run_takes_over_still_closes_the_save(
     assert (code, capsys.readouterr()) == (130, ("", f"manor: interrupted after 0 ticks; {save} holds no whole tick\n"))
     recorded = read_save(save)
     assert recorded.finished and not recorded.ticks and not recorded.warnings
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (its ``SigCgt`` mask in /proc):
+    Python itself sets none, so this marks the moment Manor's start-up took the signals."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def _console_script(root: Path) -> Path:
+    """A ``manor`` script as pip writes one for ``[project.scripts]``."""
+    script = root / "bin" / "manor"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text("import re\nimport sys\nfrom manor.cli import main\nif __name__ == '__main__':\n    sys.exit(main())\n", encoding="utf-8")
+    return script
+
+
+class TestWhileStarting:
+    """A signal in the first moments of a command — while Python imports Manor, before the
+    run takes the signals — ends it in one line with 128 + the signal, never a traceback
+    (it was ``KeyboardInterrupt``'s traceback and −2, or a silent −15)."""
+
+    @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    @pytest.mark.parametrize("delay", [0.0, 0.02, 0.1, 0.3, 0.6])
+    @pytest.mark.parametrize("started_as", ["python -m manor", "the manor script"])
+    def test_one_line_at_any_instant(self, tmp_path: Path, signum: int, status: int, word: str, delay: float, started_as: str) -> None:
+        command = ["-m", "manor"] if started_as == "python -m manor" else [str(_console_script(tmp_path))]
+        process = subprocess.Popen(
+            [sys.executable, *command, "run", "--ticks", "40", "--tick-interval", "0.25", "--clock", "real"],
+            cwd=tmp_path, env=_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        _wait_until(process, lambda: _catches_sigterm(process.pid))
+        time.sleep(delay)  # from the marker on, whatever the machine's load: inside the imports, or later
+        err = _stop(process, signum)
+        assert process.returncode == status, err
+        assert "Traceback" not in err and err.count("\n") == 1 and err.startswith(f"manor: {word}"), err
+
+    def test_a_program_importing_manor_keeps_its_handlers(self, tmp_path: Path) -> None:
+        probe = "import signal, manor; print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+        done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=_environment(), capture_output=True, text=True, timeout=PATIENCE_S)
+        assert done.stdout == "True True\n", done.stderr
+
+    def test_an_ignored_sigint_stays_ignored(self, tmp_path: Path) -> None:
+        """A background job of a script starts with SIGINT ignored: the start-up keeps it so."""
+        process = subprocess.Popen(
+            [sys.executable, "-m", "manor", "run", "--ticks", "2"], cwd=tmp_path, env=_environment(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )  # fmt: skip
+        _wait_until(process, lambda: _catches_sigterm(process.pid))
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=PATIENCE_S) == 0

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from ..errors import ManorError, leaves, one_line
 from ..saves.writer import engine_version
-from .. import interrupts
+from .. import interrupts, startup
 from . import bench_cmd, config_cmd, experiment_cmd, fleet_cmd, fleet_part_cmd, gate_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, story_cmd, trace_cmd
 
 __all__ = ["main"]
@@ -54,17 +54,20 @@ def main(argv: list[str] | None = None) -> int:
     reader (``manor ... | head``) ends the command quietly, exit 0, as ruff does.
     """
     with interrupts.sigterm_as_interrupt(), interrupts.unawaited_coroutines_held() as forget_unawaited:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        if not hasattr(args, "handler"):
-            parser.print_help()
-            return 2
-        debug = args.debug or os.environ.get("MANOR_DEBUG", "") not in ("", "0")
+        debug = os.environ.get("MANOR_DEBUG", "") not in ("", "0")
         stdout = _file_identity(sys.stdout)
         try:
-            status = args.handler(args) or 0
-            sys.stdout.flush()  # here, so a closed stdout is seen while it can be handled
-            return status
+            # Ctrl-C is a KeyboardInterrupt from here on, reported below however early.
+            with startup.handed_over():
+                parser = build_parser()
+                args = parser.parse_args(argv)
+                if not hasattr(args, "handler"):
+                    parser.print_help()
+                    return 2
+                debug = debug or args.debug
+                status = args.handler(args) or 0
+                sys.stdout.flush()  # here, so a closed stdout is seen while it can be handled
+                return status
         except SystemExit as exc:
             # Rich meets a closed stdout by pointing it at devnull and exiting 1.
             if exc.code == 1 and stdout is not None and _file_identity(sys.stdout) != stdout:
