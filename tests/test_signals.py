@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 
 import manor.interrupts
 from manor.cli import main
@@ -445,3 +446,49 @@ class TestWhileStarting:
         _wait_until(process, lambda: _catches_sigterm(process.pid))
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=PATIENCE_S) == 0
+
+
+class TestSignalledTwice:
+    """``timeout -s TERM`` signals the process and then its process group: the same
+    SIGTERM twice, an instant apart. That is one request: the cleanup goes on (it ended
+    one time in four as "terminated again; stopped without cleaning up", no figures).
+    A second Ctrl-C from a hand, or a repeat after the grace, still stops at once."""
+
+    def _run(self, monkeypatch: pytest.MonkeyPatch, first: int, second: int, after_s: float) -> tuple[list[str], list[int]]:
+        """Signal the run with ``first``; from inside its cleanup, ``after_s`` later,
+        with ``second``. What the cleanup did, and the signals that would have ended the
+        process at once."""
+        exits: list[int] = []
+        monkeypatch.setattr(manor.interrupts, "_exit_now", exits.append)  # not the test's process
+        done: list[str] = []
+
+        async def work() -> None:
+            try:
+                os.kill(os.getpid(), first)
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    time.sleep(after_s)  # a cleanup under way, on the real clock
+                    os.kill(os.getpid(), second)
+                    for _ in range(20):  # time for the watcher to see it
+                        await trio.sleep(0.01)
+                    done.append("cleaned up")
+
+        with pytest.raises(manor.interrupts.Interrupted) as caught:
+            manor.interrupts.run(work)
+        assert caught.value.signum == first
+        return done, exits
+
+    def test_sigterm_sent_twice_at_once_lets_the_cleanup_finish(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert self._run(monkeypatch, signal.SIGTERM, signal.SIGTERM, 0.0) == (["cleaned up"], [])
+
+    def test_sigterm_again_after_the_grace_stops_at_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setitem(manor.interrupts.REPEAT_GRACE_S, signal.SIGTERM, 0.05)
+        assert self._run(monkeypatch, signal.SIGTERM, signal.SIGTERM, 0.2)[1] == [signal.SIGTERM]
+
+    def test_ctrl_c_pressed_twice_stops_at_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A hand is never faster than the grace: 0.15 s between two presses."""
+        assert self._run(monkeypatch, signal.SIGINT, signal.SIGINT, 0.15)[1] == [signal.SIGINT]
+
+    def test_another_signal_stops_at_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert self._run(monkeypatch, signal.SIGTERM, signal.SIGINT, 0.0)[1] == [signal.SIGINT]
