@@ -27,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("isolated")
 
 RUN_KEYS = {
     "scene", "policy", "order", "ticks", "seed", "platform_limit", "gate_size", "calls", "ok", "degraded", "degradations",
-    "platform_rejections", "repairs", "errors", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
+    "platform_rejections", "repairs", "errors", "first_error", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
 }  # fmt: skip
 TOTAL_KEYS = {
     "worlds", "gate_size", "platform_limit", "calls", "ok", "degraded", "degradations", "platform_rejections", "repairs",

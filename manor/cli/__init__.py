@@ -11,6 +11,7 @@ from typing import NoReturn
 
 from ..errors import ManorError, leaves, one_line
 from ..saves.writer import engine_version
+from ..statistics import NO_CALL_SUCCEEDED
 from .. import interrupts, startup
 from . import bench_cmd, config_cmd, experiment_cmd, fleet_cmd, fleet_part_cmd, gate_cmd, play_cmd, replay_cmd, run_cmd, serve_agent_cmd, story_cmd, trace_cmd
 
@@ -18,6 +19,16 @@ __all__ = ["main"]
 
 #: Subcommand modules, in the order ``manor --help`` lists them. Each has ``register``.
 COMMANDS = (run_cmd, play_cmd, fleet_cmd, fleet_part_cmd, replay_cmd, story_cmd, trace_cmd, bench_cmd, config_cmd, gate_cmd, serve_agent_cmd, experiment_cmd)
+
+
+#: What ``manor --help`` says of exit statuses.
+EXIT_STATUSES = f"""exit status:
+  0    done
+  1    an error, said in one line (a bad file or setting, a server that cannot be reached)
+  2    a command line argparse refused
+  {NO_CALL_SUCCEEDED}    run, replay or fleet made calls and not one succeeded (a bad model, a wrong key,
+       a server down): one line on stderr says how they failed and what failed first
+  130  stopped by Ctrl-C (SIGINT); 143: by SIGTERM"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="manor",
         description="Tick-loop orchestration for LLM-agent worlds: every call of a tick through one fair gate.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"manor {engine_version()}")
     parser.add_argument(

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from ..saves import SaveWriter
+from ..statistics import NO_CALL_SUCCEEDED, no_call_succeeded
 from ..wording import counted
 
-__all__ = ["console", "output_path", "report_saved", "warn_of_gate"]
+__all__ = ["console", "exit_status_of_calls", "output_path", "report_saved", "warn_of_gate"]
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -31,6 +34,17 @@ def warn_of_gate(gate: object) -> None:
     already with another size keeps its own), if any, as one line on stderr."""
     if (notice := getattr(gate, "notice", None)) is not None:
         print(f"manor: warning: {notice}", file=sys.stderr)
+
+
+def exit_status_of_calls(figures: Iterable[dict[str, Any]]) -> int:
+    """A run's exit status by its calls: ``NO_CALL_SUCCEEDED``, said in one line on
+    stderr, when it made calls and not one succeeded (``figures``: the summaries of a
+    run, a replay or a fleet's worlds); else 0."""
+    line = no_call_succeeded(figures)
+    if line is None:
+        return 0
+    print(f"manor: {line}", file=sys.stderr)
+    return NO_CALL_SUCCEEDED
 
 
 def report_saved(writer: SaveWriter) -> None:

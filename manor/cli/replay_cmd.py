@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             how = "alone, through a gate of its own" if overrides.values else "with the shared gate's recorded admissions"
             changed = f"{changed or 'the recorded settings'} (world {seat.world} of a fleet of {seat.worlds}, replayed {how})"
         print_comparison(output.console(), save.name, summary, changed or "the recorded settings")
-    return 0
+    return output.exit_status_of_calls([summary])
 
 
 def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSeat | None) -> int:

@@ -103,10 +103,11 @@ def run(args: argparse.Namespace) -> int:
         raise
     if writer is not None:
         writer.check()
-    report(stats.summary(engine))
+    summary = stats.summary(engine)
+    report(summary)
     if writer is not None:
         report_saved(writer)
-    return 0
+    return output.exit_status_of_calls([summary])
 
 
 def print_summary(console: Console, summary: dict[str, Any]) -> None:
