@@ -15,6 +15,7 @@ the same ordinals, resolved into ``Config.backends``.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ import attrs
 import msgspec
 
 from ..errors import ConfigError, one_line, redacted_url
+from ..limits import gate_url_problem
 from .backends import Assignment, Backends, BackendTable, Named, TableValues, is_table_key
 from .schema import KEYS, RETIRED_KEYS, Settings, defaults, section_type
 
@@ -283,4 +285,9 @@ def check_value(source: Source, key: str, value: Any) -> Any:
     except msgspec.ValidationError as exc:
         message = str(exc).split(" - at `", 1)[0]
         raise ConfigError(f"{source.describe(key)}: bad value {one_line(repr(value))}: {message}") from None
-    return getattr(checked, field)
+    converted = getattr(checked, field)
+    if key == "gate.url" and (problem := gate_url_problem(converted or "")) is not None:
+        # Its password masked by hand: a URL this broken may not parse.
+        shown = re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", str(value))
+        raise ConfigError(f"{source.describe(key)}: bad value {one_line(repr(shown))}: {problem}")
+    return converted
