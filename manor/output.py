@@ -24,10 +24,15 @@ from pathlib import Path
 
 from .errors import ManorError
 
-__all__ = ["STDOUT", "check_not_read", "write_output"]
+__all__ = ["STDOUT", "check_not_read", "output_name", "write_output"]
 
 #: The path that means standard output, wherever a command writes a file.
 STDOUT = "-"
+
+
+def output_name(path: str | Path) -> str:
+    """``path`` as a message names it: ``stdout`` for ``-``."""
+    return "stdout" if str(path) == STDOUT else str(path)
 
 
 def check_not_read(path: str | Path, reading: Mapping[str, str | Path]) -> None:
@@ -47,8 +52,7 @@ def check_not_read(path: str | Path, reading: Mapping[str, str | Path]) -> None:
     """
     for what, source in reading.items():
         if _same_file(path, source):
-            shown = "standard output" if str(path) == STDOUT else str(path)
-            raise ManorError(f"{shown}: is {what} ({source}); name another file")
+            raise ManorError(f"{output_name(path)}: is {what} ({source}); name another file")
 
 
 def _same_file(path: str | Path, source: str | Path) -> bool:

@@ -65,7 +65,7 @@ def test_story_to_stdout_appended_to_the_save_is_refused(tmp_path: Path, save: P
     with open(save, "ab") as appended:
         done = subprocess.run([sys.executable, "-m", "manor", "story", str(save)], stdout=appended, stderr=subprocess.PIPE, text=True, timeout=120)
     assert done.returncode == 1
-    assert done.stderr == f"manor: error: standard output: is the save being told ({save}); name another file\n"
+    assert done.stderr == f"manor: error: stdout: is the save being told ({save}); name another file\n"
     assert save.read_bytes() == before
 
 

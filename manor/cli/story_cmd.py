@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..output import STDOUT, check_not_read
+from ..output import STDOUT, check_not_read, output_name
 from ..saves import read_save, story_lines, story_text, write_story
 from ..saves.story import FORMATS
 from ..wording import counted
@@ -30,7 +30,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "entry) or jsonl (one JSON object per entry: tick, caller, "
         "agent, speaker, text, fallback, reason, error) (default: from -o's suffix, else md)",
     )  # fmt: skip
-    parser.add_argument("-o", "--output", type=output_path, default=None, metavar="FILE", help="write here instead of stdout (replaced if it exists)")
+    parser.add_argument("-o", "--output", type=output_path, default=None, metavar="FILE", help="write here instead of stdout (replaced if it exists; - for stdout)")
     parser.set_defaults(handler=run)
 
 
@@ -46,5 +46,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(story_text(save.scene.spec.name, list(story_lines(save)), format))
         return 0
     lines = write_story(save, format, str(args.output))
-    print(f"manor: wrote {counted(lines, 'story line')} of {counted(len(save.ticks), 'tick')} to {args.output}", file=sys.stderr)
+    print(f"manor: wrote {counted(lines, 'story line')} of {counted(len(save.ticks), 'tick')} to {output_name(args.output)}", file=sys.stderr)
     return 0

@@ -135,6 +135,8 @@ def write_story(save: Save, format: Format, path: str) -> int:
     lines = list(story_lines(save))
     try:
         write_output(path, story_text(save.scene.spec.name, lines, format))
+    except BrokenPipeError:
+        raise  # a reader that stopped early (``| head``): no error, see manor.cli.main
     except OSError as exc:
         raise SaveError(f"{path}: cannot write the story: {exc.strerror or exc}") from None
     return len(lines)
