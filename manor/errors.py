@@ -9,6 +9,7 @@ boundary (``raise ProviderError(...) from exc``)::
     ├── SaveError               a save file that cannot be read or written
     ├── SharedGateError         the shared gate's server (Redis) cannot be reached at start
     ├── FleetError              a process of a fleet spread over processes failed
+    ├── WorldError              a world's own code (a game's) failed: names it, the method, the tick
     └── CallError               one model call failed; ``reason`` is its degradation reason
         ├── GateTimeout             gate_timeout       waited too long at the shared gate
         ├── GateUnavailable         gate_unavailable   the shared gate's server was lost
@@ -57,6 +58,7 @@ __all__ = [
     "SaveError",
     "SessionLimitError",
     "SharedGateError",
+    "WorldError",
     "add_secret",
     "error_line",
     "leaves",
@@ -216,6 +218,11 @@ class SharedGateError(ManorError):
 class FleetError(ManorError):
     """A process running some of a fleet's worlds (``manor fleet --processes``) failed,
     or was given work it cannot read. The message names its worlds and says why."""
+
+
+class WorldError(ManorError):
+    """A world's own code failed (``manor.worlds.failures``): a bug in the game, not in
+    Manor. The message names the world, its file, the method and the tick."""
 
 
 class CallError(ManorError):

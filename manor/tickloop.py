@@ -28,6 +28,7 @@ from .providers.base import answer_only
 from .layers import Stack
 from .records import CallRecord, TickRecord
 from .worlds import World
+from .worlds.failures import world_code
 
 __all__ = ["TickLoop"]
 
@@ -163,7 +164,8 @@ class TickLoop:
             self._started = True
             self.instruments.call("run_started", self)
         read_clock_directly()  # for this tick's calls, in the tasks this one starts
-        requests = self.world.plan()
+        with world_code(self.world, "plan", self.world.tick + 1):
+            requests = self.world.plan()
         tick = requests[0].tick if requests else self.world.tick + 1
         started = trio.current_time()
         self._deadline = started + self.tick_deadline if self.tick_deadline else math.inf
@@ -181,7 +183,8 @@ class TickLoop:
         finished = trio.current_time()
         for record in records:
             self.predictor.observe(record)
-        story = self.world.apply(records)
+        with world_code(self.world, "apply", tick):
+            story = self.world.apply(records)
         record = TickRecord(tick=tick, started_at=started, finished_at=finished, calls=tuple(records), world_hash=self.world.hash)
         self.instruments.call("tick_finished", record, story)
         return record

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ..engine import build_engine, configure, make_clock, make_gate
 from ..forecast import gate_overload
-from ..errors import REASONS
+from ..errors import REASONS, WorldError
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
@@ -96,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
                 with Progress(*columns, console=console, transient=True) as progress:
                     engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
                     interrupts.run(main, clock=make_clock(config), after=after)
+    except WorldError as failed:
+        # The world's bug, not Manor's: the ticks before it are kept, and said so.
+        close()
+        raise WorldError(f"{failed} — the run stopped {after()}") from failed.__cause__
     except interrupts.Interrupted as stopped:
         # The ticks that finished keep their figures, as a run's end would print them.
         if stats.ticks:

@@ -23,6 +23,7 @@ from ..folds import Fold, fold_story
 from ..output import write_output
 from ..records import StoryEntry
 from ..worlds import create_world
+from ..worlds.failures import world_code
 from .reader import Save
 from .recorded import check_world, unplanned_calls
 
@@ -64,9 +65,12 @@ def story_lines(save: Save) -> Iterator[StoryLine]:
     world = create_world(save.scene, save.header.seed)
     for frame in save.ticks:
         record = frame.record
-        if difference := unplanned_calls(world.plan(), record.calls):
+        with world_code(world, "plan", record.tick):
+            planned = world.plan()
+        if difference := unplanned_calls(planned, record.calls):
             raise SaveError(f"{save.name}: tick {record.tick} does not hold the calls its world planned ({difference}); its story cannot be told")
-        entries = world.apply(record.calls)
+        with world_code(world, "apply", record.tick):
+            entries = world.apply(record.calls)
         if world.hash != record.world_hash:
             raise SaveError(f"{save.name}: tick {record.tick} does not rebuild the recorded world; its story cannot be told")
         # A degraded turn's entry gets its call's error: the entries of one caller and
