@@ -99,3 +99,13 @@ class TestHangs:
             main(["experiment", "bounded-wait", "--hangs", "8"])
         assert exit.value.code == 2
         assert "invalid choice: '8' (choose from '4,8', '4', 'none')" in capsys.readouterr().err
+
+
+def test_an_unknown_command_names_the_listed_commands_and_the_nearest(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not the hidden ``fleet-part`` a fleet's processes run."""
+    with pytest.raises(SystemExit) as caught:
+        main(["flet"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("manor: error: unknown command 'flet' (did you mean fleet?); the commands: run, play, fleet, replay, ")
+    assert "fleet-part" not in err and err.count("\n") == 1

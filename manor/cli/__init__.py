@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import select
 import sys
 import traceback
@@ -32,9 +34,19 @@ EXIT_STATUSES = f"""exit status:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a user's mistake reported in one line instead of a usage dump."""
+    """argparse, with a user's mistake reported in one line instead of a usage dump.
+
+    An unknown command names the commands ``--help`` lists (not the hidden one a
+    fleet's processes run) and the nearest to what was typed."""
+
+    #: The commands ``--help`` lists (set on the top-level parser).
+    commands: tuple[str, ...] = ()
 
     def error(self, message: str) -> NoReturn:
+        if self.commands and (typed := re.match(r"argument COMMAND: invalid choice: '(.*)' \(choose from ", message)):
+            nearest = difflib.get_close_matches(typed[1], self.commands, n=1)
+            guess = f" (did you mean {nearest[0]}?)" if nearest else ""
+            message = f"unknown command {one_line(repr(typed[1]))}{guess}; the commands: {', '.join(self.commands)}"
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -54,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         command.register(commands)
+    parser.commands = tuple(action.dest for action in commands._choices_actions)  # those with help: listed
     return parser
 
 
