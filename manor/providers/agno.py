@@ -150,6 +150,9 @@ class AgnoProvider(Provider):
                         if scope.cancelled_caught:
                             timed_out = True
                             break
+                        # The run's answer is whole: a caller that stops here (as
+                        # ``collect`` does) has not abandoned it — nothing to cancel.
+                        settled = settled or isinstance(event, Done)
                         yield event
                 settled = True
             except CallError:
@@ -157,7 +160,8 @@ class AgnoProvider(Provider):
                 raise
             finally:
                 if not settled and self.cancel_remote:
-                    # The caller gave up on us (cancelled, or closed the stream early).
+                    # The caller gave up on us before the answer (cancelled, or closed
+                    # the stream early).
                     with trio.CancelScope(shield=True):
                         await self._cancel(call)
         # The worker is free again before the cancel request goes out.
