@@ -216,3 +216,26 @@ class TestCancelOnlyWhatWasAbandoned:
                 await collect(adapter, _request("slow one @latency=30"))
             await wait_for(lambda: host.statistics().cancelled == 1)
             assert adapter.statistics().cancels_sent == 1
+
+
+class TestRefusedUpstream:
+    """A 429 behind AgentOS: Agno answers 200 with ``status: ERROR`` and the provider's
+    message. That is the platform refusing — ``platform_rejected``, by the server, with
+    its wait when the message says one — not ``provider_error``."""
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("stream", [False, True])
+    async def test_a_rate_limit_passed_on_is_the_server_refusing(self, stream: bool) -> None:
+        async with serving() as (url, _):
+            with pytest.raises(SessionLimitError) as info:
+                await _events(_adapter(url, stream=stream), "hi @model-error=429")
+        refusal = info.value
+        assert (refusal.reason, refusal.refused_by, refusal.retry_after) == ("platform_rejected", "server", 2.0)
+        assert "refused upstream: Error code: 429 - Rate limit reached" in str(refusal)
+
+    @pytest.mark.trio
+    async def test_another_model_error_is_still_a_provider_error(self) -> None:
+        async with serving() as (url, _):
+            with pytest.raises(ProviderError, match="the run failed") as info:
+                await _events(_adapter(url), "hi @model-error=500")
+        assert not isinstance(info.value, SessionLimitError)

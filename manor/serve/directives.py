@@ -9,6 +9,8 @@ the message before the agent "answers" it::
     @retry-after=2   with @status=429: send ``Retry-After: 2``
     @garbage         answer 200 with a body that is not what the protocol promises
     @model-error     the model fails upstream (Agno: 200 with status ERROR)
+    @model-error=429 the model's provider refuses it upstream, rate-limited: Agno passes
+                     the provider's message on in the same status ERROR
 
 Anything else starting with ``@`` is left in the message.
 """
@@ -32,7 +34,8 @@ class Directives(msgspec.Struct, frozen=True, kw_only=True):
     status: int | None = None
     retry_after: str | None = None
     garbage: bool = False
-    model_error: bool = False
+    #: The upstream failure's HTTP status (500 for a plain ``@model-error``), or None.
+    model_error: int | None = None
 
 
 def parse_directives(message: str) -> tuple[str, Directives]:
@@ -51,8 +54,10 @@ def parse_directives(message: str) -> tuple[str, Directives]:
                 found["status"] = int(value)
             elif name == "retry-after" and value is not None:
                 found["retry_after"] = value
-            elif name in ("hang", "garbage", "model-error") and value is None:
-                found[name.replace("-", "_")] = True
+            elif name == "model-error":
+                found["model_error"] = 500 if value is None else int(value)
+            elif name in ("hang", "garbage") and value is None:
+                found[name] = True
             else:
                 return match.group(0)
         except ValueError:
