@@ -78,3 +78,21 @@ def test_bench_plot_onto_the_scene_file_is_refused(capsys: pytest.CaptureFixture
     assert main(["bench", "--quick", "--suite", "scheduling", "--scene", str(scene), "--plot", str(plot)]) == 1
     assert capsys.readouterr().err == f"manor: error: {plot}: is the scene file ({scene}); name another file\n"
     assert scene.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["run", "play"])
+def test_save_with_force_onto_the_scene_or_config_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    """--force may replace a save, never the scene file or manor.toml the run reads."""
+    monkeypatch.chdir(tmp_path)
+    scene = tmp_path / "scenes" / "mine.toml"
+    scene.parent.mkdir()
+    shutil.copyfile(Path(__file__).resolve().parent.parent / "scenes" / "wacky_manor.toml", scene)
+    (tmp_path / "agents").symlink_to(Path(__file__).resolve().parent.parent / "agents")
+    config = tmp_path / "manor.toml"
+    config.write_text("[run]\nticks = 1\n", encoding="utf-8")
+    for target, what in ((scene, "the scene file"), (config, "the config file")):
+        before = target.read_bytes()
+        assert main([command, "--scene", str(scene), "--save", str(target), "--force"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"manor: error: {target}: is {what} (") and err.count("\n") == 1
+        assert target.read_bytes() == before

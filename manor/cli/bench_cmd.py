@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,10 +14,10 @@ from ..bench.report import print_report
 from ..bench.runner import DEFAULT_SUITES, SUITES, interruption, run_bench
 from ..bench.suite import BenchContext, Suite
 from ..config import Source, resolve
-from ..config.layering import user_file_path
+from ..content import content_dir
 from ..output import check_not_read
 from . import output
-from .options import add_setting_flags, sources_from_args
+from .options import add_setting_flags, files_read, sources_from_args
 from .numbers import positive_int
 
 __all__ = ["register"]
@@ -63,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     sources = sources_from_args(args)
     if args.plot is not None:
         check_plot_path(args.plot, names)
-        check_not_read(args.plot, _files_read(args, sources))
+        check_not_read(args.plot, files_read(args, _scene_file(sources)))
     context = BenchContext(
         sources=sources,
         quick=args.quick,
@@ -90,15 +89,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _files_read(args: argparse.Namespace, sources: list[Source]) -> dict[str, str | Path]:
-    """The files a benchmark reads that a user names: the config file and the scene file."""
-    files: dict[str, str | Path] = {}
-    if (config := user_file_path(args.config, os.environ)) is not None:
-        files["the config file"] = config
+def _scene_file(sources: list[Source]) -> str | Path:
+    """The scene file a benchmark reads: its path, or a bundled scene's file."""
     scene = resolve(sources).settings.run.scene
-    if scene.endswith(".toml") or "/" in scene:
-        files["the scene file"] = scene
-    return files
+    return scene if scene.endswith(".toml") or "/" in scene else content_dir("scenes") / f"{scene}.toml"
 
 
 def _progress_bar(progress: Progress) -> Callable[[Suite, int], Callable[[int], None]]:

@@ -17,6 +17,7 @@ from rich.table import Table
 from ..engine import build_engine, configure, make_clock, make_gate
 from ..forecast import gate_overload
 from ..errors import REASONS, WorldError
+from ..output import check_not_read
 from ..instruments import Instrument
 from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
@@ -24,7 +25,7 @@ from ..statistics import PlatformRejections, RunStatistics
 from .. import interrupts
 from ..wording import counted
 from . import output
-from .options import add_setting_flags, sources_from_args
+from .options import add_setting_flags, files_read, sources_from_args
 from .output import report_saved, warn_of_gate
 
 __all__ = ["register"]
@@ -56,6 +57,8 @@ class _ProgressBar(Instrument):
 
 def run(args: argparse.Namespace) -> int:
     config, scene = configure(sources_from_args(args))
+    if args.save:  # --force may replace a save, never the scene or config read
+        check_not_read(args.save, files_read(args, scene.path))
     stats = RunStatistics()
     gate = make_gate(config, scene)
     engine = build_engine(config, scene, instruments=[stats], gate=gate)
