@@ -39,8 +39,8 @@ def stop_at_once_if_command() -> None:
 
 def _started_as_command() -> bool:
     arguments = getattr(sys, "orig_argv", [])
-    if arguments[1:3] == ["-m", "manor"]:
-        return True
+    if any(first == "-m" and then == "manor" for first, then in zip(arguments, arguments[1:])):
+        return True  # ``python [-X ...] -m manor``
     # The console script: ``python .../bin/manor ARGS``, whose first line imports us.
     script = sys.argv[0] if sys.argv else ""
     return os.path.basename(script) == "manor" and getattr(sys.modules.get("__main__"), "__file__", None) == script
