@@ -9,7 +9,10 @@ Each name is imported from its module on first use (PEP 562), so that importing 
 of Manor - ``manor --help`` imports ``manor.cli`` - does not load the whole engine.
 """
 
-from __future__ import annotations
+from .startup import stop_at_once_if_command
+
+# Before anything slow is imported: a signal while the command starts is one line (startup).
+stop_at_once_if_command()
 
 import importlib
 from typing import Any
@@ -26,7 +29,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".errors": (
         "ERROR_CHARS", "REASONS", "AccessRefused", "BudgetExceeded", "CallError", "CallTimeout", "CircuitOpen", "ConfigError", "ContentError", "FleetError",
         "GateTimeout", "GateUnavailable", "InvalidOutput", "ManorError", "PlatformClosed", "ProviderError", "RefusedBy", "SaveError", "SessionLimitError",
-        "SharedGateError", "add_secret", "error_line", "leaves", "one_line", "redacted_url",
+        "SharedGateError", "WorldError", "add_secret", "error_line", "leaves", "one_line", "redacted_url",
     ),
     ".layers": ("BreakerLayer", "BreakerState", "CostLayer", "GateLayer", "Layer", "MetricsLayer", "PlatformLayer", "Stack", "TimeoutLayer"),
     ".providers": ("Provider", "SimProfile", "SimProvider", "collect"),
@@ -85,6 +88,7 @@ __all__ = [
     "Settings",
     "SharedGate",
     "SharedGateError",
+    "WorldError",
     "SharedPermit",
     "SimProfile",
     "SimProvider",

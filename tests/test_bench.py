@@ -382,6 +382,27 @@ class TestCommandLine:
         assert plot.read_text().startswith("<svg")
 
 
+class TestAtEightyColumns:
+    """At 80 columns no name or heading is cut with an ellipsis (two targets read
+    ``scheduling.longest_…``), and no remark has double parentheses."""
+
+    def test_the_scheduling_tables(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("COLUMNS", "80")
+        assert main(["bench", "--suite", "scheduling", "--draws", "2"]) == 0
+        out = capsys.readouterr().out
+        assert max(len(line) for line in out.splitlines()) <= 80
+        assert "…" not in out and "((" not in out and "))" not in out
+        folded = "".join(line.split("│")[1].strip() for line in out[out.index("\ntargets"):].splitlines() if line.startswith("│"))
+        for name in ("scheduling.pipeline.efficiency", "scheduling.longest_first.efficiency", "scheduling.longest_first_actual.efficiency"):
+            assert name in folded
+
+    def test_quick_is_described_as_it_is(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """It took 39 s on two busy cores (benchmarks/notes/bench-quick-duration.md), 81 s in the issue."""
+        with pytest.raises(SystemExit):
+            main(["bench", "--help"])
+        assert "(seconds)" not in capsys.readouterr().out
+
+
 class TestInstantProvider:
     def test_cold_then_one_done(self) -> None:
         """Nothing runs until iterated; then one Done and the end."""

@@ -142,3 +142,13 @@ class TestStartUp:
     def test_every_command_is_listed_but_the_part_of_a_fleet(self) -> None:
         assert [command.name for command in COMMANDS if command.help is None] == [PART_COMMAND]
         assert len({command.name for command in COMMANDS}) == len(COMMANDS)
+
+
+def test_an_unknown_command_names_the_listed_commands_and_the_nearest(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not the hidden ``fleet-part`` a fleet's processes run."""
+    with pytest.raises(SystemExit) as caught:
+        main(["flet"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("manor: error: unknown command 'flet' (did you mean fleet?); the commands: run, play, fleet, replay, ")
+    assert "fleet-part" not in err and err.count("\n") == 1

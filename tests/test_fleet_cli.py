@@ -15,19 +15,19 @@ from typing import Any
 import msgspec
 import pytest
 from rich.console import Console
+from saves_fixture import frames_of, rewrite_payloads
+from scenes_fixture import fixed_latency_scene
 
 from manor.cli import main
 from manor.cli.fleet_cmd import print_summary
 from manor.saves import read_save
 from manor.wording import counted
-from saves_fixture import frames_of, rewrite_payloads
-from scenes_fixture import fixed_latency_scene
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
 RUN_KEYS = {
     "scene", "policy", "order", "ticks", "seed", "platform_limit", "gate_size", "calls", "ok", "degraded", "degradations",
-    "platform_rejections", "repairs", "errors", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
+    "platform_rejections", "repairs", "errors", "first_error", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
 }  # fmt: skip
 #: What a fleet world adds of its tenant and its share of the gate.
 SHARE_KEYS = {

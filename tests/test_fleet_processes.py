@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, 
 CALLS_PER_TICK = 14
 RUN_KEYS = {
     "scene", "policy", "order", "ticks", "seed", "platform_limit", "gate_size", "calls", "ok", "degraded", "degradations",
-    "platform_rejections", "repairs", "errors", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
+    "platform_rejections", "repairs", "errors", "first_error", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
 }  # fmt: skip
 #: Longest any one wait of these tests may take, on a loaded machine.
 PATIENCE_S = 60.0

@@ -25,7 +25,6 @@ from manor.answers import (
     InvalidAnswer,
     decode_answer,
     draw_answer,
-    draw_from_schema,
     prompt_with_schema,
     response_format,
     response_schema,

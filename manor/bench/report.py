@@ -170,7 +170,7 @@ def _scheduling_targets(scheduling: Mapping[str, Any]) -> list[dict[str, Any]]:
         f"short of the bound: {gap['prediction']:.3f} prediction error ({gap['scatter']:.3f} of it the calls' own scatter, "
         f"{gap['estimation']:.3f} the predictor's estimate of the mean), {gap['schedule']:.3f} the rule itself"
     )
-    for name, what in (("pipeline", f"(by default: {scheduling['setup']['order']})"), ("longest_first", split), ("longest_first_actual", "")):
+    for name, what in (("pipeline", f"by default: {scheduling['setup']['order']}"), ("longest_first", split), ("longest_first_actual", "")):
         efficiency = scheduling[name]["efficiency"]
         targets.append(_target(f"scheduling.{name}.efficiency", f">= {EFFICIENCY}", efficiency, efficiency >= EFFICIENCY, what))
     targets.append(_versus_fifo_target(scheduling["versus_fifo"]))
@@ -219,7 +219,9 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
 def _table(title: str, *columns: str) -> Table:
     table = Table(title=title, title_justify="left")
     for i, column in enumerate(columns):
-        table.add_column(column, justify="left" if i == 0 else "right")
+        # Folded, never cut with an ellipsis: at 80 columns two targets read
+        # "scheduling.longest_…", and a header "acqu…".
+        table.add_column(column, justify="left" if i == 0 else "right", overflow="fold")
     return table
 
 

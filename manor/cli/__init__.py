@@ -7,8 +7,10 @@ A command's module is imported only when the command is given (for its flags and
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
+import re
 import select
 import sys
 import traceback
@@ -17,8 +19,10 @@ from typing import NoReturn
 
 import attrs
 
+from .. import startup
 from ..errors import ManorError, leaves, one_line
 from ..run import interrupts
+from .exit_statuses import NO_CALL_SUCCEEDED
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -52,10 +56,30 @@ COMMANDS = (
 )  # fmt: skip
 
 
+#: What ``manor --help`` says of exit statuses.
+EXIT_STATUSES = f"""exit status:
+  0    done
+  1    an error, said in one line (a bad file or setting, a server that cannot be reached)
+  2    a command line argparse refused
+  {NO_CALL_SUCCEEDED}    run, replay or fleet made calls and not one succeeded (a bad model, a wrong key,
+       a server down): one line on stderr says how they failed and what failed first
+  130  stopped by Ctrl-C (SIGINT); 143: by SIGTERM"""
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a user's mistake reported in one line instead of a usage dump."""
+    """argparse, with a user's mistake reported in one line instead of a usage dump.
+
+    An unknown command names the commands ``--help`` lists (not the hidden one a
+    fleet's processes run) and the nearest to what was typed."""
+
+    #: The commands ``--help`` lists (set on the top-level parser).
+    commands: tuple[str, ...] = ()
 
     def error(self, message: str) -> NoReturn:
+        if self.commands and (typed := re.match(r"argument COMMAND: invalid choice: '(.*)' \(choose from ", message)):
+            nearest = difflib.get_close_matches(typed[1], self.commands, n=1)
+            guess = f" (did you mean {nearest[0]}?)" if nearest else ""
+            message = f"unknown command {one_line(repr(typed[1]))}{guess}; the commands: {', '.join(self.commands)}"
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -79,6 +103,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="manor",
         description="Tick-loop orchestration for LLM-agent worlds: every call of a tick through one fair gate.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     parser.add_argument(
@@ -93,6 +119,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         command_parser = commands.add_parser(command.name, **listed)
         if command.name == given:
             importlib.import_module(f".{command.module}", __name__).register(command_parser)
+    parser.commands = tuple(action.dest for action in commands._choices_actions)  # those with help: listed
     return parser
 
 
@@ -106,19 +133,22 @@ def main(argv: list[str] | None = None) -> int:
     reader (``manor ... | head``) ends the command quietly, exit 0, as ruff does.
     """
     with interrupts.sigterm_as_interrupt(), interrupts.unawaited_coroutines_held() as forget_unawaited:
-        if argv is None:
-            argv = sys.argv[1:]
-        parser = build_parser(argv)
-        args = parser.parse_args(argv)
-        if not hasattr(args, "handler"):
-            parser.print_help()
-            return 2
-        debug = args.debug or os.environ.get("MANOR_DEBUG", "") not in ("", "0")
+        debug = os.environ.get("MANOR_DEBUG", "") not in ("", "0")
         stdout = _file_identity(sys.stdout)
         try:
-            status = args.handler(args) or 0
-            sys.stdout.flush()  # here, so a closed stdout is seen while it can be handled
-            return status
+            # Ctrl-C is a KeyboardInterrupt from here on, reported below however early.
+            with startup.handed_over():
+                if argv is None:
+                    argv = sys.argv[1:]
+                parser = build_parser(argv)
+                args = parser.parse_args(argv)
+                if not hasattr(args, "handler"):
+                    parser.print_help()
+                    return 2
+                debug = debug or args.debug
+                status = args.handler(args) or 0
+                sys.stdout.flush()  # here, so a closed stdout is seen while it can be handled
+                return status
         except SystemExit as exc:
             # Rich meets a closed stdout by pointing it at devnull and exiting 1.
             if exc.code == 1 and stdout is not None and _file_identity(sys.stdout) != stdout:

@@ -170,10 +170,11 @@ def run(args: argparse.Namespace) -> int:
         raise
     for writer in writers:
         writer.check()
-    _report(args, fleet.summary())
+    summary = fleet.summary()
+    _report(args, summary)
     if writers:
         print(f"manor: saved {counted(min(fleet.ticks), 'tick')} of {counted(len(writers), 'world')} to {args.save_dir}", file=sys.stderr)
-    return 0
+    return output.exit_status_of_calls(summary["worlds"])
 
 
 def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], configured: Sequence[tuple[Config, Scene]]) -> int:
@@ -220,10 +221,11 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
         if max(processes.ticks_done) and processes.worlds_reported:
             _report(args, processes.summary(), stopped, processes=len(divided))
         raise
-    _report(args, processes.summary(), processes=len(divided))
+    summary = processes.summary()
+    _report(args, summary, processes=len(divided))
     if paths:
         print(f"manor: saved {counted(min(processes.ticks_done), 'tick')} of {counted(len(paths), 'world')} to {args.save_dir}", file=sys.stderr)
-    return 0
+    return output.exit_status_of_calls(summary["worlds"])
 
 
 def _report(args: argparse.Namespace, summary: dict[str, Any], stopped: interrupts.Interrupted | None = None, processes: int = 1) -> None:

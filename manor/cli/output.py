@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
 from ..tick.instruments import Instrument
+from ..tick.statistics import no_call_succeeded
 from ..wording import counted
+from .exit_statuses import NO_CALL_SUCCEEDED
 
-__all__ = ["GateLostNotice", "console", "output_path", "report_saved", "warn_of_gate"]
+__all__ = ["GateLostNotice", "console", "exit_status_of_calls", "output_path", "report_saved", "warn_of_gate"]
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -52,6 +55,17 @@ class GateLostNotice(Instrument):
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         if any(call.reason != "gate_unavailable" for call in record.calls):
             self._said = False
+
+
+def exit_status_of_calls(figures: Iterable[dict[str, Any]]) -> int:
+    """A run's exit status by its calls: ``NO_CALL_SUCCEEDED``, said in one line on
+    stderr, when it made calls and not one succeeded (``figures``: the summaries of a
+    run, a replay or a fleet's worlds); else 0."""
+    line = no_call_succeeded(figures)
+    if line is None:
+        return 0
+    print(f"manor: {line}", file=sys.stderr)
+    return NO_CALL_SUCCEEDED
 
 
 def report_saved(writer: SaveWriter) -> None:

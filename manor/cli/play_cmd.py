@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..output import check_not_read
 from ..run import interrupts
 from ..run.engine import configure
 from ..saves import read_save
-from .options import add_setting_flags, flags_from_args, sources_from_args
+from .options import add_setting_flags, files_read, flags_from_args, sources_from_args
 from .output import report_saved
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ def play(args: argparse.Namespace) -> int:
     from ..play import build_app  # Textual loads only for this command
 
     save = None if args.no_save else args.save or default_save_path(Path(scene.path).stem)
+    if save is not None:  # --force may replace a save, never the scene or config read
+        check_not_read(save, files_read(args, scene.path))
     app = build_app(config, scene, paused=args.paused, save=save, force=args.force)
     if not _has_terminal():
         if app.writer is not None:  # created just now, holding no tick: leave nothing behind

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             how = "alone, through a gate of its own" if overrides.values else "with the shared gate's recorded admissions"
             changed = f"{changed or 'the recorded settings'} (world {seat.world} of a fleet of {seat.worlds}, replayed {how})"
         print_comparison(output.console(), save.name, summary, changed or "the recorded settings")
-    return 0
+    return output.exit_status_of_calls([summary])
 
 
 def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSeat | None) -> int:
@@ -93,8 +93,8 @@ def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSe
         print(f"{args.save}: {counted(result.ticks, 'tick')} replayed; the world hash matches the recording after every tick "
               f"({result.statistics.world_hash})")  # fmt: skip
     else:
-        print(f"{args.save}: tick {mismatch.tick} differs from the recording: {mismatch.detail} "
-              f"(world hash recorded {mismatch.recorded}, replayed {mismatch.replayed})")  # fmt: skip
+        hashes = "" if mismatch.recorded == mismatch.replayed else f" (world hash recorded {mismatch.recorded}, replayed {mismatch.replayed})"
+        print(f"{args.save}: tick {mismatch.tick} differs from the recording: {mismatch.detail}{hashes}")
     return 0 if mismatch is None else 1
 
 

@@ -21,7 +21,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import REASONS, PlatformClosed, SharedGateError, error_line
+from ..errors import REASONS, PlatformClosed, SharedGateError, WorldError, error_line
+from ..output import check_not_read
 from ..providers.routing import RoutingProvider
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
@@ -32,7 +33,7 @@ from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
 from . import output
-from .options import add_setting_flags, sources_from_args
+from .options import add_setting_flags, files_read, sources_from_args
 from .output import GateLostNotice, report_saved, warn_of_gate
 
 __all__ = ["register"]
@@ -76,6 +77,8 @@ class _ProgressBar(Instrument):
 
 def run(args: argparse.Namespace) -> int:
     config, scene = configure(sources_from_args(args))
+    if args.save:  # --force may replace a save, never the scene or config read
+        check_not_read(args.save, files_read(args, scene.path))
     stats = RunStatistics()
     gate = make_gate(config, scene)
     engine = build_engine(config, scene, instruments=[stats, GateLostNotice()], gate=gate)
@@ -118,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
                 with Progress(*columns, console=console, transient=True) as progress:
                     engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
                     interrupts.run(main, clock=make_clock(config), after=after)
+    except WorldError as failed:
+        # The world's bug, not Manor's: the ticks before it are kept, and said so.
+        close()
+        raise WorldError(f"{failed} — the run stopped {after()}") from failed.__cause__
     except interrupts.Interrupted as stopped:
         # The ticks that finished keep their figures, as a run's end would print them.
         if stats.ticks:
@@ -139,10 +146,11 @@ def run(args: argparse.Namespace) -> int:
         raise PlatformClosed(f"{error_line(refusal)}; no retry will help, so the run stopped {interrupts.ran(stats.ticks, writer)}")
     if writer is not None:
         writer.check()
-    report(stats.summary(engine))
+    summary = stats.summary(engine)
+    report(summary)
     if writer is not None:
         report_saved(writer)
-    return 0
+    return output.exit_status_of_calls([summary])
 
 
 def print_summary(console: Console, summary: dict[str, Any]) -> None:

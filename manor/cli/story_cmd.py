@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..output import STDOUT, check_not_read, output_name
 from ..replay import story_lines, story_text, write_story
 from ..replay.retelling import FORMATS
 from ..saves import read_save
@@ -28,12 +29,13 @@ def register(parser: argparse.ArgumentParser) -> None:
         "entry) or jsonl (one JSON object per entry: tick, caller, "
         "agent, speaker, text, fallback, reason, error) (default: from -o's suffix, else md)",
     )  # fmt: skip
-    parser.add_argument("-o", "--output", type=output_path, default=None, metavar="FILE", help="write here instead of stdout (replaced if it exists)")
+    parser.add_argument("-o", "--output", type=output_path, default=None, metavar="FILE", help="write here instead of stdout (replaced if it exists; - for stdout)")
     parser.set_defaults(handler=run)
 
 
 
 def run(args: argparse.Namespace) -> int:
+    check_not_read(STDOUT if args.output is None else args.output, {"the save being told": args.save})
     save = read_save(args.save)
     for warning in save.warnings:
         print(f"manor: warning: {warning}", file=sys.stderr)
@@ -43,5 +45,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(story_text(save, list(story_lines(save)), format))
         return 0
     lines = write_story(save, format, str(args.output))
-    print(f"manor: wrote {counted(lines, 'story line')} of {counted(len(save.ticks), 'tick')} to {args.output}", file=sys.stderr)
+    print(f"manor: wrote {counted(lines, 'story line')} of {counted(len(save.ticks), 'tick')} to {output_name(args.output)}", file=sys.stderr)
     return 0

@@ -62,6 +62,7 @@ __all__ = [
     "CLAUDE_ARGV",
     "DEFAULT_SESSION_ID",
     "KINDS",
+    "NON_ASCII_KEY",
     "SESSION_PLACEHOLDERS",
     "AgnoBackend",
     "AnthropicBackend",
@@ -298,18 +299,32 @@ def variables(table: BackendTable) -> list[tuple[str, str]]:
 
 
 def unset_variables(table: BackendTable, environ: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """The environment variables ``table`` names that are unset or empty in ``environ``.
+    """The environment variables ``table`` names that are unset or empty in ``environ``,
+    or (an API key, sent in an HTTP header) hold a character a header cannot carry.
 
     Returns:
         (key, variable, what is wrong) for each: the key that names it, its name, and
-        "is not set" or "is empty". Never a value.
+        "is not set", "is empty" or what is wrong with its value. Never a value.
     """
     # An empty variable counts as unset: the backends refuse it too.
     return [
-        (key, variable, "is not set" if variable not in environ else "is empty")
+        (key, variable, wrong)
         for key, variable in variables(table)
-        if not environ.get(variable)
+        if (wrong := _unusable(key, variable, environ)) is not None
     ]
+
+
+def _unusable(key: str, variable: str, environ: Mapping[str, str]) -> str | None:
+    value = environ.get(variable)
+    if not value:
+        return "is not set" if value is None else "is empty"
+    if key == "api_key_env" and not value.isascii():
+        return NON_ASCII_KEY
+    return None
+
+
+#: What is wrong with an API key that is not ASCII (never the key itself).
+NON_ASCII_KEY = "holds a non-ASCII character, which an HTTP header cannot carry (a key copied with a typographic dash or quote?)"
 
 
 @final

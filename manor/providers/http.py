@@ -28,6 +28,7 @@ import httpx
 import trio
 
 from ..calls import RateLimits
+from ..config.backends import NON_ASCII_KEY
 from ..errors import (
     AccessRefused,
     CallError,
@@ -54,13 +55,15 @@ def auth_headers(api_key_env: str) -> dict[str, str]:
     The key itself never appears in a message, a log or a save: only the variable's name.
 
     Raises:
-        ConfigError: the variable is named but not set.
+        ConfigError: the variable is named but not set, or not ASCII.
     """
     if not api_key_env:
         return {}
     key = os.environ.get(api_key_env)
     if not key:
         raise ConfigError(f"environment variable {api_key_env} (the API key) is not set")
+    if not key.isascii():
+        raise ConfigError(f"environment variable {api_key_env} (the API key) {NON_ASCII_KEY}")
     return {"Authorization": f"Bearer {key}"}
 
 

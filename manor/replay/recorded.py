@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..calls import Request
 from ..config import KEYS, Config, Source, resolve
 from ..config.layering import built_in_source
 from ..config.schema import DERIVED_KEYS, FORMER_DEFAULTS, RETIRED_KEYS
@@ -17,7 +19,10 @@ from ..tick.statistics import RunStatistics
 from ..worlds import world_class
 from .responses import reached_backend
 
-__all__ = ["RECORDED", "check_world", "peak_platform_sessions", "recorded_config", "recorded_on_real_clock", "recorded_source", "recorded_summary"]
+__all__ = [
+    "RECORDED", "check_world", "peak_platform_sessions", "recorded_config", "recorded_on_real_clock", "recorded_source", "recorded_summary",
+    "unplanned_calls",
+]  # fmt: skip
 
 #: The ordinal of the recorded settings: above the built-in defaults (a setting newer
 #: than the save keeps its default), below command-line flags (a what-if).
@@ -45,6 +50,28 @@ def recorded_source(save: Save) -> tuple[Source, list[str]]:
         elif row.key not in RETIRED_KEYS:  # a retired key only ever held its default
             dropped.append(f"{save.name}: setting '{row.key}' is no longer a Manor setting; ignored")
     return Source(f"save {save.name}", RECORDED, values), dropped
+
+
+def unplanned_calls(planned: Sequence[Request], recorded: Sequence[CallRecord]) -> str | None:
+    """How a tick's recorded calls differ from the calls its world planned — each
+    planned call recorded once, no other — or ``None`` when they are the same (by caller
+    kind and agent, counted). Whatever rebuilds a recorded tick checks this first: a save
+    with a call record taken out would otherwise replay, the missing call drawn again.
+    """
+    wanted = Counter((request.caller, request.agent) for request in planned)
+    held = Counter((call.caller, call.agent) for call in recorded)
+    if wanted == held:
+        return None
+
+    def named(calls: Counter[tuple[str, str]]) -> str:
+        return ", ".join(f"{caller} {agent}" + (f" ×{count}" if count > 1 else "") for (caller, agent), count in calls.items())
+
+    problems = []
+    if missing := wanted - held:
+        problems.append(f"no call of {named(missing)}")
+    if extra := held - wanted:
+        problems.append(f"a call the world did not plan: {named(extra)}")
+    return f"{len(recorded)} calls recorded, {len(planned)} planned: {'; '.join(problems)}"
 
 
 def check_world(save: Save) -> None:

@@ -25,7 +25,8 @@ from ..output import write_output
 from ..records import StoryEntry
 from ..saves.reader import Save
 from ..worlds import create_world, world_class
-from .recorded import check_world
+from ..worlds.failures import world_code
+from .recorded import check_world, unplanned_calls
 
 __all__ = ["FORMATS", "StoryLine", "story_lines", "story_text", "write_story"]
 
@@ -57,15 +58,20 @@ def story_lines(save: Save) -> Iterator[StoryLine]:
     """Every line of ``save``'s story, in order.
 
     Raises:
-        SaveError: a tick does not rebuild the world the recording had after it (the
-            save was altered, or this Manor's world has other rules): its story would
-            not be the recorded run's.
+        SaveError: a tick does not hold the calls its world planned, or does not
+            rebuild the world the recording had after it (the save was altered, or this
+            Manor's world has other rules): its story would not be the recorded run's.
     """
     check_world(save)
     world = create_world(save.scene, save.header.seed)
     for frame in save.ticks:
         record = frame.record
-        entries = world.apply(record.calls)
+        with world_code(world, "plan", record.tick):
+            planned = world.plan()
+        if difference := unplanned_calls(planned, record.calls):
+            raise SaveError(f"{save.name}: tick {record.tick} does not hold the calls its world planned ({difference}); its story cannot be told")
+        with world_code(world, "apply", record.tick):
+            entries = world.apply(record.calls)
         if world.hash != record.world_hash:
             raise SaveError(f"{save.name}: tick {record.tick} does not rebuild the recorded world; its story cannot be told")
         # A degraded turn's entry gets its call's error: the entries of one caller and
@@ -137,6 +143,8 @@ def write_story(save: Save, format: Format, path: str) -> int:
     lines = list(story_lines(save))
     try:
         write_output(path, story_text(save, lines, format))
+    except BrokenPipeError:
+        raise  # a reader that stopped early (``| head``): no error, see manor.cli.main
     except OSError as exc:
         raise SaveError(f"{path}: cannot write the story: {exc.strerror or exc}") from None
     return len(lines)

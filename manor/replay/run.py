@@ -24,7 +24,13 @@ from ..tick.statistics import RunStatistics
 from ..wording import counted
 from ..worlds import create_world
 from .admissions import RecordedAdmissions
-from .recorded import check_world, recorded_config, recorded_on_real_clock, recorded_source
+from .recorded import (
+    check_world,
+    recorded_config,
+    recorded_on_real_clock,
+    recorded_source,
+    unplanned_calls,
+)
 from .responses import ReplayBackend, recorded_responses
 
 __all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "recorded_admissions", "replay"]
@@ -43,7 +49,8 @@ class Mismatch:
 
 @final
 class RecordingCheck(Instrument):
-    """Compares each replayed tick with the recorded one; keeps the first mismatch.
+    """Compares each replayed tick with the recorded one; keeps the first mismatch: a
+    tick that does not hold the calls its world planned, or whose world hash differs.
 
     Args:
         recorded: the recorded ticks.
@@ -56,12 +63,20 @@ class RecordingCheck(Instrument):
         self.recorded = recorded
         self.times = times
         self.mismatch: Mismatch | None = None
+        self._unplanned: str | None = None
+
+    def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
+        # The calls are compared before the tick runs: a call missing from the
+        # recording is drawn again from the simulation, and may rebuild the same world.
+        self._unplanned = unplanned_calls(requests, self.recorded[tick - 1].calls)
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         expected = self.recorded[record.tick - 1]
         if self.mismatch is not None:
             return
-        if record.world_hash != expected.world_hash:
+        if self._unplanned is not None:
+            self.mismatch = Mismatch(record.tick, expected.world_hash, record.world_hash, f"the save does not hold the calls the world planned: {self._unplanned}")
+        elif record.world_hash != expected.world_hash:
             self.mismatch = Mismatch(record.tick, expected.world_hash, record.world_hash, _first_difference(expected, record))
         elif self.times and (detail := _first_time_difference(expected, record)):
             self.mismatch = Mismatch(record.tick, expected.world_hash, record.world_hash, detail)

@@ -12,6 +12,8 @@ the message before the agent "answers" it::
                      ``insufficient_quota``)
     @garbage         answer 200 with a body that is not what the protocol promises
     @model-error     the model fails upstream (Agno: 200 with status ERROR)
+    @model-error=429 the model's provider refuses it upstream, rate-limited: Agno passes
+                     the provider's message on in the same status ERROR
 
 Anything else starting with ``@`` is left in the message.
 """
@@ -36,7 +38,8 @@ class Directives(msgspec.Struct, frozen=True, kw_only=True):
     retry_after: str | None = None
     spend_cap: bool = False
     garbage: bool = False
-    model_error: bool = False
+    #: The upstream failure's HTTP status (500 for a plain ``@model-error``), or None.
+    model_error: int | None = None
 
 
 def parse_directives(message: str) -> tuple[str, Directives]:
@@ -55,7 +58,9 @@ def parse_directives(message: str) -> tuple[str, Directives]:
                 found["status"] = int(value)
             elif name == "retry-after" and value is not None:
                 found["retry_after"] = value
-            elif name in ("hang", "spend-cap", "garbage", "model-error") and value is None:
+            elif name == "model-error":
+                found["model_error"] = 500 if value is None else int(value)
+            elif name in ("hang", "spend-cap", "garbage") and value is None:
                 found[name.replace("-", "_")] = True
             else:
                 return match.group(0)

@@ -305,7 +305,11 @@ class AgentHost:
                     chunk = " ".join(words[i * step : (i + 1) * step])
                     if chunk:
                         run.post(TextDelta(chunk if i == 0 else " " + chunk))
-                if directives.model_error:
+                if directives.model_error == 429:
+                    # As Agno passes on an OpenAI-style provider's refusal.
+                    self._finish(run, "error")
+                    run.post(ModelFailed("Error code: 429 - Rate limit reached for requests (simulated). Please try again in 2s."))
+                elif directives.model_error:
                     self._finish(run, "error")
                     run.post(ModelFailed(f"{run.spec.agent_id}: the model failed (simulated)"))
                 else:

@@ -17,12 +17,21 @@ from ..admission.tickets import Tickets
 from ..answers import answer_problem, repair_prompt
 from ..calls import Admitted, Done, Event, Opened, Released, Request
 from ..clock import current_time, read_clock_directly
-from ..errors import CallError, ContentError, InvalidOutput, RefusedBy, SessionLimitError, SharedGateError, error_line
+from ..errors import (
+    CallError,
+    ContentError,
+    InvalidOutput,
+    RefusedBy,
+    SessionLimitError,
+    SharedGateError,
+    error_line,
+)
 from ..layers import Stack
 from ..providers.base import answer_only
 from ..records import CallRecord, TickRecord
 from ..worlds import World
 from ..worlds.base import undeclared_caller
+from ..worlds.failures import world_code
 from .gc_pause import full_collections_deferred
 from .instruments import Instrument, Instruments
 from .ordered_start import start_now
@@ -181,7 +190,8 @@ class TickLoop:
             self._started = True
             self.instruments.call("run_started", self)
         read_clock_directly()  # for this tick's calls, in the tasks this one starts
-        requests = self.world.plan()
+        with world_code(self.world, "plan", self.world.tick + 1):
+            requests = self.world.plan()
         problem = undeclared_caller(self.world, requests)
         if problem is not None:
             # Its calls would be counted, styled and given fallbacks by kinds nobody declared.
@@ -203,7 +213,8 @@ class TickLoop:
         finished = trio.current_time()
         for record in records:
             self.predictor.observe(record)
-        story = self.world.apply(records)
+        with world_code(self.world, "apply", tick):
+            story = self.world.apply(records)
         record = TickRecord(tick=tick, started_at=started, finished_at=finished, calls=tuple(records), world_hash=self.world.hash)
         self.instruments.call("tick_finished", record, story)
         return record

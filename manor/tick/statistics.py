@@ -18,7 +18,29 @@ if TYPE_CHECKING:
     from ..content import Scene
     from .loop import TickLoop
 
-__all__ = ["ErrorMessages", "PlatformRejections", "Reported", "RunStatistics", "empty_degradations", "percentile", "tick_seconds"]
+__all__ = [
+    "ErrorMessages", "PlatformRejections", "Reported", "RunStatistics", "empty_degradations", "no_call_succeeded", "percentile",
+    "tick_seconds",
+]  # fmt: skip
+
+
+def no_call_succeeded(figures: Iterable[dict[str, Any]]) -> str | None:
+    """``no call succeeded: 266 circuit_open, 14 provider_error — first: ...`` when the
+    runs of ``figures`` (``RunStatistics.summary``: a run, a replay, a fleet's worlds)
+    made calls and none succeeded; ``None`` otherwise."""
+    figures = list(figures)
+    if not sum(f["calls"] for f in figures) or sum(f["ok"] for f in figures):
+        return None
+    reasons: Counter[str] = Counter()
+    for f in figures:
+        for counts in f["degradations"].values():
+            reasons.update({reason: count for reason, count in counts.items() if count})
+    line = "no call succeeded: " + ", ".join(f"{count} {reason}" for reason, count in reasons.most_common())
+    first = next((f["first_error"] for f in figures if f.get("first_error")), None)
+    if first is not None:
+        who = first["caller"] if first["agent"] == first["caller"] else f"{first['caller']} {first['agent']}"
+        line += f" — first: {who} at tick {first['tick']}, {first['reason']}: {first['message'] or '(no message)'}"
+    return line
 
 
 class Reported(Protocol):
@@ -160,6 +182,9 @@ class RunStatistics(Instrument):
         #: Repairs asked (``call.repair_attempts``), and the calls they made ok.
         self.repairs_asked = 0
         self.repaired = 0
+        #: The first call that degraded (the earliest to end, of the first tick with
+        #: one): with a breaker, the cause, where the most common is ``circuit_open``.
+        self.first_error: CallRecord | None = None
 
     def run_started(self, loop: TickLoop) -> None:
         if not self.calls:
@@ -185,6 +210,8 @@ class RunStatistics(Instrument):
                     counts = self.degradations[call.caller] = dict.fromkeys(REASONS, 0)
                 counts[call.reason or "provider_error"] += 1
                 self.errors.count(call)
+        if self.first_error is None and self.ok < self.calls:
+            self.first_error = min((call for call in record.calls if not call.ok), key=lambda call: call.finished_at)
         self.rejections.count(record.calls)
 
     def degradation_counts(self, kinds: Iterable[str]) -> dict[str, dict[str, int]]:
@@ -224,6 +251,9 @@ class RunStatistics(Instrument):
             "platform_rejections": self.rejections.as_dict(),
             "repairs": {"asked": self.repairs_asked, "repaired": self.repaired},
             "errors": self.errors.most_common(kinds=kinds),
+            "first_error": None if (first := self.first_error) is None else {
+                "tick": first.tick, "caller": first.caller, "agent": first.agent, "reason": first.reason, "message": first.error,
+            },
             "peak_platform_sessions": platform.peak,
             "tick_seconds": self.tick_seconds(),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
