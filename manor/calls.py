@@ -7,41 +7,27 @@ from the gate layer, which says when the call was queued and let through, then
 ``Opened`` from the platform layer as it opens a platform session, then the backend's
 events — unless the call is made with ``Stack.answer`` (the tick loop's are): then the
 listener hears the layers only and the backend may answer without streaming
-(``Provider.answer``), ending exactly when the stream would. These are msgspec Structs because they also go into save files.
+(``Provider.answer``), ending exactly when the stream would — and last ``Released`` from
+the gate layer as it frees the call's slot. These are msgspec Structs because they also
+go into save files.
 """
 
 from __future__ import annotations
 
-import enum
-
 import msgspec
 
 __all__ = [
-    "CALLER_KINDS",
     "Admitted",
-    "CallerKind",
     "Done",
     "Event",
     "Opened",
+    "RateLimits",
+    "Released",
     "Request",
     "Started",
     "TextDelta",
     "Usage",
 ]
-
-
-class CallerKind(enum.StrEnum):
-    """The manor world's caller kinds. A world declares its own (``World.callers``):
-    a request's ``caller`` is any string its world declared."""
-
-    CHARACTER = "character"
-    NARRATOR = "narrator"
-    SUMMARISER = "summariser"
-    SCENE_BEAT = "scene_beat"
-
-
-#: The manor world's caller kinds, in the order reports show them.
-CALLER_KINDS: tuple[str, ...] = tuple(kind.value for kind in CallerKind)
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,7 +36,7 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         caller: which kind of caller makes it: one its world declares
             (``World.callers``), as a plain string.
-        agent: the agent (character, narrator, summariser) whose model answers.
+        agent: the agent whose model answers (an agent id of the scene).
         tick: the tick it belongs to.
         ticket: admission order at the gate; ``None`` means "in order of arrival".
         prompt: the text sent to the model.
@@ -80,6 +66,22 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
         return self.input_tokens + self.output_tokens
 
 
+class RateLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """What a server's rate headers said was left (``x-ratelimit-*``,
+    ``anthropic-ratelimit-*``); ``None`` where they said nothing. An answer carries it
+    (``Done.rates``), and so does a refusal (``SessionLimitError.rates``).
+
+    Attributes:
+        requests_remaining, tokens_remaining: left in the current window.
+        requests_reset_s, tokens_reset_s: seconds until that window resets.
+    """
+
+    requests_remaining: int | None = None
+    requests_reset_s: float | None = None
+    tokens_remaining: int | None = None
+    tokens_reset_s: float | None = None
+
+
 class Admitted(msgspec.Struct, frozen=True, tag="admitted", kw_only=True):
     """The shared gate let the call through (from the gate layer, first)."""
 
@@ -94,6 +96,15 @@ class Opened(msgspec.Struct, frozen=True, tag="opened"):
     opened (a listener that wants it reads the clock; most listen to ``Admitted``)."""
 
 
+class Released(msgspec.Struct, frozen=True, tag="released", kw_only=True):
+    """The shared gate takes the call's slot back, at ``released_at`` (from the gate
+    layer, last, just before it frees the slot): the call's end, as its record says.
+    Stamped later, on the real clock, the end would fall after the admission the
+    release makes, and a record would show more calls in flight than the gate allows."""
+
+    released_at: float
+
+
 class Started(msgspec.Struct, frozen=True, tag="started"):
     """The backend has begun answering."""
 
@@ -105,10 +116,18 @@ class TextDelta(msgspec.Struct, frozen=True, tag="delta"):
 
 
 class Done(msgspec.Struct, frozen=True, tag="done", kw_only=True):
-    """The whole answer and what it cost."""
+    """The whole answer and what it cost.
+
+    Attributes:
+        cost: what the backend says the call cost (Claude Code's ``total_cost_usd``);
+            ``None``: priced from its tokens (``cost.price_per_1k_tokens``).
+        rates: what the server's rate headers said was left, when it sent them.
+    """
 
     text: str
     usage: Usage = Usage()
+    cost: float | None = None
+    rates: RateLimits | None = None
 
 
-Event = Admitted | Opened | Started | TextDelta | Done
+Event = Admitted | Opened | Released | Started | TextDelta | Done

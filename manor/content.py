@@ -6,6 +6,7 @@ the scene first (``<scene dir>/../agents``), then in Manor's bundled ``agents/``
 
 from __future__ import annotations
 
+import os
 import random
 import tomllib
 from importlib import resources
@@ -24,6 +25,7 @@ __all__ = [
     "BeatSpec",
     "Scene",
     "SceneSpec",
+    "agent_folders",
     "bundled_scenes",
     "generated_cast",
     "load_scene",
@@ -132,7 +134,7 @@ def load_scene(name_or_path: str, *, agents: int | None = None) -> Scene:
     """
     path = _scene_path(name_or_path)
     spec = _decode(path, SceneSpec)
-    search = [path.parent.parent / "agents", content_dir("agents")]
+    search = agent_folders(path)
     narrator = (spec.narrator, _load_agent(spec.narrator, search, path, "narrator"))
     summariser = (spec.summariser, _load_agent(spec.summariser, search, path, "summariser"))
     if agents is not None:
@@ -148,6 +150,16 @@ def load_scene(name_or_path: str, *, agents: int | None = None) -> Scene:
     if problem:
         raise ContentError(f"{path}: {problem}")
     return scene
+
+
+def agent_folders(scene_path: Path) -> list[Path]:
+    """Where a scene's agent files are looked for, in order: ``agents/`` beside the scene
+    file, ``agents/`` beside its folder (a project's ``scenes/`` and ``agents/``), then
+    the bundled agents. Taken from the scene file's absolute path, so the same whether
+    it is named ``auction.toml`` from its folder or by its full path."""
+    folder = Path(os.path.abspath(scene_path)).parent
+    candidates = [folder / "agents", folder.parent / "agents", content_dir("agents")]
+    return list(dict.fromkeys(candidates))
 
 
 def scene_problem(scene: Scene) -> str | None:
@@ -195,7 +207,8 @@ def _load_agent(agent_id: str, search: list[Path], scene_path: Path, what: str) 
         path = folder / f"{agent_id}.toml"
         if _is_file(path):
             return _decode(path, AgentSpec)
-    raise ContentError(f"{scene_path}: {what} '{agent_id}' has no agent file (looked for agents/{agent_id}.toml)")
+    looked = ", ".join(str(folder) for folder in search)
+    raise ContentError(f"{scene_path}: {what} '{agent_id}' has no agent file (looked for {agent_id}.toml in {looked})")
 
 
 def _is_file(path: Path) -> bool:

@@ -9,12 +9,13 @@ instead of crashing or hanging a run later:
 - every integer fits the save format (MessagePack holds 64-bit integers);
 - every size has a maximum, so that a typo cannot run for hours or eat the memory.
 
-README.md ("Limits") lists them for users; keep the two in step.
+docs/configuration.md ("Limits") lists them for users; keep the two in step.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import parse_qsl, urlsplit
 
 from msgspec import Meta
 
@@ -24,6 +25,7 @@ __all__ = [
     "Count",
     "GateName",
     "GateUrl",
+    "gate_url_problem",
     "LeaseSeconds",
     "MAX_AGENTS",
     "MAX_BEATS_PER_TICK",
@@ -99,6 +101,33 @@ Seed = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 AgentId = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")]
 #: A Redis server, or nothing.
 GateUrl = Annotated[str, Meta(max_length=2000, pattern=r"^$|^(redis|rediss|unix)://")]
+
+
+def gate_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as a shared gate's server (``GateUrl`` checks its
+    scheme), in words for a one-line error; ``None`` if nothing is. The Redis client
+    would fail on it later, and not in words a user can act on."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        if "Port" in str(exc):
+            return "the port must be a number from 1 to 65535"
+        return f"not a URL: {exc}"
+    if parts.scheme == "unix":
+        return None if parts.path else "no socket path (unix:///path/to/redis.sock)"
+    if not parts.hostname:
+        return f"no host ({parts.scheme}://HOST:PORT/DB)"
+    if port == 0:
+        return "the port must be a number from 1 to 65535"
+    if (db := parts.path.strip("/")) and not db.isdigit():
+        return f"the database after the host must be a number, not {db!r}"
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name == "db" and not value.isdigit():
+            return f"?db= must be a number, not {value!r}"
+    return None
 #: Part of every key of the gate at the server.
 GateName = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_.-]+$")]
 LeaseSeconds = Annotated[float, Meta(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]

@@ -1,5 +1,6 @@
 """Shared test setup: a reproducible Hypothesis profile, a hermetic environment, and the
-count of gate operations the property tests drive (printed in the terminal summary)."""
+count of gate operations the property tests drive (printed in the terminal summary, the
+workers' counts added up when pytest-xdist runs the suite in parallel)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,13 @@ class GateOperations:
 GATE_OPERATIONS = GateOperations()
 
 
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    if not pluginmanager.has_plugin("xdist"):
+        # The configuration's addopts ask for workers; without pytest-xdist (not
+        # installed, or -p no:xdist) the suite runs in this one process.
+        parser.addoption("--numprocesses", help="ignored: pytest-xdist is not loaded")
+
+
 @pytest.fixture(scope="session")
 def gate_operations() -> GateOperations:
     """The session's tally of gate operations driven by the property tests."""
@@ -64,6 +72,21 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("MANOR_"):
             monkeypatch.delenv(name)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: hand its count to the controller
+        workeroutput["gate_operations"] = attrs.asdict(GATE_OPERATIONS)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: absent without it
+def pytest_testnodedown(node: object, error: object) -> None:
+    """A worker has finished: add its count of gate operations to the session's."""
+    counted = getattr(node, "workeroutput", {}).get("gate_operations")
+    if counted is not None:
+        for field, value in counted.items():
+            setattr(GATE_OPERATIONS, field, getattr(GATE_OPERATIONS, field) + value)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import httpx
 import pytest
 import trio
+from agent_servers import serving, wait_for
 
-from manor.calls import CallerKind, Done, Request, TextDelta, Usage
+from manor.calls import Done, Request, TextDelta, Usage
 from manor.errors import CallTimeout, ProviderError, SessionLimitError
 from manor.providers import collect
 from manor.providers.agno import AgnoProvider, HttpAgentTransport
 from manor.serve import AgentHost, LocalAgentTransport
-
-from agent_servers import serving, wait_for
+from manor.worlds.manor import CallerKind
 
 
 def _request(prompt: str, agent: str = "the countess") -> Request:
@@ -189,3 +189,53 @@ class TestInProcess:
             ended = await self._run(adapter, {"a": 0.0, "b": 0.25, "c @hang": 0.5})
             nursery.cancel_scope.cancel()
         assert ended == {"a": (1.0, "answered"), "b": (2.0, "answered"), "c @hang": (3.5, "timed_out")}
+
+
+class TestCancelOnlyWhatWasAbandoned:
+    """With ``cancel_remote``, a cancel goes out for a run the caller gave up on, never
+    for one that answered: a caller that stops at the answer (``collect``, as the tick
+    loop does) used to send a cancel after every answered run, holding its gate slot
+    for that request, and AgentOS stored a cancellation intent for each."""
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("stream", [False, True])
+    async def test_three_answered_runs_send_no_cancel(self, stream: bool) -> None:
+        async with serving() as (url, host):
+            adapter = _adapter(url, cancel_remote=True, stream=stream)
+            for n in range(3):
+                done = await collect(adapter, _request(f"question {n}"))
+                assert done.text == f"agent heard: question {n}"
+            assert adapter.statistics().cancels_sent == 0
+            assert host.statistics().cancelled == 0
+
+    @pytest.mark.trio
+    async def test_a_run_abandoned_before_its_answer_is_cancelled(self) -> None:
+        async with serving() as (url, host):
+            adapter = _adapter(url, cancel_remote=True, stream=True)
+            with trio.move_on_after(0.3):
+                await collect(adapter, _request("slow one @latency=30"))
+            await wait_for(lambda: host.statistics().cancelled == 1)
+            assert adapter.statistics().cancels_sent == 1
+
+
+class TestRefusedUpstream:
+    """A 429 behind AgentOS: Agno answers 200 with ``status: ERROR`` and the provider's
+    message. That is the platform refusing — ``platform_rejected``, by the server, with
+    its wait when the message says one — not ``provider_error``."""
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("stream", [False, True])
+    async def test_a_rate_limit_passed_on_is_the_server_refusing(self, stream: bool) -> None:
+        async with serving() as (url, _):
+            with pytest.raises(SessionLimitError) as info:
+                await _events(_adapter(url, stream=stream), "hi @model-error=429")
+        refusal = info.value
+        assert (refusal.reason, refusal.refused_by, refusal.retry_after) == ("platform_rejected", "server", 2.0)
+        assert "refused upstream: Error code: 429 - Rate limit reached" in str(refusal)
+
+    @pytest.mark.trio
+    async def test_another_model_error_is_still_a_provider_error(self) -> None:
+        async with serving() as (url, _):
+            with pytest.raises(ProviderError, match="the run failed") as info:
+                await _events(_adapter(url), "hi @model-error=500")
+        assert not isinstance(info.value, SessionLimitError)

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from manor.calls import CallerKind, Done, Request, TextDelta
+from manor.calls import Done, Request, TextDelta
 from manor.errors import CallTimeout, ConfigError, ProviderError
 from manor.layers import Stack, TimeoutLayer
 from manor.providers.command import CommandProvider
+from manor.worlds.manor import CallerKind
 
 FAKE = str(Path(__file__).with_name("fake_model.py"))
 

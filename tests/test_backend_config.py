@@ -77,7 +77,7 @@ class TestTables:
     @pytest.mark.parametrize(
         ("table", "message"),
         [
-            ('kind = "opnai"', "backends.local.kind: Invalid value 'opnai' (kinds: sim, openai, command, agno)"),
+            ('kind = "opnai"', "backends.local.kind: Invalid value 'opnai' (kinds: sim, openai, command, agno, anthropic, claude-code)"),
             ('kind = "openai"\nbase_url = "http://x/v1"\nbase_ur = "y"', "backends.local: Object contains unknown field `base_ur`"),
             ('kind = "openai"', "backends.local: Object missing required field `base_url`"),
             ('base_url = "http://x/v1"', "backends.local: Object missing required field `kind`"),
@@ -255,7 +255,7 @@ class TestConfigCommand:
         path = _file(tmp_path, '[backends.local]\nkind = "opnai"\n')
         assert main(["run", "--config", str(path)]) == 1
         err = capsys.readouterr().err
-        assert err == f"manor: error: {path}: backends.local.kind: Invalid value 'opnai' (kinds: sim, openai, command, agno)\n"
+        assert err == f"manor: error: {path}: backends.local.kind: Invalid value 'opnai' (kinds: sim, openai, command, agno, anthropic, claude-code)\n"
 
     def test_layer_defaults_and_scene_still_resolve_without_a_file(self) -> None:
         """The flat keys are untouched: backend.default is one more of them."""

@@ -10,12 +10,18 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 import trio
-
-from manor.calls import CallerKind, Request
-from manor.errors import CallError
-from manor.providers import AgnoProvider, HttpAgentTransport, OpenAIProvider, Provider, collect
-
 from agent_servers import connections, serving
+
+from manor.calls import Request
+from manor.errors import CallError
+from manor.providers import (
+    AgnoProvider,
+    HttpAgentTransport,
+    OpenAIProvider,
+    Provider,
+    collect,
+)
+from manor.worlds.manor import CallerKind
 
 MakeProvider = Callable[[str, httpx.AsyncClient], Provider]
 

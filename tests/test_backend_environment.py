@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from scenes_fixture import fixed_latency_scene
 
 from manor.cli import main
 from manor.config import standard_sources
@@ -138,9 +140,70 @@ def test_a_secret_a_backend_quotes_back_is_masked_in_records(capsys: pytest.Capt
     path = _file(f'[backends.leaky]\nkind = "command"\nargv = {json.dumps([sys.executable, "-c", leak])}\nenv = ["TESTVAR_TOKEN"]\n'
                  '[agent_backends]\nnarrator = "leaky"\n')  # fmt: skip
     save = tmp_path / "leak.msav"
-    assert main(["run", "--config", str(path), "--ticks", "2", "--json", "--save", str(save)]) == 0
+    scene = fixed_latency_scene(tmp_path, 0.01, "quick")  # the real clock's ticks take 0.02 s, not seconds
+    assert main(["run", "--config", str(path), "--scene", str(scene), "--ticks", "2", "--json", "--save", str(save)]) == 0
     out, err = capsys.readouterr()
     [row] = json.loads(out)["errors"]
     assert (row["reason"], row["caller"], row["count"]) == ("provider_error", "narrator", 2)
     assert "bad key ***" in row["message"] and SECRET not in row["message"]
     assert SECRET not in out + err and SECRET.encode() not in save.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "urllib.parse.quote(key, safe='').replace('-', '%2D')",
+        "json.dumps(key)",
+        "base64.b64encode(b'user:' + key.encode()).decode()",
+    ],
+    ids=["url-encoded", "json-escaped", "base64"],
+)
+def test_a_secret_quoted_back_in_another_spelling_is_masked_everywhere(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, spelling: str
+) -> None:
+    """A server quoting the key back URL-encoded (``sk%2Ddo…``), JSON-escaped or in base64:
+    neither the key nor that spelling of it reaches --json, the save, the story or the trace."""
+
+    key = SECRET
+    spelled = eval(spelling)
+    monkeypatch.setenv("TESTVAR_TOKEN", key)
+    leak = f"import base64, json, os, sys, urllib.parse; key = os.environ['TESTVAR_TOKEN']; sys.stderr.write('bad key ' + {spelling}); sys.exit(3)"
+    path = _file(f'[backends.leaky]\nkind = "command"\nargv = {json.dumps([sys.executable, "-c", leak])}\nenv = ["TESTVAR_TOKEN"]\n'
+                 '[agent_backends]\nnarrator = "leaky"\n')  # fmt: skip
+    save = tmp_path / "leak.msav"
+    assert main(["run", "--config", str(path), "--ticks", "2", "--json", "--save", str(save)]) == 0
+    assert main(["story", str(save), "--format", "jsonl"]) == 0
+    trace = tmp_path / "leak.json"
+    assert main(["trace", str(save), "-o", str(trace)]) == 0
+    shown = "".join(capsys.readouterr()) + trace.read_text(encoding="utf-8")
+    assert re.search(r"bad key \S*\*\*\*", shown)
+    for secret in (key, spelled):
+        assert secret not in shown and secret.encode() not in save.read_bytes()
+
+
+class TestNonAsciiKey:
+    """An API key with a character an HTTP header cannot carry (a typographic dash
+    pasted from a web page): one line naming the variable, before the first tick."""
+
+    @pytest.mark.parametrize(("table", "variable"), [(GPT, "TESTVAR_KEY"), (REMOTE, "TESTVAR_AGNO")], ids=["openai", "agno"])
+    def test_run_refuses_naming_the_variable(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, table: str, variable: str) -> None:
+        monkeypatch.setenv(variable, "sk\u2013abc-" + SECRET)
+        name = table.split("]")[0].split(".")[1]
+        path = _file(table + f'[backend]\ndefault = "{name}"\n')
+        assert main(["run", "--config", str(path), "--ticks", "1"]) == 1
+        out, err = capsys.readouterr()
+        assert err == f"manor: error: manor.toml: backends.{name}.api_key_env: environment variable {variable} holds a non-ASCII character, which an HTTP header cannot carry (a key copied with a typographic dash or quote?)\n"
+        assert SECRET not in out + err
+
+    def test_the_header_is_refused_too(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Whatever reaches the backends without the check before the first tick."""
+        from manor.providers.http import auth_headers
+
+        monkeypatch.setenv("TESTVAR_KEY", "clé-" + SECRET)
+        with pytest.raises(ConfigError, match=r"^environment variable TESTVAR_KEY \(the API key\) holds a non-ASCII character") as caught:
+            auth_headers("TESTVAR_KEY")
+        assert SECRET not in str(caught.value)
+
+    def test_a_commands_variable_may_be_anything(self) -> None:
+        """A command backend's env passes no header: a non-ASCII value is fine there."""
+        assert unset_variables(CommandBackend(argv=("cat",), env=("TESTVAR_HOME",)), {"TESTVAR_HOME": "/home/zoë"}) == []

@@ -5,14 +5,14 @@ from __future__ import annotations
 import httpx
 import pytest
 import trio
+from agent_servers import serving, wait_for
 
-from manor.calls import CallerKind, Done, Request, Started, TextDelta, Usage
+from manor.calls import Done, RateLimits, Request, Started, TextDelta, Usage
 from manor.errors import CallTimeout, ConfigError, ProviderError, SessionLimitError
 from manor.layers import Stack, TimeoutLayer
 from manor.providers.http import FINISH_S
 from manor.providers.openai import OpenAIProvider
-
-from agent_servers import serving, wait_for
+from manor.worlds.manor import CallerKind
 
 
 def _request(prompt: str) -> Request:
@@ -31,7 +31,9 @@ async def test_streams_deltas_and_records_usage() -> None:
     assert isinstance(events[0], Started)
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     assert len(deltas) >= 2
-    assert events[-1] == Done(text="agent heard: fetch the teapot", usage=Usage(input_tokens=3, output_tokens=5))
+    # The rate headers: capacity 3, this run in one of them.
+    rates = RateLimits(requests_remaining=2)
+    assert events[-1] == Done(text="agent heard: fetch the teapot", usage=Usage(input_tokens=3, output_tokens=5), rates=rates)
     assert "".join(deltas) == events[-1].text
 
 

@@ -14,21 +14,22 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from scenes_fixture import make_engine, run_engine
 
 from manor.answers import decode_answer
 from manor.bench import fastforward, overhead, scale, scheduling
+from manor.bench.games import NextGame
 from manor.bench.instant import InstantProvider
 from manor.bench.plot import charts, check_plot_path, render_svg, write_plot
 from manor.bench.report import evaluate_targets
 from manor.bench.suite import BenchContext, BenchError
-from manor.calls import CallerKind, Done, Request
-from manor.providers.base import DeadlineReached, by_deadline, call_deadline
+from manor.calls import Done, Request
 from manor.cli import main
-from manor.bench.games import NextGame
 from manor.config import flags_source, standard_sources
 from manor.content import load_scene
+from manor.providers.base import DeadlineReached, by_deadline, call_deadline
 from manor.records import CallRecord, TickRecord
-from scenes_fixture import make_engine, run_engine
+from manor.worlds.manor import CallerKind
 
 POLICIES = ("batch", "pipeline", "fifo", "longest_first", "longest_first_mean", "longest_first_actual")
 FIGURES = ("makespan_mean_s", "makespan_p95_s", "lower_bound_mean_s", "efficiency")
@@ -379,6 +380,27 @@ class TestCommandLine:
         for heading in ("scheduling", "legacy", "gate size sweep", "cast size sweep", "shipped scenes", "targets", "lf on actuals", "prediction error"):
             assert heading in out
         assert plot.read_text().startswith("<svg")
+
+
+class TestAtEightyColumns:
+    """At 80 columns no name or heading is cut with an ellipsis (two targets read
+    ``scheduling.longest_…``), and no remark has double parentheses."""
+
+    def test_the_scheduling_tables(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("COLUMNS", "80")
+        assert main(["bench", "--suite", "scheduling", "--draws", "2"]) == 0
+        out = capsys.readouterr().out
+        assert max(len(line) for line in out.splitlines()) <= 80
+        assert "…" not in out and "((" not in out and "))" not in out
+        folded = "".join(line.split("│")[1].strip() for line in out[out.index("\ntargets"):].splitlines() if line.startswith("│"))
+        for name in ("scheduling.pipeline.efficiency", "scheduling.longest_first.efficiency", "scheduling.longest_first_actual.efficiency"):
+            assert name in folded
+
+    def test_quick_is_described_as_it_is(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """It took 39 s on two busy cores (benchmarks/notes/bench-quick-duration.md), 81 s in the issue."""
+        with pytest.raises(SystemExit):
+            main(["bench", "--help"])
+        assert "(seconds)" not in capsys.readouterr().out
 
 
 class TestInstantProvider:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from manor.bench.fleet import WORLDS, fair_share_bound
+from manor.bench.fleet import MIXED, WORLDS, fair_share_bound
 from manor.bench.report import evaluate_targets
 from manor.bench.runner import DEFAULT_SUITES
 from manor.cli import main
@@ -16,7 +16,7 @@ from manor.records import CallRecord, TickRecord
 
 KEYS = {
     "worlds", "calls_per_tick", "makespan_mean_s", "lower_bound_mean_s", "efficiency", "efficiency_worst_world",
-    "gate_busy", "degraded", "jain_calls_per_s", "makespan_min_max",
+    "gate_busy", "degraded", "jain_share_per_weight", "makespan_min_max",
 }  # fmt: skip
 
 pytestmark = pytest.mark.usefixtures("isolated")
@@ -27,7 +27,7 @@ def _call(latency: float) -> CallRecord:
 
 
 def _point(worlds: int, jain: float | None, ratio: float | None) -> dict[str, Any]:
-    return {"worlds": worlds, "jain_calls_per_s": jain, "makespan_min_max": ratio}
+    return {"worlds": worlds, "jain_share_per_weight": jain, "makespan_min_max": ratio}
 
 
 def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,16 +43,23 @@ def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
         assert point["calls_per_tick"] == 14 * point["worlds"]
         assert point["degraded"] == 0  # no gate timeout: service, not calls given up
         assert 0.85 < point["efficiency"] < 1.05 and 0.85 < point["gate_busy"] <= 1.0
-        assert point["jain_calls_per_s"] >= 0.95 and point["makespan_min_max"] >= 0.95
-    assert points[0]["jain_calls_per_s"] == points[0]["makespan_min_max"] == 1.0
+        assert point["makespan_min_max"] >= 0.95
+    assert points[0]["jain_share_per_weight"] is None and points[0]["makespan_min_max"] == 1.0
+    assert all(point["jain_share_per_weight"] >= 0.998 for point in points[1:])
     names = [target["target"] for target in result["targets"]]
-    assert names == [
-        "fleet.in_process 4 worlds: Jain's index of calls/s",
+    assert names[:4] == [
+        "fleet.in_process 4 worlds: Jain's index of share / weight",
         "fleet.in_process 4 worlds: shortest / longest mean tick",
-        "fleet.in_process 16 worlds: Jain's index of calls/s",
+        "fleet.in_process 16 worlds: Jain's index of share / weight",
         "fleet.in_process 16 worlds: shortest / longest mean tick",
     ]
-    assert all(target["met"] for target in result["targets"])
+    assert all(target["met"] for target in result["targets"][:4])
+    mixed = fleet["mixed"]
+    assert [row["fleet"] for row in mixed] == [name for name, _ in MIXED]
+    assert mixed[1]["worlds"][1]["calls_per_tick"] >= 200  # the crowd
+    for row in mixed:  # caps hold, from the records' admissions
+        for world in row["worlds"]:
+            assert world["max_sessions"] is None or world["peak_held"] <= world["max_sessions"]
 
 
 def test_the_same_figures_every_run(capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,7 +75,8 @@ def test_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--suite", "fleet", "--quick"]) == 0
     words = " ".join(capsys.readouterr().out.split())
     assert words.startswith("fleet — worlds of The Wacky Manor (seeds 1789, +1, ...), 10 ticks each, one gate of 5 / platform 6")
-    assert "fleet.in_process 16 worlds: Jain's index of calls/s" in words
+    assert "fleet.in_process 16 worlds: Jain's index of share /" in words
+    assert "mixed fleets at the default gate timeout" in words
 
 
 def test_a_plain_bench_runs_every_suite_but_the_fleet() -> None:
@@ -84,12 +92,12 @@ def test_the_fair_share_bound() -> None:
 
 @pytest.mark.parametrize(
     ("jain", "ratio", "met"),
-    [(0.99, 0.97, (True, True)), (0.99, 0.9, (True, False)), (None, None, (None, None))],
+    [(0.999, 0.97, (True, True)), (0.99, 0.9, (False, False)), (None, None, (None, None))],
 )
 def test_fairness_targets(jain: float | None, ratio: float | None, met: tuple[bool | None, bool | None]) -> None:
     """A fleet of one has nothing to be fair between: no target for it."""
     targets = evaluate_targets({"fleet": {"in_process": [_point(1, 1.0, 1.0), _point(4, jain, ratio)]}})
     assert [(target["target"], target["met"]) for target in targets] == [
-        ("fleet.in_process 4 worlds: Jain's index of calls/s", met[0]),
+        ("fleet.in_process 4 worlds: Jain's index of share / weight", met[0]),
         ("fleet.in_process 4 worlds: shortest / longest mean tick", met[1]),
     ]

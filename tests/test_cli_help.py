@@ -3,16 +3,18 @@ the parser accepts as the help spells them."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 
 import pytest
 
-from manor.cli import build_parser, main
+from manor.cli import COMMANDS, build_parser, main
 from manor.cli.options import SETTING_FLAGS
 from manor.config import standard_sources
 from manor.experiment.bounded_wait import HANG_CHOICES
+from manor.fleet.processes import PART_COMMAND
 from manor.run.engine import configure
 from manor.saves.writer import engine_version
 
@@ -90,7 +92,7 @@ class TestHangs:
     def test_the_help_lists_each_spelling_once_and_the_parser_takes_each(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
         text = _help(capsys, monkeypatch, "experiment", "bounded-wait")
         assert "--hangs 4,8|4|none" in text and "{4,8,4,none}" not in text
-        parser = build_parser()
+        parser = build_parser(["experiment"])
         for spelling, hangs in HANG_CHOICES.items():
             assert HANG_CHOICES[parser.parse_args(["experiment", "bounded-wait", "--hangs", spelling]).hangs] == hangs
 
@@ -99,3 +101,54 @@ class TestHangs:
             main(["experiment", "bounded-wait", "--hangs", "8"])
         assert exit.value.code == 2
         assert "invalid choice: '8' (choose from '4,8', '4', 'none')" in capsys.readouterr().err
+
+
+def _modules_after(argv: list[str]) -> list[str]:
+    """The modules a fresh ``manor ARGV`` has imported when its command ends, listed on
+    stderr by the process itself (its stdout is the command's)."""
+    script = (
+        "import json, sys\n"
+        "from manor.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stderr.splitlines()[-1])
+
+
+def _of(modules: list[str], *packages: str) -> list[str]:
+    return [name for name in modules if name.split(".")[0] in packages or name.startswith(tuple(f"{p}." for p in packages))]
+
+
+class TestStartUp:
+    """A command imports what it uses: the others' modules, and the engine for a help
+    screen, stay unloaded (what makes ``manor --help`` quick)."""
+
+    def test_the_command_list_imports_no_command_and_no_engine(self) -> None:
+        modules = _modules_after(["--help"])
+        assert _of(modules, "trio", "rich", "textual", "coredis", "httpx", "manor.run.engine") == []
+        assert [name for name in modules if name.endswith("_cmd")] == []
+
+    def test_a_run_loads_no_dashboard_no_redis_client_and_no_bench(self) -> None:
+        modules = _modules_after(["run", "--ticks", "1", "--json"])
+        assert "manor.tick.loop" in modules  # it did run
+        assert _of(modules, "textual", "coredis", "manor.bench", "manor.play") == []
+        assert [name for name in modules if name.endswith("_cmd")] == ["manor.cli.run_cmd"]
+
+    def test_every_command_is_listed_but_the_part_of_a_fleet(self) -> None:
+        assert [command.name for command in COMMANDS if command.help is None] == [PART_COMMAND]
+        assert len({command.name for command in COMMANDS}) == len(COMMANDS)
+
+
+def test_an_unknown_command_names_the_listed_commands_and_the_nearest(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not the hidden ``fleet-part`` a fleet's processes run."""
+    with pytest.raises(SystemExit) as caught:
+        main(["flet"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("manor: error: unknown command 'flet' (did you mean fleet?); the commands: run, play, fleet, replay, ")
+    assert "fleet-part" not in err and err.count("\n") == 1

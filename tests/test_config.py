@@ -9,10 +9,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
+import manor.config.layering
 from manor import ConfigError
 from manor.cli import main
 from manor.config import Source, flags_source, resolve, standard_sources
-from manor.config.layering import built_in_source
+from manor.config.layering import built_in_source, environment_source
 from manor.config.schema import GateSettings
 
 
@@ -197,12 +198,6 @@ BAD_INPUTS = {
         [],
         "manor: error: manor.toml: 'size' is not a settings table (expected [size])",
     ),
-    "unknown MANOR_ variable": (
-        {},
-        {"MANOR_GATE_SIZ": "3"},
-        [],
-        "manor: error: environment: MANOR_GATE_SIZ is not a Manor setting",
-    ),
     "gate size 0 in manor.toml": (
         {"manor.toml": "[gate]\nsize = 0\n"},
         {},
@@ -279,7 +274,7 @@ def test_a_bad_input_is_one_clear_line_and_a_non_zero_exit(
             ["config", "--gate-size", "five"],
             "manor config: error: argument --gate-size: invalid int value: 'five' (see 'manor config --help')",
         ),
-        (["nonsense"], "manor: error: argument COMMAND: invalid choice: 'nonsense'"),
+        (["nonsense"], "manor: error: unknown command 'nonsense'"),
     ],
 )
 def test_a_command_line_mistake_exits_2_with_one_line(
@@ -301,3 +296,29 @@ def test_resolve_names_the_source_and_key_of_a_bad_value() -> None:
         resolve([built_in_source(), flags])
     with pytest.raises(ConfigError, match=r"^environment: MANOR_SIM_ERROR_RATE: bad value '2'"):
         resolve(standard_sources(environ={"MANOR_SIM_ERROR_RATE": "2"}))
+
+
+class TestUnknownVariables:
+    """A ``MANOR_*`` variable no setting has is warned of — once, with the setting
+    nearest its name — and ignored: other tools share the prefix in a user's shell.
+    (It stopped every command.)"""
+
+    @pytest.fixture(autouse=True)
+    def _fresh(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(manor.config.layering, "_WARNED", set())
+
+    def test_warned_with_the_nearest_setting_and_ignored(self, capsys: pytest.CaptureFixture[str], isolated: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("MANOR_GATE_SIZ", "3")
+        monkeypatch.setenv("MANOR_ZZZ", "1")
+        assert main(["run", "--ticks", "1", "--json"]) == 0
+        out, err = capsys.readouterr()
+        assert sorted(err.splitlines()) == [
+            "manor: warning: environment: MANOR_GATE_SIZ is not a Manor setting; ignored (did you mean MANOR_GATE_SIZE?)",
+            "manor: warning: environment: MANOR_ZZZ is not a Manor setting; ignored ('manor config' lists the settings)",
+        ]
+        assert json.loads(out)["gate_size"] == 5  # the default: the variable changed nothing
+
+    def test_once_however_often_the_environment_is_read(self, capsys: pytest.CaptureFixture[str]) -> None:
+        for _ in range(3):
+            environment_source({"MANOR_TICKS": "3", "MANOR_RUN_TICKS": "2"})
+        assert capsys.readouterr().err == "manor: warning: environment: MANOR_TICKS is not a Manor setting; ignored (did you mean MANOR_RUN_TICKS?)\n"

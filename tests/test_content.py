@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scenes_fixture import write_agent, write_scene
 
 from manor.content import bundled_scenes, content_dir, generated_cast, load_scene
 from manor.errors import ContentError
-from scenes_fixture import write_agent, write_scene
 
 SMALL_SCENE = """\
 name = "Small"
@@ -172,3 +172,39 @@ class TestBadContent:
         (tmp_path / "agents" / "alice.toml").write_bytes(b"name = '\xff'\n")
         with pytest.raises(ContentError, match=r"alice.toml: cannot read"):
             load_scene(str(path))
+
+
+class TestAgentFilesOfAScene:
+    """A scene's own agent files are found beside it however its path is spelled — the
+    name from its folder, a relative path, the absolute path — and when one is missing,
+    the error names every folder searched. (``--scene auction.toml`` from its folder
+    looked in the wrong place.)"""
+
+    @pytest.mark.parametrize("layout", ["agents beside the scene", "scenes/ and agents/"])
+    @pytest.mark.parametrize("spelling", ["name from its folder", "relative from above", "absolute"])
+    def test_found_however_the_path_is_spelled(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str, spelling: str) -> None:
+        game = tmp_path / "game"
+        folder = game if layout == "agents beside the scene" else game / "scenes"
+        agents = game / "agents"
+        folder.mkdir(parents=True, exist_ok=True)
+        agents.mkdir(parents=True, exist_ok=True)
+        (folder / "auction.toml").write_text(SMALL_SCENE, encoding="utf-8")
+        (agents / "alice.toml").write_text(ALICE, encoding="utf-8")
+        cwd, name = {
+            "name from its folder": (folder, "auction.toml"),
+            "relative from above": (tmp_path, str((folder / "auction.toml").relative_to(tmp_path))),
+            "absolute": (tmp_path / "elsewhere", str(folder / "auction.toml")),
+        }[spelling]
+        cwd.mkdir(exist_ok=True)
+        monkeypatch.chdir(cwd)
+        assert "alice" in load_scene(name).characters
+
+    def test_the_error_names_every_folder_searched(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        (tmp_path / "game").mkdir()
+        (tmp_path / "game" / "auction.toml").write_text(SMALL_SCENE, encoding="utf-8")
+        monkeypatch.chdir(tmp_path / "game")
+        bundled = content_dir("agents")
+        expected = f"auction.toml: cast member 'alice' has no agent file (looked for alice.toml in {tmp_path}/game/agents, {tmp_path}/agents, {bundled})"
+        with pytest.raises(ContentError) as caught:
+            load_scene("auction.toml")
+        assert str(caught.value) == expected

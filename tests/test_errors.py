@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import random
+import re
+import urllib.parse
+from collections.abc import Callable
 
 import pytest
 import trio
@@ -12,7 +17,7 @@ from rich.console import Console
 
 from manor.admission.gate import Gate
 from manor.admission.limiter import SessionLimiter
-from manor.calls import CallerKind, Request
+from manor.calls import Request
 from manor.cli.run_cmd import print_summary
 from manor.content import load_scene
 from manor.errors import (
@@ -29,6 +34,7 @@ from manor.tick.loop import TickLoop
 from manor.tick.policies import Pipeline
 from manor.tick.prediction import LatencyPredictor
 from manor.tick.statistics import ErrorMessages, PlatformRejections, empty_degradations
+from manor.worlds.manor import CallerKind
 from manor.worlds.manor import ManorWorld as World
 
 
@@ -44,6 +50,35 @@ class TestErrorLine:
     def test_a_registered_secret_is_masked(self) -> None:
         add_secret("sk-test-0123456789")
         assert error_line("401: bad key sk-test-0123456789 for model") == "401: bad key *** for model"
+
+    @pytest.mark.parametrize(
+        "spell",
+        [
+            lambda key: key,
+            lambda key: json.dumps(key),
+            lambda key: json.dumps(key, ensure_ascii=False),
+            lambda key: urllib.parse.quote(key, safe=""),
+            lambda key: urllib.parse.quote_plus(key),
+            lambda key: urllib.parse.quote(key, safe="").replace("-", "%2D"),  # more than it must
+            lambda key: re.sub("%[0-9A-F]{2}", lambda hexed: hexed[0].lower(), urllib.parse.quote(key, safe="")),
+            lambda key: base64.b64encode(key.encode()).decode(),
+            lambda key: base64.urlsafe_b64encode(key.encode()).decode().rstrip("="),
+            lambda key: base64.b64encode(b"user:" + key.encode()).decode(),  # Basic auth, the key at an offset
+            lambda key: base64.b64encode(b"ab:" + key.encode() + b"!").decode(),
+        ],
+        ids=["plain", "json", "json-utf8", "url", "url-plus", "url-every-dash", "url-lower-hex", "base64", "base64-url", "basic-auth", "base64-offset-2"],
+    )
+    def test_every_spelling_of_a_secret_is_masked(self, spell: Callable[[str], str]) -> None:
+        """As the server may quote it back: the key's own characters are gone, whatever the spelling."""
+        key = "sk-live/Ab+9 é\"q-0123456789"
+        add_secret(key)
+        quoted = spell(key)
+        line = error_line(f"401: no such key {quoted} for this model")
+        assert line.startswith("401: no such key ") and line.endswith(" for this model")
+        assert "***" in line
+        # Left around the mask: what encodes the bytes around the key (Basic auth's
+        # "user:"), and base64's edge characters, each with fewer than 6 bits of the key.
+        assert len(line) <= len("401: no such key *** for this model") + 4 * 6 // 3 + 4
 
     def test_short_values_are_not_masked(self) -> None:
         """A two-letter 'secret' would mask ordinary words."""

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import manor
+import manor.calls
 import manor.errors
 import manor.layers
 
@@ -52,16 +53,24 @@ def test_the_package_re_exports_the_defining_objects() -> None:
     "names",
     [
         ["Gate", "GateStatistics", "Permit", "SessionLimiter", "SessionLimitError"],
-        ["Request", "CallerKind", "Admitted", "Opened", "Started", "TextDelta", "Done", "Usage", "Event"],
+        ["Request", "Admitted", "Opened", "Started", "TextDelta", "Done", "Usage", "Event"],
         ["Provider", "SimProvider", "SimProfile", "collect"],
         ["Stack", "Layer", "GateLayer", "PlatformLayer", "TimeoutLayer", "BreakerLayer", "MetricsLayer", "CostLayer"],
         ["Config", "Settings", "Source", "resolve", "standard_sources"],
+        ["World", "Caller", "CallerStyle", "GameOver", "chain_hash", "start_hash", "decode_answer"],
     ],
-    ids=["admission", "calls", "providers", "layers", "config"],
+    ids=["admission", "calls", "providers", "layers", "config", "worlds"],
 )
 def test_the_public_api_is_importable_from_the_package(names: list[str]) -> None:
     """The admission core's public names are all in ``manor.__all__``."""
     assert [n for n in names if n not in manor.__all__] == []
+
+
+def test_the_core_names_no_worlds_caller_kinds() -> None:
+    """The manor world's caller kinds are the manor world's (``manor.worlds.manor``),
+    not the package's: a world declares its own (``World.callers``)."""
+    assert "CallerKind" not in manor.__all__ and "CALLER_KINDS" not in manor.__all__
+    assert not hasattr(manor.calls, "CallerKind")
 
 
 def test_the_whole_error_tree_is_exported_from_the_package() -> None:

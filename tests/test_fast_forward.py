@@ -19,7 +19,7 @@ from saves_fixture import EXAMPLES, SAVES, frames_of, record
 from strategies import overlapping_calls
 
 from manor.admission.gate import Gate
-from manor.calls import Admitted, CallerKind, Done, Event, Request, Started, TextDelta
+from manor.calls import Admitted, Done, Event, Released, Request, Started, TextDelta
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.errors import ProviderError
 from manor.layers import GateLayer, Stack
@@ -28,6 +28,7 @@ from manor.providers import sim as sim_module
 from manor.run.engine import build_engine, configure
 from manor.saves import read_save
 from manor.tick.statistics import RunStatistics
+from manor.worlds.manor import CallerKind
 
 _REQUEST = Request(caller=CallerKind.CHARACTER, agent="a", tick=1, prompt="two words")
 
@@ -151,17 +152,18 @@ class TestTheAnswerEndsAsTheStreamWould:
 
     @pytest.mark.trio
     async def test_a_stack_s_answer_tells_the_layers_events_not_the_stream(self, autojump_clock: trio.testing.MockClock) -> None:
-        """``Stack.answer``: the listener hears the gate's admission, nothing of the stream."""
+        """``Stack.answer``: the listener hears the gate's admission and release, nothing
+        of the stream."""
         heard: list[Event] = []
         done = await Stack(_sim(1.0), [GateLayer(Gate(size=1), timeout=5.0)]).answer(_REQUEST, heard.append)
-        assert [type(event) for event in heard] == [Admitted] and done.text == "one two three four"
+        assert [type(event) for event in heard] == [Admitted, Released] and done.text == "one two three four"
 
     @pytest.mark.trio
     async def test_a_stack_s_call_with_a_listener_streams(self, autojump_clock: trio.testing.MockClock) -> None:
         """``Stack.call`` with a listener: every event, the backend's stream included."""
         heard: list[Event] = []
         await Stack(_sim(1.0), [GateLayer(Gate(size=1), timeout=5.0)]).call(_REQUEST, heard.append)
-        assert [type(event) for event in heard] == [Admitted, Started, *[TextDelta] * 4, Done]
+        assert [type(event) for event in heard] == [Admitted, Started, *[TextDelta] * 4, Done, Released]
 
 
 class TestThePromptsTokens:

@@ -15,19 +15,24 @@ from typing import Any
 import msgspec
 import pytest
 from rich.console import Console
+from saves_fixture import frames_of, rewrite_payloads
+from scenes_fixture import fixed_latency_scene
 
 from manor.cli import main
 from manor.cli.fleet_cmd import print_summary
 from manor.saves import read_save
 from manor.wording import counted
-from saves_fixture import frames_of, rewrite_payloads
-from scenes_fixture import fixed_latency_scene
 
 pytestmark = pytest.mark.usefixtures("isolated")
 
 RUN_KEYS = {
     "scene", "policy", "order", "ticks", "seed", "platform_limit", "gate_size", "calls", "ok", "degraded", "degradations",
-    "platform_rejections", "repairs", "errors", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
+    "platform_rejections", "repairs", "errors", "first_error", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
+}  # fmt: skip
+#: What a fleet world adds of its tenant and its share of the gate.
+SHARE_KEYS = {
+    "tenant", "weight", "max_sessions", "admissions", "admissions_share", "gate_wait_s",
+    "backlogged_share", "share_per_weight", "session_s_backlogged",
 }  # fmt: skip
 TOTAL_KEYS = {
     "worlds", "gate_size", "platform_limit", "calls", "ok", "degraded", "degradations", "platform_rejections", "repairs",
@@ -73,10 +78,10 @@ class TestReport:
         worlds = summary["worlds"]
         assert [(world["index"], world["seed"]) for world in worlds] == [(0, 10), (1, 11), (2, 12)]
         for world in worlds:
-            assert set(world) == RUN_KEYS | {"index", "elapsed_s", "calls_per_s"}
+            assert set(world) == RUN_KEYS | {"index", "elapsed_s", "calls_per_s"} | SHARE_KEYS
         assert set(summary["total"]) == TOTAL_KEYS
         assert summary["total"]["calls"] == 3 * 4 * 14
-        assert set(summary["fairness"]) == {"jain_calls_per_s", "makespan_min_max"}
+        assert set(summary["fairness"]) == {"jain_share_per_weight", "makespan_min_max"}
 
     def test_run_twice_the_same_json(self, capsys: pytest.CaptureFixture[str]) -> None:
         argv = ("--worlds", "4", "--ticks", "5", "--policy", "batch", "--gate-timeout", "15")
@@ -96,7 +101,7 @@ class TestReport:
         assert code == 0 and err.startswith("manor: warning: a tick of each of the 2 worlds")
         words = " ".join(out.split())  # titles wrap at the table's width
         assert words.startswith("fleet — 2 worlds of The Wacky Manor, 3 ticks, one gate of 5 / platform 6, policy pipeline")
-        for text in ("Jain's index of calls/s", "degradations, all worlds", "what failed, all worlds", "no gate slot within 5s"):
+        for text in ("Jain's index of session-time", "degradations, all worlds", "what failed, all worlds", "no gate slot within 5s"):
             assert text in words
         assert max(len(line) for line in out.splitlines()) <= 80
 

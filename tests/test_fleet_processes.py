@@ -25,7 +25,7 @@ from scenes_fixture import fixed_latency_scene
 
 from manor.admission.redis_gate import gate_status
 from manor.fleet.in_process import parts
-from manor.fleet.processes import STOP_GRACE_S, PeakSessions
+from manor.fleet.processes import PeakSessions
 from manor.saves import read_save
 from manor.wording import counted
 
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, 
 CALLS_PER_TICK = 14
 RUN_KEYS = {
     "scene", "policy", "order", "ticks", "seed", "platform_limit", "gate_size", "calls", "ok", "degraded", "degradations",
-    "platform_rejections", "repairs", "errors", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
+    "platform_rejections", "repairs", "errors", "first_error", "peak_platform_sessions", "tick_seconds", "tokens", "cost", "world_hash", "world",
 }  # fmt: skip
 #: Longest any one wait of these tests may take, on a loaded machine.
 PATIENCE_S = 60.0
@@ -156,7 +156,7 @@ class TestReport:
         assert sum(total["degradations"]["character"].values()) == 0
         assert 1 <= total["peak_platform_sessions"] <= size
         assert total["tick_seconds"]["max"] == max(world["tick_seconds"]["max"] for world in worlds)
-        assert 0 < summary["fairness"]["jain_calls_per_s"] <= 1 and 0 < summary["fairness"]["makespan_min_max"] <= 1
+        assert summary["fairness"]["jain_share_per_weight"] is None and 0 < summary["fairness"]["makespan_min_max"] <= 1
         for world in worlds:
             report = _verifies(saves / f"world-{world['index']}-wacky_manor.msav")
             assert report["world_hash"] == world["world_hash"] and report["fleet"] == {"world": world["index"], "worlds": 4}
@@ -273,20 +273,19 @@ class TestSignals:
         self, tmp_path: Path, redis_url: str, signum: int, group: bool, status: int, word: str
     ) -> None:
         """Signalled once every world has saved two ticks: one line naming the ticks and
-        the saves, every process gone within the grace, every save closed and verified."""
+        the saves, every process gone, none killed (each closed its saves and sent its
+        worlds' figures), every save closed and verified."""
         argv, saves = _slow_fleet(tmp_path, redis_url, "--json")
         process = _manor(argv, tmp_path, start_new_session=group)
         paths = [saves / f"world-{index}-slow.msav" for index in range(4)]
         try:
             _wait_for_ticks(process, paths, 2)
             children = _children(process.pid)
-            signalled = time.monotonic()
             if group:
                 os.killpg(process.pid, signum)
             else:
                 process.send_signal(signum)
             out, err = process.communicate(timeout=PATIENCE_S)
-            took = time.monotonic() - signalled
         finally:
             if process.poll() is None:
                 process.kill()
@@ -295,13 +294,15 @@ class TestSignals:
         done = counted(ticks[0] if len(ticks) == 1 else f"{ticks[0]}-{ticks[-1]}", "tick")
         assert process.returncode == status
         assert err == f"manor: {word} after {done} of 4 worlds; 4 saves in {saves}\n"
-        assert took < STOP_GRACE_S, "a process had to be killed"
         assert len(children) == 2 and not any(_running(child) for child in children)
         for path in paths:
             assert read_save(path).finished
             _verifies(path)
-        # The finished ticks' figures, every process's, as a whole fleet's report.
+        # The finished ticks' figures, every process's, as a whole fleet's report. A
+        # process the parent had to kill (it outlived the STOP_GRACE_S after SIGTERM)
+        # would not have sent them: that, not the clock of a loaded machine, says none was.
         figures = json.loads(out)
+        assert [world["index"] for world in figures["worlds"]] == [0, 1, 2, 3], "a process had to be killed"
         assert figures["interrupted"] == signal.Signals(signum).name
         saved = [read_save(path).ticks for path in paths]
         assert [(world["ticks"], world["calls"]) for world in figures["worlds"]] == [(len(t), sum(len(tick.record.calls) for tick in t)) for t in saved]

@@ -57,7 +57,7 @@ def test_play_shows_it_as_a_notification() -> None:
     app = play_app(values={"run.agents": 200, "gate.timeout_s": 5})
 
     async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
-        await until(pilot, lambda: len(app._notifications) > 0, "the warning")
+        await until(pilot, lambda: len(app.notices) > 0, "the warning")
 
     drive(app, scenario)
-    assert any(n.title == "the gate is too small for a tick" for n in app._notifications)
+    assert any(n.title == "the gate is too small for a tick" for n in app.notices)

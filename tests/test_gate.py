@@ -19,7 +19,6 @@ import trio.testing
 from manor import (
     Admitted,
     Event,
-    CallerKind,
     Gate,
     GateLayer,
     GateStatistics,
@@ -32,6 +31,7 @@ from manor import (
     SimProvider,
     Stack,
 )
+from manor.worlds.manor import CallerKind
 
 Record = list[tuple[str, str, float]]
 

@@ -28,11 +28,9 @@ import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
-from hypothesis import strategies as st
+from strategies import GRID, CallSpec, GateScenario, gate_scenarios
 
 from manor import Gate, GateTimeout, ProviderError
-
-from strategies import GRID, CallSpec, GateScenario, gate_scenarios
 
 if TYPE_CHECKING:
     from conftest import GateOperations

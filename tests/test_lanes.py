@@ -49,7 +49,7 @@ class TestLanes:
             lanes.served()
         assert served == [0, 1, 2, 3]
 
-    def test_lanes_take_turns_in_the_order_they_joined(self) -> None:
+    def test_lanes_of_equal_costs_take_turns_lowest_lane_first(self) -> None:
         lanes = Lanes()
         for ticket, lane in [(0, 5), (1, 5), (2, 5), (3, 2), (4, 9), (5, 9)]:
             lanes.append(ticket, lane)
@@ -57,7 +57,7 @@ class TestLanes:
         while lanes:
             served.append(lanes.head())
             lanes.served()
-        assert served == [0, 3, 4, 1, 5, 2]
+        assert served == [3, 0, 4, 1, 5, 2]
 
     def test_a_dropped_head_keeps_its_lanes_turn(self) -> None:
         """A ticket that left the line (withdrawn) is no turn: the lane's next ticket has it."""
@@ -69,7 +69,10 @@ class TestLanes:
         lanes.served()
         assert lanes.head() == 2
 
-    def test_an_emptied_lane_rejoins_at_the_back(self) -> None:
+    def test_an_emptied_lane_rejoins_with_no_credit_for_its_served_turn(self) -> None:
+        """Lane 0 was served at virtual time 0 and left; lane 1 is owed its turn at 0 too,
+        and lane 0, back, starts at its finish (1): lane 1 first, then the two at 1, the
+        lower lane first."""
         lanes = Lanes()
         lanes.append(0, 0)
         lanes.append(1, 1)
@@ -80,7 +83,7 @@ class TestLanes:
         while lanes:
             served.append(lanes.head())
             lanes.served()
-        assert served == [1, 3, 2]  # lane 1 once, then lane 0 (back at the back), then lane 1
+        assert served == [1, 3, 2]
 
 
 class TestGateLanes:
@@ -206,7 +209,7 @@ class TestTicketOffice:
         dealt: dict[int, list[int]] = {}
 
         async def world(index: int) -> None:
-            dealt[index] = await office.counter(index).issue(index + 1)
+            dealt[index] = await office.counter(index).issue(index + 1, [1.0] * (index + 1))
 
         async def main() -> None:
             async with trio.open_nursery() as nursery:

@@ -22,7 +22,6 @@ from manor import (
     BreakerState,
     BudgetExceeded,
     CallError,
-    CallerKind,
     CallTimeout,
     CircuitOpen,
     CostLayer,
@@ -49,6 +48,7 @@ from manor import (
     Usage,
 )
 from manor.layers import AgentCost, LatencyStatistics
+from manor.worlds.manor import CallerKind
 
 Handler = Callable[[Request], AsyncGenerator[Event, None]]
 
@@ -122,7 +122,8 @@ def test_a_stack_orders_its_layers_outermost_first_by_priority() -> None:
 @pytest.mark.trio
 async def test_a_call_streams_admitted_opened_then_the_backend_s_events(autojump_clock: trio.testing.MockClock) -> None:
     """Through gate and platform, the listener hears Admitted and Opened, then the
-    backend's events as they stream, and the call returns the answer."""
+    backend's events as they stream, then Released as the gate frees the slot, and the
+    call returns the answer."""
     gate = Gate(size=1)
     stack = Stack(SimProvider(default=SimProfile(latency_s=2.0), seed=3), [GateLayer(gate), PlatformLayer(SessionLimiter(2))])
     (ticket,) = gate.issue()
@@ -144,6 +145,7 @@ async def test_a_call_streams_admitted_opened_then_the_backend_s_events(autojump
         ("TextDelta", 1.625),
         ("TextDelta", 2.0),
         ("Done", 2.0),
+        ("Released", 2.0),
     ]
 
 
@@ -194,7 +196,7 @@ async def test_a_call_given_up_by_its_caller_releases_at_once(autojump_clock: tr
             await stack.call(request("first"), give_up_when_started)
         record.append(("given up", trio.current_time()))
         assert gate.statistics().in_flight == 1  # the next caller has it now
-    assert record == [("Admitted", 0.0), ("Opened", 0.0), ("Started", 5.0), ("given up", 5.0), ("next done", 10.0)]
+    assert record == [("Admitted", 0.0), ("Opened", 0.0), ("Started", 5.0), ("Released", 5.0), ("given up", 5.0), ("next done", 10.0)]
     assert limiter.statistics().in_use == 0
 
 

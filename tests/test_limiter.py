@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from typing import TYPE_CHECKING
 
 import pytest
@@ -12,19 +11,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from manor import (
-    CallerKind,
     Gate,
     GateLayer,
     PlatformLayer,
     ProviderError,
     Request,
     SessionLimiter,
-    SessionLimiterStatistics,
     SessionLimitError,
+    SessionLimiterStatistics,
     SimProfile,
     SimProvider,
     Stack,
 )
+from manor.worlds.manor import CallerKind
 
 if TYPE_CHECKING:
     from conftest import GateOperations

@@ -76,7 +76,7 @@ def test_replay_title_keeps_the_save_name(capsys: pytest.CaptureFixture[str], tm
 
 
 def test_play_notifies_a_save_path_as_it_is(tmp_path: Path) -> None:
-    """The dashboard's "saved" toast takes the path as text, not as markup."""
+    """The dashboard's "saved" notice takes the path as text, not as markup."""
     path = tmp_path / "run[bold].msav"
     app = play_app(save=path)
 
@@ -84,12 +84,12 @@ def test_play_notifies_a_save_path_as_it_is(tmp_path: Path) -> None:
         await pilot.press("n")
         await until(pilot, lambda: app.state.tick == 1, "tick 1")
         await pilot.press("s")
-        await until(pilot, lambda: any(n.title == "saved" for n in app._notifications), "the saved toast")
+        await until(pilot, lambda: any(n.title == "saved" for n in app.notices), "the saved notice")
         await pilot.press("q")
 
     drive(app, scenario)
-    # The start's "recording to PATH", then the save's own toast: both take it as text.
-    starting, saved = app._notifications
+    # The start's "recording to PATH", then the save's own notice: both take it as text.
+    starting, saved = app.notices
     assert starting.message.startswith(f"recording to {path}") and not starting.markup
     assert saved.message.startswith(f"{path}: 1 tick saved") and not saved.markup
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import trio
 
-from manor import CallerKind, Done, MockProvider, ProviderError, Request, Stack
+from manor import Done, MockProvider, ProviderError, Request, Stack
 from manor.errors import BudgetExceeded
 from manor.layers.base import Inner, Layer, Listener, Observer
+from manor.worlds.manor import CallerKind
 
 
 def _backend(fail: bool = False) -> MockProvider:

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from manor.calls import CallerKind, Request
+from manor.calls import Request
 from manor.records import CallRecord
 from manor.tick import ordering
 from manor.tick.ordering import BALANCE_LIMIT, longest_first, planned_makespan
 from manor.tick.prediction import LatencyPredictor
+from manor.worlds.manor import CallerKind
 
 #: tea_party's profile latencies in planning order: hobbes, heiress, vicar, narrator,
 #: summariser, heiress's beat; its platform of 3 makes a gate of 2.

@@ -33,16 +33,9 @@ from manor.content import Scene, load_scene
 from manor.play import PlayApp, ReplayApp, build_app
 from manor.play.app import engine_failure
 from manor.play.clock import PacedClock
-from manor.play.help import HelpScreen
+from manor.play.help import CLOSE, HelpScreen
 from manor.play.state import DashboardState
-from manor.play.widgets import (
-    AgentsTable,
-    DegradationPanel,
-    GatePanel,
-    ReplayBar,
-    StatusLine,
-    StoryLog,
-)
+from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, NoticeLines, ReplayBar, StatusLine, StoryLog
 from manor.providers import MockProvider
 from manor.run.engine import build_engine
 from manor.saves import read_save
@@ -185,6 +178,78 @@ class TestSmallTerminal:
         drive(app, scenario, size=(120, 40))
 
 
+class TestFocus:
+    def test_the_focused_panel_is_marked_by_its_border_and_title(self) -> None:
+        """The panel the keys go to has a lit border and its title on a tab; Tab moves
+        the mark with the focus."""
+        app = play_app()
+
+        def marks(panel: Widget) -> tuple[object, object]:
+            return panel.styles.border_top[1], panel.styles.border_title_background
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            agents, story = app.query_one(AgentsTable), app.query_one(StoryLog)
+            await settled(pilot)
+            assert app.focused is agents
+            focused, unfocused = marks(agents), marks(story)
+            assert focused[0] != unfocused[0] and focused[1] != unfocused[1]
+            await pilot.press("tab")
+            await settled(pilot)
+            assert app.focused is story
+            assert (marks(story), marks(agents)) == (focused, unfocused)
+
+        drive(app, scenario)
+
+
+class TestResize:
+    @pytest.mark.parametrize("sizes", [((120, 40), (80, 24)), ((80, 24), (120, 40))], ids=["to 80", "to 120"])
+    def test_paused_the_latency_panel_takes_the_new_width_at_once(self, sizes: tuple[tuple[int, int], ...]) -> None:
+        """Paused (no tick to redraw it), a resize lays the panel's figures out for the
+        new width: what it shows is what a fresh draw at that width shows."""
+        app = play_app()
+        start, end = sizes
+
+        def figures() -> str:
+            return str(app.query_one("#latency-figures", Static).render())
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            await settled(pilot)
+            await pilot.resize_terminal(*end)
+            for _ in range(5):
+                await pilot.pause(0.05)
+            shown = figures()
+            app.query_one(LatencyPanel).show(app.state.shown, app.state.ticks)
+            assert shown == figures()
+
+        drive(app, scenario, size=start)
+
+
+class TestNotices:
+    def test_a_notice_takes_rows_of_its_own_and_hides_no_panel(self) -> None:
+        """At 80×24 the "gate too small" warning is on lines above the footer, the
+        panels above them; no toast over them; it goes when its time is up."""
+        app = play_app(values={"run.agents": 200, "gate.timeout_s": 5})
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: len(app.notices) > 0, "the warning")
+            await settled(pilot)
+            lines = app.query_one(NoticeLines)
+            assert lines.display and "the gate is too small for a tick" in str(lines.render())
+            assert not list(app.screen.query("Toast"))
+            for panel in app.query("#agents, #story"):
+                assert panel.region.bottom <= lines.region.y, panel
+            assert lines.region.bottom <= app.query_one(Footer).region.y
+            bottom = app.query_one("#story").region.bottom
+            app.notices[0].timeout = 0  # its time is up
+            app.show_notices()
+            await settled(pilot)
+            assert not lines.display and app.query_one("#story").region.bottom > bottom, "the panels take the rows back"
+
+        drive(app, scenario, size=(80, 24))
+
+
 class TestStory:
     """The story follows the newest line until the reader scrolls up; it re-wraps on resize."""
 
@@ -253,6 +318,28 @@ class TestControls:
             await pilot.press(*["-"] * 6)
             await settled(pilot)
             assert gate.size == 1
+
+        drive(app, scenario)
+
+    def test_the_gate_keys_warn_past_the_platform_limit_less_one(self) -> None:
+        """+ to the platform limit (6) and past it says each time that the platform will
+        refuse calls; within the limit less one nothing is said."""
+        app = play_app()
+        gate = app.engine.loop.gate
+
+        def warnings() -> list[str]:
+            return [n.message for n in app.notices if n.title == "gate above the platform"]
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("-", "+")
+            await until(pilot, lambda: gate.size == 5, "gate 5")
+            assert warnings() == []
+            await pilot.press("+", "+")
+            await until(pilot, lambda: gate.size == 7, "gate 7")
+            assert [message.split(":")[0] for message in warnings()] == [
+                "gate 6 is above the platform limit 6 less one",
+                "gate 7 is above the platform limit 6 less one",
+            ]
 
         drive(app, scenario)
 
@@ -344,18 +431,44 @@ class TestControls:
 
         drive(app, scenario)
 
+    @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+    def test_the_help_wraps_under_its_columns_and_says_how_to_close(self, size: tuple[int, int]) -> None:
+        """Every line of the help's key and panel tables keeps its text in its column (no
+        word wrapped to the left edge, a gap between the columns); how to close it is on
+        its border, in view however it scrolls."""
+        app = play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("?")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help shown")
+            await pilot.pause()
+            box = app.screen.query_one("#help-box")
+            assert box.border_subtitle == CLOSE and "esc" in CLOSE
+            assert box.region.right <= size[0] and box.region.bottom <= size[1]
+            text = app.screen.query_one("#help-text", Static)
+            lines = [text.render_line(y).text.rstrip() for y in range(text.size.height)]
+            for heading, first in (("Keys", "pause / resume"), ("Panels", "the tick's makespan")):
+                start = lines.index(heading) + 1
+                start += next(i for i, line in enumerate(lines[start:]) if first in line)
+                end = lines.index("", start)
+                column = lines[start].index(first)
+                for line in lines[start:end]:
+                    assert line[column - 2 : column] == "  " and len(line) > column, (heading, line)
+
+        drive(app, scenario, size=size)
+
     def test_keys_under_the_help_change_nothing(self, tmp_path: Path) -> None:
-        """s, +, n, p over the help: no save toast over it, no gate, tick or policy change."""
+        """s, +, n, p over the help: no save notice under it, no gate, tick or policy change."""
         app = play_app(save=tmp_path / "h.msav")
 
         async def scenario(pilot: Pilot[None]) -> None:
             await pilot.pause(0.1)
-            shown = len(app._notifications)
+            shown = len(app.notices)
             await pilot.press("?")
             await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help shown")
             await pilot.press("s", "plus", "n", "p")
             await pilot.pause(0.2)
-            assert len(app._notifications) == shown
+            assert len(app.notices) == shown
             assert (app.engine.loop.gate.size, app.state.tick, app.engine.loop.policy.name) == (5, 0, "pipeline")
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
@@ -369,10 +482,10 @@ class TestControls:
         app = play_app(save=path)
 
         async def scenario(pilot: Pilot[None]) -> None:
-            await until(pilot, lambda: len(app._notifications) > 0, "a notice")
+            await until(pilot, lambda: len(app.notices) > 0, "a notice")
 
         drive(app, scenario)
-        assert any(n.message.startswith(f"recording to {path}") for n in app._notifications)
+        assert any(n.message.startswith(f"recording to {path}") for n in app.notices)
 
 
 class TestEnding:
@@ -407,6 +520,27 @@ class TestEnding:
         assert save.finished
         assert save.ticks[-1].record.world_hash == app.engine.loop.world.hash
 
+    @pytest.mark.parametrize("focus", ["agents", "story-filter"])
+    def test_ctrl_c_quits_and_saves_as_q_does(self, tmp_path: Path, focus: str) -> None:
+        """Ctrl-C is quit, wherever the focus is (the filter prompt too): no "press
+        ctrl+q" notice, exit 0, the save closed with every finished tick."""
+        path = tmp_path / "run.msav"
+        app = play_app(save=path)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            if focus == "story-filter":
+                await pilot.press("slash", "h")
+            await pilot.press("ctrl+c")
+            await until(pilot, lambda: not app.is_running, "quit")
+
+        drive(app, scenario)
+        assert app.return_code == 0 and app.guest.finished
+        assert not any("ctrl+q" in notice.message for notice in app.notices)
+        save = read_save(path)
+        assert [frame.record.tick for frame in save.ticks] == [1] and save.finished
+
     def test_an_engine_error_exits_with_a_message(self) -> None:
         config, scene = settings()
         state = DashboardState(scene)
@@ -437,8 +571,11 @@ class TestAnotherWorld:
             await until(pilot, lambda: app.engine.loop.world.over is not None, "the game's end")
             await until(pilot, lambda: app.driver.statistics().state == "finished", "finished")
             await settled(pilot)
-            status = text_of(app.query_one(StatusLine))
-            assert app.engine.loop.world.over.summary in status
+            # The ending has a line of its own: the status line above keeps everything.
+            ending = app.engine.loop.world.over.summary
+            status = app.query_one(StatusLine)
+            lines = [status.render_line(y).text.rstrip() for y in range(status.size.height)]
+            assert lines[0].endswith(f"│ {scene.spec.name}") and lines[1:] == [f" {ending}"], lines
             table = app.query_one(AgentsTable)
             lines = [table.render_line(y).text for y in range(table.size.height)]
             assert not any(line.startswith("char ") for line in lines)  # no manor callers
@@ -452,6 +589,10 @@ class TestAnotherWorld:
             degraded = app.query_one(DegradationPanel)
             headings = text_of(degraded).split("\n")[0].split()
             assert headings == ["reason", "wolf", "seer", "doct", "spee", "vote", "narr", "summ"]
+            status = app.query_one(StatusLine)
+            lines = [status.render_line(y).text.rstrip() for y in range(status.size.height)]
+            assert all(f"│ {part} " in lines[0] for part in ("pipeline", "gate 5/6")) and " t " in lines[0], lines
+            assert " ".join(" ".join(lines[1:]).split()) == ending, "the ending wraps, whole"
             assert degraded.region.right <= 80, "the panel stays on screen"
             # The agents table's state column is a mark wide there: the dead are †.
             table = app.query_one(AgentsTable)
@@ -568,6 +709,34 @@ class TestReplay:
 
         drive(app, scenario)
 
+    def test_quick_seeks_add_their_steps(self) -> None:
+        """Keys pressed faster than the ticks run add their steps: five → from 0 are tick
+        5 (not 1 + 2 + 3 + 4 + 5), ] and → from 5 are 16, three ← from there 13."""
+        app = replay_app()
+
+        async def at(pilot: Pilot[None], tick: int) -> None:
+            await until(pilot, lambda: app._seeking is None and app.driver.statistics().state == "paused", f"tick {tick}")
+            await pilot.pause(0.1)
+            assert app.state.tick == tick
+
+        async def quickly(*steps: int) -> None:
+            """Seeks one after the other, as keys read in one go: the trio run gets no
+            turn between them."""
+            for step in steps:
+                await app.action_seek(step)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await quickly(1, 1, 1, 1, 1)
+            await at(pilot, 5)
+            await quickly(10, 1)
+            await at(pilot, 16)
+            await quickly(-1, -1, -1)
+            await at(pilot, 13)
+            await pilot.press(*["right"] * 4)  # as the Pilot presses: a turn between
+            await at(pilot, 17)
+
+        drive(app, scenario)
+
     def test_next_event_stops_after_the_next_degraded_tick(self) -> None:
         """In the legacy recording a scene beat is rejected every tick: e runs one."""
         app = replay_app()
@@ -605,10 +774,10 @@ class TestReplay:
 
         async def scenario(pilot: Pilot[None]) -> None:
             await pilot.press("e")
-            await until(pilot, lambda: len(app._notifications) > 0, "a notice")
+            await until(pilot, lambda: len(app.notices) > 0, "a notice")
             await pilot.pause(0.1)
             assert app.state.tick == 0 and app.driver.statistics().state == "paused"
-            [notice] = app._notifications
+            [notice] = app.notices
             assert notice.message == "no call degrades after tick 0 of 20"
 
         drive(app, scenario)
@@ -634,16 +803,22 @@ class TestReplay:
 
         drive(app, scenario)
 
-    def test_a_replay_changes_nothing_of_the_recorded_run(self) -> None:
-        """The gate, policy and save keys do nothing in a replay."""
+    def test_a_replay_changes_nothing_of_the_recorded_run_and_says_why(self) -> None:
+        """The gate, policy and save keys do nothing in a replay, and say so: what the
+        replay keeps, and how to ask "what if"."""
         app = replay_app("wacky_manor_pipeline.msav")
 
         async def scenario(pilot: Pilot[None]) -> None:
             size = app.engine.loop.gate.size
-            await pilot.press("+", "p")
+            for key, said in (("+", f"keeps the recorded gate ({size}); manor replay wacky_manor_pipeline.msav --gate-size N"),
+                              ("p", "keeps the recorded policy (pipeline); manor replay wacky_manor_pipeline.msav --policy NAME"),
+                              ("s", "a replay records nothing")):  # fmt: skip
+                await pilot.press(key)
+                await until(pilot, lambda: any(said in n.message for n in app.notices), f"{key} says why")  # noqa: B023
             await settled(pilot)
             assert app.engine.loop.gate.size == size
             assert app.engine.loop.policy.name == "pipeline"
+            assert len(app.notices) == 3 and app.query_one(NoticeLines).display
 
         drive(app, scenario)
 
@@ -658,11 +833,11 @@ class TestReplay:
         assert capsys.readouterr().err.strip() == f"manor: error: {tmp_path / 'nope.msav'}: no such save file"
 
 
-def test_the_readme_key_table_is_the_help_screen_s() -> None:
-    """What ``?`` shows and the README's key table are the same rows."""
+def test_the_docs_key_table_is_the_help_screen_s() -> None:
+    """What ``?`` shows and the key table of docs/dashboard.md are the same rows."""
     from manor.play.help import key_rows
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8").splitlines()
-    start = readme.index("| key | live | replay |") + 2
-    end = readme.index("", start)
-    assert readme[start:end] == key_rows()
+    page = (Path(__file__).parent.parent / "docs" / "dashboard.md").read_text(encoding="utf-8").splitlines()
+    start = page.index("| key | live | replay |") + 2
+    end = page.index("", start)
+    assert page[start:end] == key_rows()

@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from manor.calls import CallerKind, Request
+from manor.calls import Request
 from manor.config import resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.content import load_scene
@@ -27,6 +27,7 @@ from manor.tick.instruments import Instrument
 from manor.tick.loop import TickLoop
 from manor.tick.statistics import RunStatistics
 from manor.worlds import create_world
+from manor.worlds.manor import CallerKind
 
 LEGACY = {"run.policy": "legacy"}
 
@@ -280,6 +281,7 @@ class TestDashboardState:
         row (and is drawn)."""
         e = engine()
         state = DashboardState(e.scene)
+        state.run_started(e.loop)  # the world's callers: rows in planning order
         request = e.loop.world.plan()[0]
         state.take_dirty()
         rows = len(state.rows)
@@ -346,11 +348,11 @@ class TestDashboardState:
     def test_each_caller_keeps_its_last_calls_within_the_budget(self) -> None:
         """The histories share one budget of calls: a caller keeps its share, newest last."""
         e = engine()
-        callers = len(DashboardState(e.scene).rows)
+        callers = len({(request.caller, request.agent) for request in e.loop.world.plan()})
         state = DashboardState(e.scene, calls_kept=2 * callers)
-        assert state.calls_per_caller == 2
         e.loop.add_instrument(state)
         trio.run(TickDriver(e.loop).run, 3, clock=trio.testing.MockClock(autojump_threshold=0))
+        assert state.calls_per_caller == 2  # the first tick's callers share the budget
         characters = [row for row in state.rows.values() if row.caller == "character"]
         assert characters and all([call.tick for call in row.calls] == [2, 3] for row in characters)
         assert all(call.agent == row.agent and call.caller == row.caller for row in state.rows.values() for call in row.calls)
@@ -360,7 +362,7 @@ class TestDashboardState:
     def test_the_degradations_are_counted_by_the_worlds_caller_kinds(self) -> None:
         """A world of kinds of its own: the counts are its kinds, not the manor's four."""
         state = DashboardState(engine().scene)
-        world = SimpleNamespace(callers={"wolf": None, "seer": None})
+        world = SimpleNamespace(callers={"wolf": None, "seer": None}, plan=lambda: [])
         state.run_started(SimpleNamespace(world=world, policy=SimpleNamespace(name="pipeline")))  # type: ignore[arg-type]
         state.tick_started(1, [])
         assert list(state.degradations_total) == list(state.degradations_tick) == ["wolf", "seer"]

@@ -9,6 +9,7 @@ from manor.folds import FOLD_AT, Fold, fold_story
 from manor.play.figures import count, counts, fit, seconds, tick_label
 from manor.play.widgets.run_chart import columns_of
 from manor.records import StoryEntry
+from manor.worlds.manor import CALLERS
 
 
 class TestFigures:
@@ -62,21 +63,21 @@ class TestFolds:
         said = entry(1, "said")
         idle = [entry(1, f"g{i}", "idle", "gate_timeout") for i in range(FOLD_AT)]
         refused = [entry(1, f"r{i}", "idle", "platform_rejected") for i in range(FOLD_AT - 1)]
-        folded = fold_story([idle[0], said, *idle[1:], *refused], lambda e: e)
-        assert folded[0] == Fold(idle[0], tuple(idle)) and folded[1:] == [said, *refused]
+        folded = fold_story([idle[0], said, *idle[1:], *refused], lambda e: e, CALLERS)
+        assert folded[0] == Fold(idle[0], tuple(idle), "characters") and folded[1:] == [said, *refused]
         assert folded[0].who == f"{FOLD_AT} characters"
 
     def test_other_ticks_and_kinds_do_not_fold_together(self) -> None:
         items = [entry(t, f"g{i}", "idle", "gate_timeout") for t in (1, 2) for i in range(FOLD_AT - 1)]
-        assert fold_story(items, lambda e: e) == items
+        assert fold_story(items, lambda e: e, CALLERS) == items
         beats = [entry(1, f"b{i}", "speechless", "gate_timeout", caller="werewolf") for i in range(FOLD_AT)]
-        [fold] = fold_story(beats, lambda e: e)
+        [fold] = fold_story(beats, lambda e: e, CALLERS)
         assert isinstance(fold, Fold) and fold.who == f"{FOLD_AT} werewolf calls"
 
     @given(st.lists(st.tuples(st.integers(1, 3), st.sampled_from(["", "idle"]), st.sampled_from(["gate_timeout", "call_timeout"])), max_size=60))
     def test_folding_loses_nothing_and_keeps_the_order(self, specs: list[tuple[int, str, str]]) -> None:
         items = [entry(tick, f"a{i}", fallback, reason if fallback else None) for i, (tick, fallback, reason) in enumerate(specs)]
-        folded = fold_story(items, lambda e: e)
+        folded = fold_story(items, lambda e: e, CALLERS)
         flat = [e for item in folded for e in (item.items if isinstance(item, Fold) else (item,))]
         assert sorted(flat, key=items.index) == items and len(flat) == len(items)
         unfolded = [item for item in folded if not isinstance(item, Fold)]

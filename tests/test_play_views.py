@@ -7,14 +7,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import pytest
+
 from rich.segment import Segment
 from rich.text import Text
 from saves_fixture import SAVES
 from test_play import drive, play_app, replay_app, settings, settled, text_of, until
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Sparkline, Static
+from textual.widgets import DataTable, Footer, Sparkline, Static
+from textual.widgets._footer import FooterKey
 
 from manor.config import flags_source, standard_sources
+from manor.callers import caller_of
 from manor.folds import Fold
 from manor.play import build_app
 from manor.play.clock import PacedClock
@@ -29,11 +33,13 @@ from manor.play.widgets import (
     StoryLog,
 )
 from manor.play.widgets.run_chart import RunChart
-from manor.play.widgets.story import _MEASURE, story_line, story_rows
+from manor.play.widgets.story import _MEASURE, story_line, story_rows, story_text
+from manor.play.widgets.agent_search import AgentSearch
 from manor.play.widgets.story_filter import StoryFilterInput
 from manor.records import StoryEntry
 from manor.run.engine import configure
 from manor.saves import read_save
+from manor.worlds.manor import CALLERS
 
 LEGACY = {"run.policy": "legacy"}
 
@@ -279,6 +285,67 @@ class TestHistory:
         drive(app, scenario)
 
 
+class TestFooters:
+    @pytest.mark.parametrize("replay", [False, True], ids=["live", "replay"])
+    @pytest.mark.parametrize("view", ["enter", "m"], ids=["history", "chart"])
+    def test_every_key_of_a_view_s_footer_fits_80_columns(self, replay: bool, view: str) -> None:
+        """The app's keys and the view's own (esc back) are all in its footer at 80×24."""
+        app = replay_app() if replay else play_app()
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await pilot.press("n")
+            await until(pilot, lambda: app.state.tick == 1, "tick 1")
+            await settled(pilot)
+            await pilot.press(view)
+            await until(pilot, lambda: isinstance(app.screen, (AgentHistoryScreen, RunChartScreen)), "the view")
+            await pilot.pause()
+            keys = list(app.screen.query_one(Footer).query(FooterKey))
+            shown = {key.key_display for key in keys}
+            assert {"esc", "q", "?"} <= shown, shown
+            assert all(key.region.width and key.region.right <= 80 for key in keys), [(k.key_display, k.region) for k in keys]
+
+        drive(app, scenario, size=(80, 24))
+
+
+class TestAgentSearch:
+    def test_g_goes_to_an_agent_among_a_thousand(self) -> None:
+        """Typing moves the cursor to the first match, ↓ ↑ step through the matches,
+        Enter stays, Esc goes back; the table's subtitle counts the matches."""
+        config, scene = configure(standard_sources(flags=flags_source({"run.agents": 1000}, {}), environ={}))
+        app = build_app(config, scene, paused=True, clock=PacedClock(math.inf))
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            agents = app.query_one(AgentsTable)
+            await settled(pilot)
+
+            def on() -> str:
+                chosen = agents.chosen
+                assert chosen is not None
+                return chosen.name
+
+            await pilot.press("g")
+            prompt = app.query_one(AgentSearch)
+            assert prompt.display and app.focused is prompt
+            await pilot.press(*"guest 9")
+            assert on() == "Guest 9" and agents.border_subtitle == "1 of 111 · ↓ ↑ next"
+            assert agents.scroll_y <= agents.cursor < agents.scroll_y + agents.size.height - 1, "in view"
+            await pilot.press("down", "down")
+            assert on() == "Guest 91"
+            await pilot.press("up", "up", "up")
+            assert on() == "Guest 999", "round the end"
+            await pilot.press("enter")
+            assert not prompt.display and app.focused is agents and on() == "Guest 999"
+            assert agents.border_subtitle == AgentsTable.BORDER_SUBTITLE
+            await pilot.press("g", *"nobody")
+            assert agents.border_subtitle == "no agent matches 'nobody'" and on() == "Guest 999"
+            await pilot.press("backspace", *["backspace"] * 5, *"ARRATOR")
+            assert agents.chosen is not None and agents.chosen.kind == "narrator"
+            await pilot.press("escape")
+            assert not prompt.display and app.focused is agents and on() == "Guest 999", "esc goes back"
+
+        drive(app, scenario)
+
+
 class TestStoryFilter:
     def test_slash_filters_by_name_and_escape_clears(self) -> None:
         app = play_app()
@@ -357,7 +424,7 @@ class TestStoryFilter:
             idle = app.state.degradations_tick["character"]["gate_timeout"]
             assert idle > 5
             text = "\n".join(line.text for line in app.query_one(StoryLog).lines)
-            assert f"⚠ {idle} characters idle (gate_timeout) — Hobbes, " in text
+            assert f"⚠ {idle} characters: idle (gate_timeout) — Hobbes, " in text
             assert "⚠ idle" not in text, "no idle character has a line of its own"
 
         drive(app, scenario)
@@ -436,6 +503,17 @@ def test_run_chart_snapshot(snap_compare: Callable[..., bool]) -> None:
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
 
 
+def test_a_fold_reads_right_whatever_the_world_s_fallback() -> None:
+    """A fold puts the count before a colon, as a turn puts its speaker: the manor's
+    ``idle`` and Werewolf's ``abstains`` (a verb for one voter) both read right."""
+    def fold(caller: str, fallback: str) -> Fold[StoryEntry]:
+        turn = StoryEntry(tick=3, caller=caller, agent="a", speaker="Ada", text="", fallback=fallback, reason="gate_timeout")
+        return Fold(entry=turn, items=(turn,) * 8, plural=caller_of(CALLERS, caller).plural)
+
+    assert story_text(fold("vote", "abstains"), CALLERS).plain == "⚠ 8 vote calls: abstains (gate_timeout) — Ada, Ada, Ada and 5 more"
+    assert story_text(fold("character", "idle"), CALLERS).plain.startswith("⚠ 8 characters: idle (gate_timeout)")
+
+
 def test_a_story_line_made_from_its_parts_renders_as_the_text_way_does() -> None:
     """``story_rows`` makes a line that fits one row straight from its parts; it must
     draw the same segments as ``story_line`` rendered (and take the ``Text`` way for a
@@ -446,10 +524,10 @@ def test_a_story_line_made_from_its_parts_renders_as_the_text_way_does() -> None
     idle = entry("character", "", fallback="idle", reason="gate_timeout")
     items = [
         entry("character"), entry("narrator"), entry("summariser"), entry("scene_beat"), idle,
-        Fold(entry=idle, items=(idle, idle, idle, idle, idle)),
+        Fold(entry=idle, items=(idle, idle, idle, idle, idle), plural="characters"),
         entry("character", "a tab\there"), entry("character", "a line far too long " * 6),
     ]  # fmt: skip
     for item in items:
-        drawn = [[(s.text, s.style) for s in row if s.text] for row in story_rows(item, 60)]
-        text_way = [[(s.text, s.style) for s in row if s.text] for row in Segment.split_lines(story_line(item, 60).render(_MEASURE))]
+        drawn = [[(s.text, s.style) for s in row if s.text] for row in story_rows(item, 60, CALLERS)]
+        text_way = [[(s.text, s.style) for s in row if s.text] for row in Segment.split_lines(story_line(item, 60, CALLERS).render(_MEASURE))]
         assert drawn == text_way, item

@@ -12,7 +12,7 @@ import pytest
 import trio
 from saves_fixture import EXAMPLES, SAVES, record, rewrite_payloads
 
-from manor.calls import CallerKind, Request
+from manor.calls import Request
 from manor.cli import main
 from manor.config import flags_source
 from manor.errors import ProviderError
@@ -27,6 +27,7 @@ from manor.replay import (
 )
 from manor.saves import read_save
 from manor.tick.instruments import Instrument
+from manor.worlds.manor import CallerKind
 
 #: Runs that must replay exactly: every policy, with faults, timeouts, deadlines, a
 #: breaker that opens, a token bucket and longest-first tickets.
@@ -329,7 +330,7 @@ class TestRecordedRun:
 
     def test_a_replay_resolves_the_recorded_settings_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The recorded settings and a what-if's are each resolved once per replay."""
-        import manor.replay.recorded as recorded
+        from manor.replay import recorded
 
         resolved: list[int] = []
         real = recorded.resolve

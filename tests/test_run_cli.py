@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenes_fixture import write_scene
 
-from manor.calls import CALLER_KINDS
 from manor.cli import main
 from manor.errors import REASONS
-from scenes_fixture import write_scene
+from manor.worlds.manor import CALLERS as MANOR_CALLERS
 
 KEYS = {
     "scene", "policy", "ticks", "seed", "platform_limit", "gate_size", "calls", "ok", "degraded", "degradations",
@@ -68,7 +68,7 @@ class TestJson:
         assert (summary["platform_limit"], summary["gate_size"]) == (6, 5)
         assert summary["calls"] == summary["ok"] == 5 * 14
         assert summary["degraded"] == summary["platform_rejections"]["total"] == 0 and summary["errors"] == []
-        assert summary["degradations"] == {kind: dict.fromkeys(REASONS, 0) for kind in CALLER_KINDS}
+        assert summary["degradations"] == {kind: dict.fromkeys(REASONS, 0) for kind in MANOR_CALLERS}
         assert list(summary["degradations"]) == ["character", "narrator", "summariser", "scene_beat"]
         assert list(summary["degradations"]["character"]) == [
             "gate_timeout", "platform_rejected", "call_timeout", "provider_error", "circuit_open", "cancelled",

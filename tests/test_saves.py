@@ -12,7 +12,6 @@ import pytest
 from saves_fixture import SAVES, frames_of, record, reframe, rewrite_payloads
 
 import manor.saves as saves
-from manor.calls import CALLER_KINDS
 from manor.cli import main
 from manor.errors import SaveError
 from manor.replay import recorded_summary
@@ -33,6 +32,7 @@ from manor.saves.framing import (
     encode_frame,
     write_frame,
 )
+from manor.worlds.manor import CALLERS as MANOR_CALLERS
 from manor.worlds.manor import ManorWorld as World
 
 
@@ -98,7 +98,7 @@ class TestWriting:
         save = read_save(path)
         header = save.header
         assert isinstance(header, HeaderV3)
-        assert (header.world_name, header.world_version, header.world_callers) == ("manor", "1", CALLER_KINDS)
+        assert (header.world_name, header.world_version, header.world_callers) == ("manor", "1", tuple(MANOR_CALLERS))
         assert header.scene.spec.name == "The Wacky Manor"
         assert header.seed == 1789
         assert header.world.hash == World.from_scene(header.scene, random.Random(0)).hash
@@ -207,7 +207,7 @@ class TestVersions:
         assert probe_version(frames_of(example.read_bytes())[0]) == 1
         save = read_save(example)
         assert isinstance(save.header, HeaderV3) and save.header.run_id == ""
-        assert (save.header.world_name, save.header.world_version, save.header.world_callers) == ("manor", "1", CALLER_KINDS)
+        assert (save.header.world_name, save.header.world_version, save.header.world_callers) == ("manor", "1", tuple(MANOR_CALLERS))
         refused = [call for frame in save.ticks for call in frame.record.calls if call.reason == "platform_rejected"]
         assert len(refused) == 20 and {call.refused_by for call in refused} == {"limiter"}
         assert {call.error for frame in save.ticks for call in frame.record.calls} == {""}

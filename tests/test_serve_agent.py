@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import subprocess
 import sys
@@ -9,11 +10,10 @@ import sys
 import httpx
 import pytest
 import trio
+from agent_servers import serving, wait_for
 
 from manor.calls import Started
 from manor.serve import AgentHost, Directives, RunSpec, parse_directives
-
-from agent_servers import serving
 
 
 class TestDirectives:
@@ -102,6 +102,51 @@ class TestHttp:
         assert plain.json()["usage"] == {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}
         assert limited.status_code == 429 and "retry-after" not in limited.headers
         assert limited.json()["error"]["code"] == "rate_limit_exceeded"
+
+    @pytest.mark.trio
+    async def test_anthropic_messages_and_errors_are_shaped_as_anthropic_does(self) -> None:
+        def ask(text: str, **more: object) -> dict[str, object]:
+            return {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": text}], **more}
+
+        async with serving() as (url, _):
+            async with httpx.AsyncClient() as client:
+                plain = await client.post(f"{url}/v1/messages", json=ask("hi"))
+                streamed = await client.post(f"{url}/v1/messages", json=ask("hi there", stream=True))
+                overloaded = await client.post(f"{url}/v1/messages", json=ask("hi @status=529 @retry-after=4", stream=True))
+                capped = await client.post(f"{url}/v1/messages", json=ask("hi @status=429 @spend-cap"))
+                bad = await client.post(f"{url}/v1/messages", json={"model": "m", "messages": [{"role": "user", "content": "x"}]})
+        assert plain.json()["content"] == [{"type": "text", "text": "agent heard: hi"}]
+        assert plain.json()["usage"] == {"input_tokens": 1, "output_tokens": 3}
+        assert plain.headers["anthropic-ratelimit-requests-limit"] == "3"
+        names = [line.removeprefix("event: ") for line in streamed.text.splitlines() if line.startswith("event: ")]
+        assert names[:3] == ["message_start", "content_block_start", "ping"]
+        assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+        assert set(names[3:-3]) == {"content_block_delta"}
+        assert (overloaded.status_code, overloaded.headers["retry-after"]) == (529, "4")
+        assert overloaded.json() == {"type": "error", "error": {"type": "overloaded_error", "message": "injected HTTP 529"}}
+        assert capped.status_code == 429 and capped.json()["error"]["details"] == {"error_code": "enforced_spend_limit_reached"}
+        assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+
+    @pytest.mark.trio
+    async def test_capacity_changes_while_running(self) -> None:
+        """POST /admin/capacity: a host rejecting when full takes one more run after it
+        grows; its refusals say Retry-After and that nothing remains."""
+        async with serving(capacity=1, reject_when_full=True) as (url, host):
+            async with httpx.AsyncClient() as client, trio.open_nursery() as nursery:
+                chat = {"model": "m", "messages": [{"role": "user", "content": "@hang"}]}
+                post = functools.partial(client.post, f"{url}/v1/chat/completions", json=chat)
+                nursery.start_soon(post)
+                await wait_for(lambda: host.statistics().running == 1)
+                refused = await client.post(f"{url}/v1/chat/completions", json=chat)
+                grown = await client.post(f"{url}/admin/capacity", json={"capacity": 2})
+                nursery.start_soon(post)
+                await wait_for(lambda: host.statistics().running == 2)
+                wrong = await client.post(f"{url}/admin/capacity", json={"capacity": 0})
+                nursery.cancel_scope.cancel()
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+        assert (refused.headers["x-ratelimit-limit-requests"], refused.headers["x-ratelimit-remaining-requests"]) == ("1", "0")
+        assert grown.status_code == 200 and grown.json()["capacity"] == 2
+        assert wrong.status_code == 422 and host.capacity == 2
 
 
 class TestProcess:

@@ -93,10 +93,10 @@ def test_markdown_folds_mass_degradations_and_text_keeps_every_line(capsys: pyte
     assert len(idle) >= 5 and len({call.error for call in idle}) == 1
     code, out, _ = story(capsys, str(save))
     assert code == 0
-    [folded] = [line for line in out.splitlines() if "characters idle" in line]
+    [folded] = [line for line in out.splitlines() if "characters: idle" in line]
     speakers = read_save(save).scene.agents
     assert folded == (
-        f"- _⚠ {len(idle)} characters idle (gate_timeout: {idle[0].error}) — "
+        f"- _⚠ {len(idle)} characters: idle (gate_timeout: {idle[0].error}) — "
         + ", ".join(speakers[call.agent].name for call in idle)
         + "_"
     )

@@ -21,7 +21,7 @@ from scenes_fixture import (
     settings,
 )
 
-from manor.calls import CALLER_KINDS, Request
+from manor.calls import Request
 from manor.content import load_scene
 from manor.errors import REASONS, ProviderError
 from manor.providers import MockProvider
@@ -30,6 +30,7 @@ from manor.run.engine import build_engine
 from manor.tick import loop as tickloop
 from manor.tick.instruments import Instrument
 from manor.tick.statistics import RunStatistics
+from manor.worlds.manor import CALLERS as MANOR_CALLERS
 from manor.worlds.manor import FALLBACKS
 
 NARRATOR, SUMMARISER = 0.2, 0.3
@@ -307,7 +308,7 @@ class TestDefaultScene:
         assert summary["peak_platform_sessions"] == 6
         counted = collections.Counter((e.caller, e.reason) for story in stories for e in story if e.fallback)
         table = summary["degradations"]
-        assert {(kind, reason): table[kind][reason] for kind in CALLER_KINDS for reason in REASONS if table[kind][reason]} == dict(counted)
+        assert {(kind, reason): table[kind][reason] for kind in MANOR_CALLERS for reason in REASONS if table[kind][reason]} == dict(counted)
         assert sum(counted.values()) == summary["degraded"]
         # The platform's fail-fast "full" is what degrades the legacy calls.
         assert {reason for _, reason in counted} == {"platform_rejected"}

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from saves_fixture import SAVES
 
-from manor.calls import CALLER_KINDS
 from manor.cli import main
 from manor.replay import recorded_summary
 from manor.saves import chrome_trace, read_save
+from manor.worlds.manor import CALLERS as MANOR_CALLERS
 
 PIPELINE = SAVES / "wacky_manor_pipeline.msav"
 LEGACY = SAVES / "wacky_manor_legacy.msav"
@@ -120,7 +120,7 @@ class TestTrace:
     def test_caller_kinds_are_processes_in_order(self, exported: tuple[Path, dict[str, Any]]) -> None:
         _, trace = exported
         order = {e["args"]["name"]: e["pid"] for e in trace["traceEvents"] if e["name"] == "process_name"}
-        assert [order[kind.replace("_", " ")] for kind in CALLER_KINDS] == [1, 2, 3, 4]
+        assert [order[kind.replace("_", " ")] for kind in MANOR_CALLERS] == [1, 2, 3, 4]
 
 
 def test_a_degraded_calls_spans_say_what_failed(tmp_path: Path) -> None:

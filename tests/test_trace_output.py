@@ -9,10 +9,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from saves_fixture import SAVES
 
 from manor.cli import main
 from manor.output import write_output
-from saves_fixture import SAVES
 
 SAVE = SAVES / "wacky_manor_pipeline.msav"
 
@@ -129,7 +129,7 @@ class TestOneLine:
     def test_the_save_itself(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         copy = tmp_path / "s.msav"
         copy.write_bytes(SAVE.read_bytes())
-        assert _trace(capsys, str(copy), save=copy) == (1, "", f"manor: error: {copy}: is the save being exported; name another file\n")
+        assert _trace(capsys, str(copy), save=copy) == (1, "", f"manor: error: {copy}: is the save being exported ({copy}); name another file\n")
         assert copy.read_bytes() == SAVE.read_bytes()
 
 

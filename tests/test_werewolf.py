@@ -182,13 +182,6 @@ class TestPlan:
         assert wolves[0].shape is wolves[1].shape
         assert msgspec.json.schema(wolves[0].shape)["$defs"]["Victim"]["properties"]["target"]["enum"] == ["C2", "C3", "C4", "C5", "C6"]
 
-    def test_planning_changes_nothing(self) -> None:
-        world = dealt(self.ROLES)
-        before = (world.tick, world.hash, world.alive())
-        assert world.plan() == world.plan()
-        assert (world.tick, world.hash, world.alive()) == before
-
-
 class TestNight:
     ROLES = TestPlan.ROLES
 

@@ -1,5 +1,5 @@
 """The world API and structured answers: a world defined here and one loaded from a
-module by ``module:Class`` (the README's own example), run, saved and replayed; shaped
+module by ``module:Class`` (the example of docs/worlds.md), run, saved and replayed; shaped
 answers validated, repaired and degraded as ``invalid_output``; every backend asked for
 the shape in its own way, against a real server or process."""
 
@@ -25,7 +25,6 @@ from manor.answers import (
     InvalidAnswer,
     decode_answer,
     draw_answer,
-    draw_from_schema,
     prompt_with_schema,
     response_format,
     response_schema,
@@ -45,7 +44,7 @@ from manor.worlds import Caller, GameOver, chain_hash, create_world, start_hash
 from agent_servers import serving
 from scenes_fixture import fixed_scene, make_engine, run_engine
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+WORLDS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "worlds.md"
 
 
 class Bounded(msgspec.Struct):
@@ -230,20 +229,20 @@ class TestSimulator:
         assert texts[0] == texts[1]
 
 
-def readme_example(tmp_path: Path) -> Path:
-    """The README's ``guessing.py`` and ``guessing.toml`` written to ``tmp_path``; the
-    scene's path."""
-    section = README.read_text(encoding="utf-8").split("## Writing a world", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    scene = re.search(r"```toml\n(.*?)```", section, re.S)
-    assert code and scene, "README: Writing a world lost its example"
+def documented_example(tmp_path: Path) -> Path:
+    """The ``guessing.py`` and ``guessing.toml`` of docs/worlds.md written to
+    ``tmp_path``; the scene's path."""
+    page = WORLDS_PAGE.read_text(encoding="utf-8")
+    code = re.search(r"```python file=guessing\.py\n(.*?)```", page, re.S)
+    scene = re.search(r"```toml file=guessing\.toml\n(.*?)```", page, re.S)
+    assert code and scene, "docs/worlds.md lost its example"
     (tmp_path / "guessing.py").write_text(code.group(1), encoding="utf-8")
     (tmp_path / "guessing.toml").write_text(scene.group(1), encoding="utf-8")
     return tmp_path / "guessing.toml"
 
 
 class TestUserWorld:
-    """A world imported by ``module:Class``: the README's example, as a user runs it."""
+    """A world imported by ``module:Class``: the example of docs/worlds.md, as a user runs it."""
 
     @pytest.fixture(autouse=True)
     def fresh_import(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -252,7 +251,7 @@ class TestUserWorld:
         monkeypatch.delitem(sys.modules, "guessing", raising=False)
 
     def test_runs_to_its_end_saves_and_replays(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        scene = readme_example(tmp_path)
+        scene = documented_example(tmp_path)
         save = tmp_path / "g.msav"
         assert main(["run", "--scene", str(scene), "--ticks", "50", "--save", str(save), "--json"]) == 0
         summary = json.loads(capsys.readouterr().out)
@@ -265,7 +264,7 @@ class TestUserWorld:
     def test_repaired_answers_are_counted_saved_and_replayed(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        scene = readme_example(tmp_path)
+        scene = documented_example(tmp_path)
         save = tmp_path / "g.msav"
         monkeypatch.setenv("MANOR_SIM_INVALID_RATE", "0.5")
         assert main(["run", "--scene", str(scene), "--ticks", "50", "--save", str(save), "--json"]) == 0
@@ -279,14 +278,14 @@ class TestUserWorld:
         assert json.loads(capsys.readouterr().out)["repairs"] == summary["repairs"]
 
     def test_a_world_that_cannot_be_found_is_one_line(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        scene = readme_example(tmp_path)
+        scene = documented_example(tmp_path)
         scene.write_text(scene.read_text().replace("guessing:Guessing", "guessing:Nope"))
         assert main(["run", "--scene", str(scene)]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "guessing has no class Nope" in err
 
     def test_a_save_of_another_version_of_the_world_is_refused(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        scene = readme_example(tmp_path)
+        scene = documented_example(tmp_path)
         save = tmp_path / "g.msav"
         assert main(["run", "--scene", str(scene), "--save", str(save)]) == 0
         module = tmp_path / "guessing.py"

@@ -5,12 +5,16 @@ concurrency limit (calls in flight). Both serve waiters strictly in *ticket* ord
 Tickets are issued by the gate (``issue``); a caller that passes none gets the next one
 when it arrives, i.e. arrival order. A ticket issued ahead of time is a promise: the
 tickets behind it wait until it arrives, or is withdrawn. That is what makes admission
-independent of the order in which trio happens to run tasks (see DESIGN.md,
+independent of the order in which trio happens to run tasks (see docs/internals.md,
 "Determinism"): the tick loop issues a tick's tickets up front, in planning order.
 
-A ticket is issued in a *lane* (by default lane 0). The worlds of a fleet share one
-gate, a lane each, and the lanes take turns (``manor.admission.lanes``): ticket order within a
-lane, one ticket per lane in turn across them. With one lane it is plain ticket order.
+A ticket is issued in a *lane* (by default lane 0), with its *cost*: the seconds its
+call is expected to hold a slot. The tenants of a gate (the worlds of a fleet) queue a
+lane each, and the lanes share the slots by start-time fair queuing on those costs
+(``manor.admission.lanes``): ticket order within a lane; across lanes, slot-time in
+proportion to each lane's weight (``set_share``), corrected by what each call really
+held when it ends; a lane may have a cap on its calls in flight. With one lane it is
+plain ticket order.
 
 ``SharedGate`` is what the tick loop and the gate layer need of a gate. ``Gate`` is the
 in-process one, exact and deterministic; ``manor.admission.redis_gate.RedisGate`` keeps the same
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import AsyncContextManager, Protocol, final
 
@@ -92,17 +96,24 @@ class SharedGate(Protocol):
     def size(self) -> int: ...
     @size.setter
     def size(self, size: int) -> None: ...
-    def issue(self, count: int = 1, lane: int = 0) -> range: ...
+    def issue(self, count: int = 1, lane: int = 0, costs: Sequence[float] | None = None) -> range: ...
+    def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None: ...
     def withdraw(self, ticket: int) -> None: ...
     async def acquire(self, ticket: int | None = None, *, timeout: float = math.inf) -> SharedPermit: ...
     def statistics(self) -> GateStatistics: ...
     def connected(self) -> AsyncContextManager[object]: ...
+    @property
+    def available(self) -> bool:
+        """Whether calls can be admitted: false while a gate's server is lost."""
+        ...
 
 
 @attrs.define(eq=False)
 class _Waiter:
     ticket: int
     lane: int = 0
+    # The seconds it is expected to hold its slot, as its lane is charged.
+    cost: float = 1.0
     stage: int = _ISSUED
     queued_at: float = 0.0
     deadline: float = math.inf
@@ -113,10 +124,17 @@ class _Waiter:
     # When it was admitted, if the dispatch that admitted it read the clock (it does
     # when a deadline needs it): the parked waiter, woken, need not read it again.
     admitted_at: float | None = None
+    # Cancelled while parked, and not yet run: its turn waits until it has (it leaves,
+    # or goes on waiting when only its own timer fired), as a ticket whose caller has
+    # not arrived. Admitted in between, it could take a slot and give it back at once,
+    # its lane charged for it or not depending on trio's order of the tasks cancelled
+    # at one instant (a tick's deadline cancels many).
+    aborted: bool = False
 
     def abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
         """A parked waiter is cancelled (its timeout, its caller's scope)."""
         self.task = None
+        self.aborted = True
         return trio.lowlevel.Abort.SUCCEEDED
 
 
@@ -129,6 +147,8 @@ class Permit:
     queued_at: float
     admitted_at: float
     _gate: Gate = attrs.field(repr=False)
+    _lane: int = attrs.field(default=0, repr=False)
+    _cost: float = attrs.field(default=1.0, repr=False)
     _released: bool = attrs.field(default=False, init=False, repr=False)
 
     @property
@@ -146,6 +166,10 @@ class Permit:
         self._released = True
         gate = self._gate
         gate._in_flight -= 1
+        if gate._fair:
+            gate._ended(self._lane, current_time() - self.admitted_at - self._cost)
+        if gate._caps and self._lane in gate._caps:
+            gate._unhold(self._lane)
         if gate._waiting or gate._rate:  # nobody waiting for the slot: nothing to hand out
             gate._dispatch()
 
@@ -176,6 +200,16 @@ class Gate:
     _token_line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
     _slot_line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
     _next_ticket: int = attrs.field(default=0, init=False)
+    # Shares: whether more than one lane uses the gate (then what each call held is
+    # measured as it ends), the lanes seen, each lane's cap and calls in flight (lanes
+    # with a cap only), the capped lanes at their cap, and each lane's corrections not
+    # yet charged (``_ended``).
+    _fair: bool = attrs.field(default=False, init=False)
+    _lanes: set[int] = attrs.field(factory=set, init=False, repr=False)
+    _caps: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
+    _holding: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
+    _capped: set[int] = attrs.field(factory=set, init=False, repr=False)
+    _corrections: dict[int, list[float]] = attrs.field(factory=dict, init=False, repr=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _waiting: int = attrs.field(default=0, init=False)
     _peak: int = attrs.field(default=0, init=False)
@@ -223,21 +257,68 @@ class Gate:
 
     # -- tickets ----------------------------------------------------------------------
 
-    def issue(self, count: int = 1, lane: int = 0) -> range:
+    def issue(self, count: int = 1, lane: int = 0, costs: Sequence[float] | None = None) -> range:
         """Reserve ``count`` tickets in ``lane``, admitted in this order once their
-        callers arrive (taking turns with the tickets of other lanes).
+        callers arrive (sharing the slots fairly with the tickets of other lanes).
 
         Every ticket issued must reach ``acquire`` or be ``withdraw``-n: tickets behind
         it wait for it.
+
+        Args:
+            costs: each ticket's expected seconds in its slot (its predicted latency),
+                which its lane is charged when it is admitted; by default 1 each.
         """
+        if lane not in self._lanes:
+            self._lanes.add(lane)
+            self._fair = len(self._lanes) > 1
+        # What the lane's ended calls held beyond (or short of) their costs is charged
+        # here, not as each ends: tickets are issued when every task of the instant has
+        # run (``TicketOffice``), so the charge cannot depend on trio's order of the
+        # calls that end at one instant.
+        self._slot_line.mark()
+        self._token_line.mark()
+        if (overruns := self._corrections.pop(lane, None)) is not None:
+            # Summed exactly: a float sum in trio's order of the calls would differ in
+            # its last bits from run to run, and so could a tie between two lanes.
+            self._slot_line.correct(lane, math.fsum(overruns))
         first = self._next_ticket
         self._next_ticket += count
         tickets = range(first, first + count)
+        if costs is not None and len(costs) != count:
+            raise ValueError(f"{len(costs)} costs for {count} tickets")
         line = self._token_line if self._rate else self._slot_line
-        for ticket in tickets:
-            self._waiters[ticket] = _Waiter(ticket, lane)
-            line.append(ticket, lane)
+        # Tokens are shared by calls, not by seconds: a token is one call.
+        token_costs = self._rate > 0
+        for index, ticket in enumerate(tickets):
+            cost = 1.0 if costs is None else costs[index]
+            self._waiters[ticket] = _Waiter(ticket, lane, cost)
+            line.append(ticket, lane, 1.0 if token_costs else cost)
         return tickets
+
+    def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
+        """``lane``'s share of the slots against the other lanes (``weight``), and the
+        most calls it may have in flight (``None``: no cap but the gate's size).
+
+        Raises:
+            ValueError: ``weight`` is not positive and finite, or ``max_sessions`` < 1.
+        """
+        if max_sessions is not None and max_sessions < 1:
+            raise ValueError(f"a lane's max_sessions must be at least 1, not {max_sessions}")
+        self._slot_line.weigh(lane, weight)
+        self._token_line.weigh(lane, weight)
+        self._lanes.add(lane)
+        self._fair = len(self._lanes) > 1
+        if max_sessions is None:
+            self._caps.pop(lane, None)
+            self._capped.discard(lane)
+        else:
+            self._caps[lane] = max_sessions
+            holding = self._holding.setdefault(lane, 0)
+            if holding >= max_sessions:
+                self._capped.add(lane)
+            else:
+                self._capped.discard(lane)
+        self._dispatch()
 
     def withdraw(self, ticket: int) -> None:
         """Give up an issued ticket whose caller will not come (it degraded before the
@@ -246,6 +327,7 @@ class Gate:
         waiter = self._waiters.get(ticket)
         if waiter is not None and waiter.stage == _ISSUED:
             del self._waiters[ticket]
+            self._forget(waiter)
             self._dispatch()
 
     # -- admission --------------------------------------------------------------------
@@ -271,12 +353,14 @@ class Gate:
         now = current_time()
         waiter.queued_at = now
         deadline = waiter.deadline = now + timeout
-        if not self._rate and self._in_flight < self._size and self._front(self._slot_line, _WAIT_SLOT) is waiter:
+        if not self._rate and self._in_flight < self._size and self._front(self._slot_line, _WAIT_SLOT, self._capped) is waiter:
             # Its turn, and a slot is free: admitted as it arrives, without the general
             # dispatch (tickets behind it that arrived first are dispatched after it).
             self._slot_line.served()
             del self._waiters[ticket]
             waiter.stage = _ADMITTED
+            if self._caps:
+                self._hold(waiter.lane)
             self._in_flight += 1
             if self._in_flight > self._peak:
                 self._peak = self._in_flight
@@ -285,7 +369,7 @@ class Gate:
                 self._dispatch(now)
             # Still yield once, as an await should.
             await trio.lowlevel.cancel_shielded_checkpoint()
-            return Permit(ticket, now, now, self)
+            return Permit(ticket, now, now, self, waiter.lane, waiter.cost)
         waiter.stage = _WAIT_TOKEN if self._rate else _WAIT_SLOT
         self._waiting += 1
         self._dispatch(now)
@@ -312,6 +396,7 @@ class Gate:
                 else:
                     with trio.move_on_at(wake_at):
                         await trio.lowlevel.wait_task_rescheduled(waiter.abort)
+                waiter.aborted = False  # woken by its own timer: still waiting
                 if waiter.stage == _ADMITTED:
                     break
                 if deadline != math.inf and trio.current_time() >= deadline:
@@ -337,12 +422,17 @@ class Gate:
         self._admitted += 1
         self._total_wait += wait
         self._max_wait = max(self._max_wait, wait)
-        return Permit(ticket, waiter.queued_at, admitted_at, self)
+        return Permit(ticket, waiter.queued_at, admitted_at, self, waiter.lane, waiter.cost)
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[Gate]:
         """Nothing to connect to: the in-process gate is ready as built."""
         yield self
+
+    @property
+    def available(self) -> bool:
+        """Always: the in-process gate has no server to lose."""
+        return True
 
     def statistics(self) -> GateStatistics:
         """A snapshot; the bucket level is as of the last admission event."""
@@ -415,6 +505,7 @@ class Gate:
     def _leave(self, waiter: _Waiter) -> None:
         """A waiter gives up before admission: it holds nothing afterwards."""
         del self._waiters[waiter.ticket]
+        self._forget(waiter)
         self._waiting -= 1
         if self._rate and waiter.stage == _WAIT_SLOT:
             self._refund()
@@ -423,6 +514,10 @@ class Gate:
     def _unadmit(self, waiter: _Waiter) -> None:
         """Undo an admission whose caller was cancelled before it could use it."""
         self._in_flight -= 1
+        if self._fair:
+            self._ended(waiter.lane, -waiter.cost)  # it held nothing
+        if waiter.lane in self._caps:
+            self._unhold(waiter.lane)
         if self._rate:
             self._refund()
         self._dispatch()
@@ -455,11 +550,41 @@ class Gate:
         eta = self._refilled_at + max(0.0, 1.0 - self._tokens) / self._rate
         return max(eta, math.nextafter(self._refilled_at, math.inf))
 
-    def _front(self, line: Lanes, stage: int) -> _Waiter | None:
+    def _forget(self, waiter: _Waiter) -> None:
+        """``waiter`` leaves the line it is in, unserved."""
+        line = self._slot_line if not self._rate or waiter.stage == _WAIT_SLOT else self._token_line
+        line.forget(waiter.lane)
+
+    def _ended(self, lane: int, overrun: float) -> None:
+        """A call of ``lane`` ended having held its slot ``overrun`` seconds beyond its
+        cost: charged to the lane at its next tickets (``issue``)."""
+        overruns = self._corrections.get(lane)
+        if overruns is None:
+            self._corrections[lane] = [overrun]
+        else:
+            overruns.append(overrun)
+
+    def _hold(self, lane: int) -> None:
+        """A call of ``lane`` was admitted (the lanes with a cap are counted)."""
+        cap = self._caps.get(lane)
+        if cap is not None:
+            holding = self._holding[lane] = self._holding.get(lane, 0) + 1
+            if holding >= cap:
+                self._capped.add(lane)
+
+    def _unhold(self, lane: int) -> None:
+        holding = self._holding[lane] = self._holding[lane] - 1
+        if holding < self._caps[lane]:
+            self._capped.discard(lane)
+
+    def _front(self, line: Lanes, stage: int, capped: set[int] | tuple[()] = ()) -> _Waiter | None:
         """The waiter whose turn it is in ``line``, dropping those that have passed
-        ``stage`` (or left)."""
+        ``stage`` (or left), passing over the lanes in ``capped``."""
         while line:
-            waiter = self._waiters.get(line.head())
+            ticket = line.head(capped)
+            if ticket is None:
+                return None  # every lane with waiters is at its cap
+            waiter = self._waiters.get(ticket)
             if waiter is not None and waiter.stage <= stage:
                 return waiter
             line.drop()
@@ -478,7 +603,7 @@ class Gate:
                 now = current_time()
             self._refill(now)
             while (head := self._front(self._token_line, _WAIT_TOKEN)) is not None:
-                if head.stage != _WAIT_TOKEN or _expired(head, now):
+                if head.stage != _WAIT_TOKEN or head.aborted or _expired(head, now):
                     break  # issued but not arrived (or leaving): the tickets behind it wait
                 if self._tokens < 1.0 - _EPSILON:
                     # Wake the head if the bucket fills sooner than it planned to sleep
@@ -489,10 +614,10 @@ class Gate:
                 self._tokens = max(0.0, self._tokens - 1.0)
                 head.stage = _WAIT_SLOT
                 self._token_line.served()
-                self._slot_line.append(head.ticket, head.lane)
+                self._slot_line.append(head.ticket, head.lane, head.cost)
         while self._in_flight < self._size:
-            head = self._front(self._slot_line, _WAIT_SLOT)
-            if head is None or head.stage != _WAIT_SLOT:
+            head = self._front(self._slot_line, _WAIT_SLOT, self._capped)
+            if head is None or head.stage != _WAIT_SLOT or head.aborted:
                 break
             if head.deadline != math.inf:
                 if now is None:
@@ -503,6 +628,8 @@ class Gate:
             del self._waiters[head.ticket]
             head.stage = _ADMITTED
             head.admitted_at = now
+            if self._caps:
+                self._hold(head.lane)
             self._waiting -= 1
             self._in_flight += 1
             if self._in_flight > self._peak:

@@ -1,65 +1,202 @@
-"""A line of gate tickets in lanes that take turns: how one gate serves many worlds fairly.
+"""A line of gate tickets in lanes that share the gate fairly, by the time they hold it.
 
-A gate serves its waiters in ticket order. When the worlds of a fleet share it, plain
-ticket order serves them tick by tick: a world whose tick took its tickets first has
-the whole tick served before the next world's, and a world with a thousand calls a tick
-makes a world with fourteen wait for all thousand, every tick. So each world queues
-in a lane of its own, and the lanes take turns: one ticket from the lane whose turn it
-is, then that lane goes to the back. Within a lane, tickets keep their order (a tick's
-longest-first plan). A lane that empties leaves the turns; it joins at the back when
-it has tickets again. With one lane — a single world — this is plain ticket order.
+A gate serves its waiters in ticket order. When several tenants share it (the worlds of
+a fleet), plain ticket order serves them tick by tick: a world whose tick took its
+tickets first has the whole tick served before the next world's, and a world with a
+thousand calls a tick makes a world with fourteen wait for all thousand, every tick.
+Taking turns one ticket each is no better when calls differ in length: a turn of 20 s
+counts the same as one of 0.5 s, and the world of long calls holds the platform.
+
+So each tenant queues in a lane of its own, and the lanes are served by *start-time fair
+queuing* (Goyal, Vin and Cheng, 1996), counted in the resource a call holds: session-
+seconds. Each ticket comes with its cost, the seconds it is expected to hold its slot
+(the tick loop's predicted latency). A lane has a virtual finish time; its head ticket
+starts at ``max(virtual time, the lane's finish)`` and, when served, moves the lane's
+finish on by ``cost / weight``. The next ticket served is the head with the earliest
+start (ties: the lower lane number), and the line's virtual time is the start of the
+last ticket served (as of the last ``mark``, for lanes that join). So backlogged lanes get slot-time in proportion to
+their weights; a lane that was idle rejoins at the virtual time, with no credit saved
+up; a lane alone gets every ticket (work-conserving). When a call ends, what it really
+held is known: ``correct`` moves its lane's finish by the difference (as Kubernetes'
+API Priority and Fairness does with seat-seconds).
+
+Within a lane tickets keep their order (a tick's longest-first plan). With one lane —
+a single world — this is plain ticket order. With equal costs and weights the lanes
+take turns one ticket each.
 
 Like the gate, the line is strict: the ticket whose turn it is goes first, and if its
-caller has not arrived yet the tickets behind it wait (DESIGN.md, "Determinism").
+caller has not arrived yet the tickets behind it wait (docs/internals.md, "Determinism"). Lanes
+the gate says are at their cap (``max_sessions``) are passed over until a call of theirs
+ends.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
+from collections.abc import Container
 from typing import final
 
 __all__ = ["Lanes"]
 
 
 @final
-class Lanes:
-    """Tickets in lanes that take turns, one ticket each."""
+class _Lane:
+    """A lane with tickets: its queue of ``(ticket, cost)``, its head's start tag."""
 
-    __slots__ = ("_lanes", "_turns")
+    __slots__ = ("entry", "live", "queue", "start")
+
+    def __init__(self, start: float) -> None:
+        self.queue: deque[tuple[int, float]] = deque()
+        # Its tickets not yet served nor forgotten (``Lanes.forget``).
+        self.live = 0
+        self.start = start
+        # The number of its one live entry in the heap: the lane's older ones are stale.
+        self.entry = 0
+
+
+@final
+class Lanes:
+    """Tickets in lanes, served by start-time fair queuing on each ticket's cost."""
+
+    __slots__ = ("_active", "_base", "_chosen", "_entries", "_finish", "_heap", "_now", "_weights")
 
     def __init__(self) -> None:
-        self._lanes: dict[int, deque[int]] = {}
-        # Lanes with tickets, the one whose turn it is first.
-        self._turns: deque[int] = deque()
+        # Lanes with tickets.
+        self._active: dict[int, _Lane] = {}
+        # (start, lane, entry number, lane) of every lane with tickets, the lane's number
+        # breaking ties; stale entries are skipped as they come to the top.
+        self._heap: list[tuple[float, int, int, int]] = []
+        self._entries = 0
+        # Every lane ever seen: its virtual finish, and its weight if not 1.
+        self._finish: dict[int, float] = {}
+        self._weights: dict[int, float] = {}
+        self._now = 0.0
+        # The virtual time lanes join at: ``_now`` as of the last ``mark``.
+        self._base = 0.0
+        # The lane whose head ``head`` returned, which ``drop`` and ``served`` act on.
+        self._chosen: int | None = None
 
     def __bool__(self) -> bool:
-        return bool(self._turns)
+        return bool(self._active)
 
-    def append(self, ticket: int, lane: int = 0) -> None:
-        """``ticket`` joins the back of ``lane``; a lane new to the line joins the turns last."""
-        queue = self._lanes.get(lane)
+    def weigh(self, lane: int, weight: float) -> None:
+        """Give ``lane`` a share of ``weight`` (default 1) against the others.
+
+        Raises:
+            ValueError: ``weight`` is not a positive, finite number.
+        """
+        if not 0 < weight < float("inf"):
+            raise ValueError(f"a lane's weight must be a positive number, not {weight}")
+        self._weights[lane] = weight
+
+    def weight(self, lane: int) -> float:
+        return self._weights.get(lane, 1.0)
+
+    def append(self, ticket: int, lane: int = 0, cost: float = 1.0) -> None:
+        """``ticket`` joins the back of ``lane``, expected to hold its slot ``cost``
+        seconds; a lane new to the line starts at the virtual time (or its own finish,
+        if that is later: what it had beyond its share is not forgotten)."""
+        queue = self._active.get(lane)
         if queue is None:
-            self._lanes[lane] = queue = deque()
-            self._turns.append(lane)
-        queue.append(ticket)
+            start = max(self._base, self._finish.get(lane, self._base))
+            self._active[lane] = queue = _Lane(start)
+            self._push(lane, queue)
+        queue.queue.append((ticket, cost))
+        queue.live += 1
 
-    def head(self) -> int:
-        """The ticket whose turn it is (the line must not be empty)."""
-        return self._lanes[self._turns[0]][0]
+    def mark(self) -> None:
+        """Lanes that join from now on join at the virtual time as it is now.
+
+        Call it where the order of what happens is the same every run (the gate does
+        when it issues tickets): a lane that joins later at the same instant — when a
+        token lets its ticket into the slots' line — must not join at a virtual time
+        moved by whichever tickets trio happened to admit before it.
+        """
+        self._base = self._now
+
+    def forget(self, lane: int) -> None:
+        """One of ``lane``'s tickets has left the line unserved (withdrawn, given up).
+        When it was the lane's last, the lane leaves the line at once, with the tickets
+        it still lists: whether it rejoins at the virtual time must not depend on
+        whether its dead tickets were met at the head before (``drop``)."""
+        queue = self._active.get(lane)
+        if queue is not None:
+            queue.live -= 1
+            if queue.live <= 0:
+                del self._active[lane]  # its heap entry is stale from now on
+
+    def correct(self, lane: int, seconds: float) -> None:
+        """``lane``'s calls held their slots ``seconds`` longer than their costs said
+        (negative: shorter): its virtual finish, and its head's start, move by
+        ``seconds / weight``."""
+        if not seconds:
+            return
+        shift = seconds / self._weights.get(lane, 1.0)
+        self._finish[lane] = self._finish.get(lane, self._now) + shift
+        queue = self._active.get(lane)
+        if queue is not None:
+            queue.start += shift
+            self._push(lane, queue)
+
+    def head(self, capped: Container[int] = ()) -> int | None:
+        """The ticket whose turn it is, passing over the lanes in ``capped``; ``None``
+        when every lane with tickets is capped (the line must not be empty)."""
+        heap, active = self._heap, self._active
+        passed = []
+        self._chosen = None
+        while heap:
+            _, _, entry, lane = heap[0]
+            queue = active.get(lane)
+            if queue is None or queue.entry != entry:
+                heapq.heappop(heap)
+            elif lane in capped:
+                passed.append(heapq.heappop(heap))
+            else:
+                self._chosen = lane
+                break
+        for entry in passed:
+            heapq.heappush(heap, entry)
+        return None if self._chosen is None else active[self._chosen].queue[0][0]
 
     def drop(self) -> None:
-        """Forget the head, which has left the line: its lane keeps the turn."""
-        queue = self._lanes[self._turns[0]]
-        queue.popleft()
-        if not queue:
-            del self._lanes[self._turns.popleft()]
+        """Forget the head, which has left the line unserved: its lane keeps its start."""
+        lane = self._take()
+        queue = self._active[lane]
+        queue.queue.popleft()
+        if not queue.queue:
+            del self._active[lane]  # its heap entry is stale from now on
 
     def served(self) -> None:
-        """The head was served: it leaves, and its lane goes to the back of the turns."""
-        lane = self._turns.popleft()
-        queue = self._lanes[lane]
-        queue.popleft()
-        if queue:
-            self._turns.append(lane)
+        """The head was served: the lane's finish moves on by its cost over its weight,
+        and the lane's next ticket starts there."""
+        lane = self._take()
+        queue = self._active[lane]
+        _, cost = queue.queue.popleft()
+        queue.live -= 1
+        start = queue.start
+        if start > self._now:
+            self._now = start
+        finish = self._finish[lane] = start + cost / self._weights.get(lane, 1.0)
+        if queue.queue:
+            queue.start = finish
+            self._push(lane, queue)
         else:
-            del self._lanes[lane]
+            del self._active[lane]
+
+    def _take(self) -> int:
+        """The lane of the head ``head`` last returned (without a call since, the line's
+        head with no lane passed over), which the caller now changes."""
+        lane = self._chosen
+        if lane is None:
+            self.head()
+            lane = self._chosen
+        assert lane is not None, "the line is empty"
+        self._chosen = None
+        return lane
+
+    def _push(self, lane: int, queue: _Lane) -> None:
+        """Put ``lane`` in the heap at its start; its older entries go stale."""
+        self._entries += 1
+        queue.entry = self._entries
+        heapq.heappush(self._heap, (queue.start, lane, self._entries, lane))

@@ -253,6 +253,10 @@ if op == 'join' then
     c = config()
     created = 1
   end
+  -- The other processes alive: none, and the gate is one an earlier run left.
+  local others = redis.call('ZCOUNT', PROCS, '(' .. ms(now), '+inf')
+  local mine = redis.call('ZSCORE', PROCS, pid)
+  if mine and tonumber(mine) > now then others = others - 1 end
   redis.call('ZADD', PROCS, now + c.lease, pid)
   redis.call('HSET', proc_key(pid), 'host', ARGV[3], 'pid', ARGV[4], 'world', ARGV[5], 'started', ms(now))
   redis.call('PEXPIRE', proc_key(pid), math.ceil(c.lease * 10))
@@ -275,7 +279,7 @@ if op == 'join' then
     end
   end
   local grants, wake = dispatch(c, pid, '')
-  return reply(c, wake, grants, {tostring(created)})
+  return reply(c, wake, grants, {tostring(created), tostring(others)})
 
 elseif op == 'step' then
   -- pid cause #released released... #timed_out ... #cancelled ... enqueued...

@@ -310,17 +310,30 @@ class RedisGate:
 
     # -- tickets ----------------------------------------------------------------------
 
-    def issue(self, count: int = 1, lane: int = 0) -> range:
+    def issue(self, count: int = 1, lane: int = 0, costs: Sequence[float] | None = None) -> range:
         """Reserve ``count`` tickets in ``lane``; they join the server's line in this
-        order once their callers arrive (taking turns with the tickets of other lanes).
-        Every ticket must reach ``acquire`` or be withdrawn."""
+        order once their callers arrive (sharing this process's turns fairly with the
+        tickets of its other lanes, by ``costs``: ``manor.admission.lanes``). Every
+        ticket must reach ``acquire`` or be withdrawn."""
         first = self._next_ticket
         self._next_ticket += count
         tickets = range(first, first + count)
-        for ticket in tickets:
+        self._line.mark()
+        for index, ticket in enumerate(tickets):
             self._waiters[ticket] = _Waiter(ticket)
-            self._line.append(ticket, lane)
+            self._line.append(ticket, lane, 1.0 if costs is None else costs[index])
         return tickets
+
+    def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
+        """``lane``'s share of this process's turns (``weight``).
+
+        Raises:
+            ValueError: ``weight`` is not positive and finite, or a cap is asked for:
+                the Redis gate does not keep caps per lane yet.
+        """
+        if max_sessions is not None:
+            raise ValueError("max_sessions per world is not kept by the Redis gate yet; run the fleet on the in-process gate for caps")
+        self._line.weigh(lane, weight)
 
     def withdraw(self, ticket: int) -> None:
         """Give up an issued ticket whose caller will not come; safe in a ``finally``."""
@@ -464,12 +477,14 @@ class RedisGate:
         figures = reply[0]
         size, rate, burst, lease_ms = int(figures[0]), float(figures[1]), int(figures[2]), float(figures[3])
         if not (created or again) and (size, rate, burst) != (self._size, self._rate, self._burst):
+            held = int(reply[2][1]) > 0  # another process is on it; else an earlier run left it so
             self.notice = (
-                f"gate {self.where} is in use with size {size}"
+                f"gate {self.where} {'is in use with' if held else 'is used by no process, yet keeps'} size {size}"
                 + (f", rate {rate:g}/s, burst {burst}" if rate else "")
                 + f"; this process shares it as it is (its own settings: size {self._size}"
                 + (f", rate {self._rate:g}/s, burst {self._burst}" if self._rate else "")
                 + ")"
+                + ("" if held else f"; 'manor gate resize {self._size}' sets it to yours")
             )
         self._rate, self._burst, self.lease_s = rate, burst, lease_ms / 1000
         self._available = True

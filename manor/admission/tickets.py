@@ -5,7 +5,7 @@ loop on a gate that is the whole story. Several worlds on one gate start ticks a
 same (virtual) instant, and trio runs their tasks in an order of its own choosing: if
 each took its tickets from the gate itself, whoever ran first would take the first
 tickets, and which lane joined the gate's turns first — admission, and every figure
-after it — would change from run to run (DESIGN.md, "Determinism").
+after it — would change from run to run (docs/internals.md, "Determinism").
 
 So a fleet's worlds ask the ``TicketOffice`` instead. A world asks and waits; once every
 task is blocked — every world that asks at this instant has asked — the office deals
@@ -17,6 +17,7 @@ tickets keep the order its tick planned (longest-first).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, final
 
 import attrs
@@ -31,8 +32,9 @@ __all__ = ["TicketOffice", "Tickets"]
 class Tickets(Protocol):
     """Where a tick loop gets its gate tickets (``TickLoop.tickets``)."""
 
-    async def issue(self, count: int) -> list[int]:
-        """``count`` tickets of the loop's gate, in the order the gate admits them."""
+    async def issue(self, count: int, costs: Sequence[float]) -> list[int]:
+        """``count`` tickets of the loop's gate, in the order the gate admits them,
+        costing ``costs`` (each call's predicted seconds in its slot)."""
         ...
 
 
@@ -40,6 +42,7 @@ class Tickets(Protocol):
 class _Ask:
     world: int
     count: int
+    costs: Sequence[float]
     tickets: list[int] = attrs.field(factory=list)
     dealt: trio.Event = attrs.field(factory=trio.Event)
 
@@ -65,10 +68,11 @@ class TicketOffice:
         """The tickets of world number ``world`` (its lane at the gate)."""
         return _Counter(self, world)
 
-    async def issue(self, world: int, count: int) -> list[int]:
-        """``count`` tickets for ``world``, dealt with those of every world that asks
-        at this instant. Cancelled before the deal, the ask is withdrawn."""
-        ask = _Ask(world, count)
+    async def issue(self, world: int, count: int, costs: Sequence[float] | None = None) -> list[int]:
+        """``count`` tickets for ``world``, costing ``costs`` (default 1 each), dealt
+        with those of every world that asks at this instant. Cancelled before the deal,
+        the ask is withdrawn."""
+        ask = _Ask(world, count, [1.0] * count if costs is None else costs)
         self._asks.append(ask)
         self._asked.set()
         try:
@@ -97,7 +101,7 @@ class TicketOffice:
         asks = sorted(self._asks, key=lambda ask: ask.world)
         self._asks.clear()
         for ask in asks:
-            ask.tickets = list(self.gate.issue(ask.count, lane=ask.world))
+            ask.tickets = list(self.gate.issue(ask.count, lane=ask.world, costs=ask.costs))
             ask.dealt.set()
 
 
@@ -109,5 +113,5 @@ class _Counter:
     office: TicketOffice
     world: int
 
-    async def issue(self, count: int) -> list[int]:
-        return await self.office.issue(self.world, count)
+    async def issue(self, count: int, costs: Sequence[float]) -> list[int]:
+        return await self.office.issue(self.world, count, costs)

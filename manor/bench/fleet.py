@@ -26,6 +26,9 @@ beside ``in_process`` in this suite's figures, with their targets in
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
 from statistics import fmean
 from typing import Any
 
@@ -33,14 +36,14 @@ import trio
 import trio.testing
 
 from ..config import Source
-from ..fleet.in_process import build_fleet, configure_worlds
+from ..fleet.in_process import build_fleet, configure_worlds, fleet_tenants, scene_share
 from ..limits import MAX_SECONDS
 from ..records import TickRecord
 from ..run import interrupts
 from ..run.engine import scene_sim
 from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector
 
-__all__ = ["SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound"]
+__all__ = ["MIXED", "SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound"]
 
 #: The fleet sizes the suite runs.
 WORLDS = (1, 4, 16)
@@ -62,7 +65,8 @@ def _ticks(context: BenchContext) -> int:
 
 
 def units(context: BenchContext) -> int:
-    return sum(WORLDS) * _ticks(context)
+    mixed = sum(len(entries) for _, entries in MIXED) + 3  # the fleets, and each scene alone
+    return sum(WORLDS) * _ticks(context) + mixed * (MIXED_TICKS_QUICK if context.quick else MIXED_TICKS)
 
 
 def _fleet(context: BenchContext, worlds: int) -> dict[str, Any]:
@@ -95,6 +99,133 @@ def _fleet(context: BenchContext, worlds: int) -> dict[str, Any]:
     }
 
 
+#: The mixed fleets: (name, the worlds' scenes as ``--scenes`` entries). ``manor`` is
+#: the bundled Wacky Manor; ``crowd`` and ``oracle`` are generated (``_mixed_scenes``).
+MIXED = (
+    ("manor beside its twin", ("wacky_manor", "wacky_manor")),
+    ("manor beside a crowd (>= 200 calls a tick)", ("wacky_manor", "crowd")),
+    ("manor beside an oracle (21 calls of 18 s a tick)", ("wacky_manor", "oracle")),
+    ("manor weight 2 beside its twin", ("wacky_manor:2", "wacky_manor")),
+    ("manor beside an oracle capped at 2 sessions", ("wacky_manor", "oracle:1:2")),
+)
+MIXED_TICKS = 30
+MIXED_TICKS_QUICK = 10
+
+_CROWD = """name = "A Crowded Ballroom"
+description = "Two hundred beats a tick: a world of many short calls."
+seed = 5
+platform_limit = 6
+rooms = ["ballroom"]
+cast = ["hobbes", "countess"]
+[beats]
+per_tick = 200
+speakers = ["hobbes", "countess"]
+"""
+_ORACLE = """name = "The Slow Oracle"
+description = "Twenty beats a tick from an oracle who takes 18 s to answer: a world of long calls."
+seed = 11
+platform_limit = 6
+rooms = ["cave"]
+cast = ["oracle"]
+[beats]
+per_tick = 20
+speakers = ["oracle"]
+"""
+_ORACLE_AGENT = """name = "The Oracle"
+persona = "Answers every question, eventually."
+[sim]
+latency_s = 18.0
+jitter = 0.0
+"""
+
+
+def _mixed_scenes(folder: Path) -> dict[str, str]:
+    """The generated scenes, written to ``folder``: name -> path."""
+    (folder / "scenes").mkdir()
+    (folder / "agents").mkdir()
+    (folder / "agents" / "oracle.toml").write_text(_ORACLE_AGENT, encoding="utf-8")
+    paths = {}
+    for name, text in (("crowd", _CROWD), ("oracle", _ORACLE)):
+        path = folder / "scenes" / f"{name}.toml"
+        path.write_text(text, encoding="utf-8")
+        paths[name] = str(path)
+    return paths
+
+
+def _mixed_fleet(context: BenchContext, entries: Sequence[str], ticks: int) -> tuple[dict[str, Any], list[list[TickRecord]]]:
+    """Run the worlds of ``entries`` side by side at the default gate timeout: the fleet's
+    summary and every world's tick records."""
+    sources = [*context.sources, Source("manor bench", BENCH_ORDINAL, {"run.policy": "pipeline"})]
+    configured = configure_worlds(sources, len(entries), entries)
+    recorders = [TickCollector(context) for _ in configured]
+    fleet = build_fleet(
+        configured,
+        instruments=lambda index: [recorders[index]],
+        backends=lambda index: scene_sim(*configured[index]),
+        tenants=fleet_tenants(configured, entries),
+    )
+    interrupts.run(fleet.run, ticks, clock=trio.testing.MockClock(autojump_threshold=0))
+    return fleet.summary(), [recorder.ticks for recorder in recorders]
+
+
+def _peak_held(ticks: Sequence[TickRecord]) -> int:
+    """The most calls of one world in flight at once, from its records' admissions."""
+    events = sorted(
+        (time, step)
+        for tick in ticks for call in tick.calls if call.admitted_at is not None
+        for time, step in ((call.admitted_at, 1), (call.finished_at, -1))
+    )  # fmt: skip
+    held = peak = 0
+    for _, step in events:
+        held += step
+        peak = max(peak, held)
+    return peak
+
+
+def _mixed(context: BenchContext) -> list[dict[str, Any]]:
+    """Each mixed fleet, and each of its worlds alone, with the manor's slowdowns."""
+    ticks = MIXED_TICKS_QUICK if context.quick else MIXED_TICKS
+    with tempfile.TemporaryDirectory() as folder:
+        generated = _mixed_scenes(Path(folder))
+
+        def entry(text: str) -> str:
+            scene, _, share = text.partition(":")
+            return generated.get(scene, scene) + (f":{share}" if share else "")
+
+        alone: dict[str, dict[str, Any]] = {}
+        rows = []
+        for name, entries in MIXED:
+            scenes = [entry(text) for text in entries]
+            summary, records = _mixed_fleet(context, scenes, ticks)
+            worlds = []
+            for world, scene, ticks_of in zip(summary["worlds"], scenes, records, strict=True):
+                plain = scene_share(scene)[0]
+                if plain not in alone:
+                    alone[plain] = _mixed_fleet(context, [plain], ticks)[0]["worlds"][0]
+                solo = alone[plain]["tick_seconds"]["mean"]
+                worlds.append({
+                    "tenant": world["tenant"], "weight": world["weight"], "max_sessions": world["max_sessions"],
+                    "calls_per_tick": round(world["calls"] / world["ticks"], 1) if world["ticks"] else 0,
+                    "tick_mean_s": world["tick_seconds"]["mean"], "tick_p95_s": world["tick_seconds"]["p95"],
+                    "alone_tick_mean_s": solo,
+                    "slowdown": round(world["tick_seconds"]["mean"] / solo, 4) if solo else None,
+                    "degraded": world["degraded"],
+                    "admissions_share": world["admissions_share"], "backlogged_share": world["backlogged_share"],
+                    "share_per_weight": world["share_per_weight"], "session_s_backlogged": world["session_s_backlogged"],
+                    "gate_wait_s": world["gate_wait_s"],
+                    "peak_held": _peak_held(ticks_of),
+                })  # fmt: skip
+            rows.append({"fleet": name, "worlds": worlds, **summary["fairness"]})
+    twin = rows[0]["worlds"][0]
+    for row in rows:
+        manor = row["worlds"][0]
+        manor["vs_twin_mean"] = round(manor["tick_mean_s"] / twin["tick_mean_s"], 4)
+        manor["vs_twin_p95"] = round(manor["tick_p95_s"] / twin["tick_p95_s"], 4)
+        held = [world["session_s_backlogged"] for world in row["worlds"]]
+        row["session_s_ratio"] = round(held[0] / held[1], 4) if held[1] else None
+    return rows
+
+
 def run(context: BenchContext) -> dict[str, Any]:
     configured = configure_worlds([*context.sources, Source("manor bench", BENCH_ORDINAL, _SETTINGS)], 1)
     (config, scene), = configured
@@ -111,6 +242,7 @@ def run(context: BenchContext) -> dict[str, Any]:
             "efficiency": "mean over every world's ticks of lower_bound / makespan",
         },
         "in_process": [_fleet(context, worlds) for worlds in WORLDS],
+        "mixed": _mixed(context),
     }
 
 

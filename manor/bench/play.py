@@ -59,7 +59,7 @@ ROUNDS = 5
 ROUNDS_QUICK = 2
 #: The dashboard's timed ticks, in multiples of the headless runs'.
 DASHBOARD_WINDOW = 4
-#: The terminal the headless dashboard draws to: the size the README recommends.
+#: The terminal the headless dashboard draws to: the size docs/dashboard.md recommends.
 SIZE = (120, 40)
 #: Longest the dashboard is given to warm up (its story panel full) before it is timed:
 #: the panel takes 40 new lines a frame at most (``StoryLog``), ten frames for its 400,

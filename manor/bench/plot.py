@@ -102,6 +102,8 @@ def check_plot_path(path: Path, suites: Sequence[str]) -> None:
         BenchError: an unknown file type, a folder that does not exist, no suite that
             draws, or PNG without matplotlib.
     """
+    if str(path) == "-":
+        raise BenchError("--plot -: the tables (or --json) go to stdout; name a .svg or .png file for the figures")
     if path.suffix.lower() not in SUFFIXES:
         raise BenchError(f"--plot {path}: the file must end in .png or .svg")
     if not path.parent.is_dir():

@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..calls import CALLER_KINDS
 from ..errors import REASONS
 from ..tick.statistics import PlatformRejections
 
@@ -26,6 +25,11 @@ SCALE_PEAK_RSS_MB = 1024
 #: Equal worlds get equal service: Jain's index of their calls per second, and the
 #: shortest world's mean tick over the longest's, at least this.
 FLEET_FAIRNESS = 0.95
+#: Identical worlds on one gate: Jain's index of share / weight at least this.
+IDENTICAL_FAIRNESS = 0.998
+#: The manor beside a world of long or of many calls, against beside its twin.
+MIXED_MEAN_SLOWDOWN = 1.15
+MIXED_P95_SLOWDOWN = 1.3
 #: Tick makespans of worlds sharing the gate through Redis, at least this fraction of
 #: the same worlds' on the in-process gate (in-process makespan / Redis makespan).
 REDIS_GATE_RATIO = 0.9
@@ -97,10 +101,31 @@ def _fleet_targets(fleet: Mapping[str, Any]) -> list[dict[str, Any]]:
     for point in fleet["in_process"]:
         if point["worlds"] < 2:
             continue
-        for key, what in (("jain_calls_per_s", "Jain's index of calls/s"), ("makespan_min_max", "shortest / longest mean tick")):
+        for key, what, bar in (
+            ("jain_share_per_weight", "Jain's index of share / weight", IDENTICAL_FAIRNESS),
+            ("makespan_min_max", "shortest / longest mean tick", FLEET_FAIRNESS),
+        ):
             value = point[key]
             name = f"fleet.in_process {point['worlds']} worlds: {what}"
-            targets.append(_target(name, f">= {FLEET_FAIRNESS}", value, None if value is None else value >= FLEET_FAIRNESS))
+            targets.append(_target(name, f">= {bar}", value, None if value is None else value >= bar))
+    for row in fleet.get("mixed", ()):
+        value = row["jain_share_per_weight"]
+        name = f"fleet.mixed {row['fleet']}: Jain's index of share / weight"
+        targets.append(_target(name, f">= {FLEET_FAIRNESS}", value, None if value is None else value >= FLEET_FAIRNESS))
+        manor = row["worlds"][0]
+        for key, bar in (("vs_twin_mean", MIXED_MEAN_SLOWDOWN), ("vs_twin_p95", MIXED_P95_SLOWDOWN)):
+            name = f"fleet.mixed {row['fleet']}: the manor's {key.removeprefix('vs_twin_')} tick / beside its twin"
+            targets.append(_target(name, f"<= {bar}", manor[key], manor[key] <= bar))
+        targets.append(_target(f"fleet.mixed {row['fleet']}: the manor's calls degraded", "0", manor["degraded"], manor["degraded"] == 0))
+        for world in row["worlds"]:
+            if world["max_sessions"] is not None:
+                name = f"fleet.mixed {row['fleet']}: {world['tenant']}'s most calls in flight"
+                targets.append(_target(name, f"<= {world['max_sessions']}", world["peak_held"], world["peak_held"] <= world["max_sessions"]))
+        weights = [world["weight"] for world in row["worlds"]]
+        if weights[0] != weights[1] and row["session_s_ratio"] is not None:
+            due = weights[0] / weights[1]
+            name = f"fleet.mixed {row['fleet']}: session-seconds while backlogged, first / second (weights {due:g}:1)"
+            targets.append(_target(name, f"{due:g} ± 5 %", row["session_s_ratio"], abs(row["session_s_ratio"] / due - 1) <= 0.05))
     return targets
 
 
@@ -145,7 +170,7 @@ def _scheduling_targets(scheduling: Mapping[str, Any]) -> list[dict[str, Any]]:
         f"short of the bound: {gap['prediction']:.3f} prediction error ({gap['scatter']:.3f} of it the calls' own scatter, "
         f"{gap['estimation']:.3f} the predictor's estimate of the mean), {gap['schedule']:.3f} the rule itself"
     )
-    for name, what in (("pipeline", f"(by default: {scheduling['setup']['order']})"), ("longest_first", split), ("longest_first_actual", "")):
+    for name, what in (("pipeline", f"by default: {scheduling['setup']['order']}"), ("longest_first", split), ("longest_first_actual", "")):
         efficiency = scheduling[name]["efficiency"]
         targets.append(_target(f"scheduling.{name}.efficiency", f">= {EFFICIENCY}", efficiency, efficiency >= EFFICIENCY, what))
     targets.append(_versus_fifo_target(scheduling["versus_fifo"]))
@@ -194,7 +219,9 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
 def _table(title: str, *columns: str) -> Table:
     table = Table(title=title, title_justify="left")
     for i, column in enumerate(columns):
-        table.add_column(column, justify="left" if i == 0 else "right")
+        # Folded, never cut with an ellipsis: at 80 columns two targets read
+        # "scheduling.longest_…", and a header "acqu…".
+        table.add_column(column, justify="left" if i == 0 else "right", overflow="fold")
     return table
 
 
@@ -237,9 +264,9 @@ def _scheduling(console: Console, figures: Mapping[str, Any]) -> None:
     table.add_row("calls / degraded", f"{legacy['calls']} / {legacy['degraded']}")
     table.add_row("degraded per tick", f"{legacy['degraded_per_tick']:.2f}")
     table.add_row("platform rejections", PlatformRejections.describe(legacy["platform_rejections"]))
-    for kind in CALLER_KINDS:
+    for kind, counts in legacy["degradations"].items():  # the world's kinds, in its order
         for reason in REASONS:
-            count = legacy["degradations"][kind][reason]
+            count = counts[reason]
             if count:
                 table.add_row(f"  {kind}: {reason}", Text(str(count), style="bold red"))
     console.print(table)
@@ -353,13 +380,36 @@ def _fleet(console: Console, figures: Mapping[str, Any]) -> None:
         table.add_row(
             str(point["worlds"]), str(point["calls_per_tick"]), f"{point['makespan_mean_s']:.3f}", f"{point['lower_bound_mean_s']:.3f}",
             f"{point['efficiency']:.3f}", f"{point['efficiency_worst_world']:.3f}", f"{point['gate_busy']:.3f}",
-            _optional(point["jain_calls_per_s"]), _optional(point["makespan_min_max"]),
+            _optional(point["jain_share_per_weight"]), _optional(point["makespan_min_max"]),
         )  # fmt: skip
     table.caption = (
         "The in-process gate. calls: a tick of every world; tick: the mean makespan; bound: the mean fair-share bound, "
         "max(longest call, total call time x worlds / gate size); effic.: bound / makespan, mean over every world's ticks "
         "(worst: the lowest world's mean); busy: the gate's slot time used / had; Jain: Jain's index of the worlds' "
-        "calls/s; min/max: the shortest world's mean tick / the longest's"
+        "session-time share / weight while backlogged; min/max: the shortest world's mean tick / the longest's"
+    )
+    table.caption_justify = "left"
+    console.print(table)
+    if "mixed" not in figures:
+        return
+    table = _table(
+        "fleet — mixed fleets at the default gate timeout (virtual clock): each world together and alone",
+        "fleet", "world", "weight", "calls", "tick", "p95", "alone", "vs twin", "degraded", "share", "/due", "wait", "peak", "Jain",
+    )  # fmt: skip
+    for row in figures["mixed"]:
+        for number, world in enumerate(row["worlds"]):
+            cap = "" if world["max_sessions"] is None else f" ≤{world['max_sessions']}"
+            twin = f"{world['vs_twin_mean']:.2f} / {world['vs_twin_p95']:.2f}" if "vs_twin_mean" in world else ""
+            table.add_row(
+                row["fleet"] if not number else "", world["tenant"], f"{world['weight']:g}{cap}", f"{world['calls_per_tick']:g}",
+                f"{world['tick_mean_s']:.2f}", f"{world['tick_p95_s']:.2f}", f"{world['alone_tick_mean_s']:.2f}", twin,
+                str(world["degraded"]), _optional(world["backlogged_share"]), _optional(world["share_per_weight"]),
+                f"{world['gate_wait_s']['mean']:.2f}", str(world["peak_held"]), _optional(row["jain_share_per_weight"]) if not number else "",
+            )  # fmt: skip
+    table.caption = (
+        "tick / p95: the world's mean and p95 tick (s); alone: its mean tick run alone; vs twin: the manor's mean / p95 "
+        "tick over beside its twin; share: its part of the sessions held while it and the other waited, /due: that over "
+        "its weight's due; wait: mean gate wait (s); peak: its most calls in flight, from its records' admissions"
     )
     table.caption_justify = "left"
     console.print(table)
@@ -398,13 +448,13 @@ def _redis_gate(console: Console, figures: Mapping[str, Any]) -> None:
         table = _table(
             f"redis-gate — a fleet of {fleet['worlds']} worlds over {fleet['processes']} processes on Redis ('manor fleet "
             f"--processes') against the same fleet in one process on the in-process gate, {figures['ticks']} ticks",
-            "fleet", "mean tick (s)", "Jain's index of calls/s", "mean tick, shortest / longest world",
+            "fleet", "mean tick (s)", "Jain's index of share / weight", "mean tick, shortest / longest world",
         )
         for name, mean, fairness in (
             ("in one process", fleet["in_process_makespan_mean_s"], fleet["in_process_fairness"]),
             (f"over {fleet['processes']} processes", fleet["processes_makespan_mean_s"], fleet["fairness"]),
         ):
-            table.add_row(name, f"{mean:.3f}", _optional(fairness["jain_calls_per_s"]), _optional(fairness["makespan_min_max"]))
+            table.add_row(name, f"{mean:.3f}", _optional(fairness["jain_share_per_weight"]), _optional(fairness["makespan_min_max"]))
         table.caption = f"ratio (in one process / over processes): {fleet['ratio']:.3f}; peak platform sessions {fleet['peak_platform_sessions']}"
         table.caption_justify = "left"
         console.print(table)

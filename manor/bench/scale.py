@@ -44,8 +44,8 @@ from ..config import Source
 from ..errors import ManorError
 from ..providers.base import Provider
 from ..run import interrupts
-from ..run.engine import build_engine
-from ..worlds import ManorWorld, world_class
+from ..run.engine import build_engine, scene_seed
+from ..worlds import create_world
 from .instant import InstantProvider
 from .overhead import drain, trio_tick
 from .suite import BenchContext, BenchError, Suite
@@ -195,11 +195,14 @@ def units(context: BenchContext) -> int:
 
 def skip(context: BenchContext) -> str | None:
     """Why the scene cannot be measured here: only a world whose every character calls
-    every tick (the Wacky Manor) has a cost per call that a cast size alone sets."""
-    _, scene = context.configure()
-    world = world_class(scene.spec.world)
-    if world is not ManorWorld:
-        return f"it measures generated casts of the Wacky Manor, where every character calls every tick; {scene.spec.name} plays world '{world.name}'"
+    every tick (the Wacky Manor) has a cost per call that a cast size alone sets. Its
+    first tick says (``plan`` changes nothing): a player's call for every character."""
+    config, scene = context.configure()
+    world = create_world(scene, scene_seed(config, scene))
+    players = {request.agent for request in world.plan() if request.caller in world.callers and world.callers[request.caller].player}
+    if players != set(scene.characters):
+        return (f"it measures generated casts of a world where every character calls every tick, as in the Wacky Manor; "
+                f"not every character calls on the first tick of {scene.spec.name}: {scene.spec.name} plays world '{world.name}'")  # fmt: skip
     return None
 
 

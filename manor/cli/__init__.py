@@ -1,59 +1,125 @@
-"""The ``manor`` command: one entry point, one module per subcommand."""
+"""The ``manor`` command: one entry point, one module per subcommand.
+
+A command's module is imported only when the command is given (for its flags and its
+``run``), so that ``manor --help`` and each command load only what they use.
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib
 import os
+import re
 import select
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import NoReturn
 
+import attrs
+
+from .. import startup
 from ..errors import ManorError, leaves, one_line
 from ..run import interrupts
-from ..saves.writer import engine_version
-from . import (
-    bench_cmd,
-    config_cmd,
-    experiment_cmd,
-    fleet_cmd,
-    fleet_part_cmd,
-    gate_cmd,
-    play_cmd,
-    replay_cmd,
-    run_cmd,
-    serve_agent_cmd,
-    story_cmd,
-    trace_cmd,
-)
+from .exit_statuses import NO_CALL_SUCCEEDED
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
-#: Subcommand modules, in the order ``manor --help`` lists them. Each has ``register``.
-COMMANDS = (run_cmd, play_cmd, fleet_cmd, fleet_part_cmd, replay_cmd, story_cmd, trace_cmd, bench_cmd, config_cmd, gate_cmd, serve_agent_cmd, experiment_cmd)
+
+@attrs.frozen
+class Command:
+    """A subcommand: its name, the module that defines it (``manor.cli.<module>``, whose
+    ``register`` gives the command's parser its description, flags and handler) and its
+    line in ``manor --help`` (``None``: not listed)."""
+
+    name: str
+    module: str
+    help: str | None
+
+
+#: The subcommands, in the order ``manor --help`` lists them.
+COMMANDS = (
+    Command("run", "run_cmd", "run a scene headless and print what every tick cost"),
+    Command("play", "play_cmd", "watch a scene tick live in a dashboard"),
+    Command("fleet", "fleet_cmd", "run many worlds side by side, every call through one shared gate"),
+    # The command each process of 'manor fleet --processes' runs (fleet.processes.PART_COMMAND).
+    Command("fleet-part", "fleet_part_cmd", None),
+    Command("replay", "replay_cmd", "replay a save file: verify it reproduces, or ask what other settings would have done"),
+    Command("story", "story_cmd", "write a save file's story: Markdown, plain text or JSON Lines"),
+    Command("trace", "trace_cmd", "export a save file as a Chrome trace (open it in Perfetto or chrome://tracing)"),
+    Command("bench", "bench_cmd", "headless tick benchmarks: scheduling, overhead, fastforward, scale, replay, play, fleet, redis-gate"),
+    Command("config", "config_cmd", "show every setting and where it came from"),
+    Command("gate", "gate_cmd", "show or resize a gate shared across processes through Redis"),
+    Command("serve-agent", "serve_agent_cmd", "run a local remote agent (Agno-style, OpenAI- and Anthropic-compatible HTTP) on loopback"),
+    Command("experiment", "experiment_cmd", "run one of Manor's experiments"),
+)  # fmt: skip
+
+
+#: What ``manor --help`` says of exit statuses.
+EXIT_STATUSES = f"""exit status:
+  0    done
+  1    an error, said in one line (a bad file or setting, a server that cannot be reached)
+  2    a command line argparse refused
+  {NO_CALL_SUCCEEDED}    run, replay or fleet made calls and not one succeeded (a bad model, a wrong key,
+       a server down): one line on stderr says how they failed and what failed first
+  130  stopped by Ctrl-C (SIGINT); 143: by SIGTERM"""
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a user's mistake reported in one line instead of a usage dump."""
+    """argparse, with a user's mistake reported in one line instead of a usage dump.
+
+    An unknown command names the commands ``--help`` lists (not the hidden one a
+    fleet's processes run) and the nearest to what was typed."""
+
+    #: The commands ``--help`` lists (set on the top-level parser).
+    commands: tuple[str, ...] = ()
 
     def error(self, message: str) -> NoReturn:
+        if self.commands and (typed := re.match(r"argument COMMAND: invalid choice: '(.*)' \(choose from ", message)):
+            nearest = difflib.get_close_matches(typed[1], self.commands, n=1)
+            guess = f" (did you mean {nearest[0]}?)" if nearest else ""
+            message = f"unknown command {one_line(repr(typed[1]))}{guess}; the commands: {', '.join(self.commands)}"
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string: str | None = None) -> None:
+        from ..saves.writer import engine_version
+
+        print(f"manor {engine_version()}")
+        parser.exit()
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The ``manor`` parser, with the flags of the command ``argv`` names (its first
+    word that is not an option: ``manor``'s own options take no value); the other
+    commands are there by name and help line only, their modules not imported."""
     parser = _Parser(
         prog="manor",
         description="Tick-loop orchestration for LLM-agent worlds: every call of a tick through one fair gate.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"manor {engine_version()}")
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     parser.add_argument(
         "--debug",
         action="store_true",
         help="on an error, also show its traceback (so does MANOR_DEBUG=1)",
     )
+    given = next((word for word in argv if not word.startswith("-")), None)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
-        command.register(commands)
+        listed = {} if command.help is None else {"help": command.help}
+        command_parser = commands.add_parser(command.name, **listed)
+        if command.name == given:
+            importlib.import_module(f".{command.module}", __name__).register(command_parser)
+    parser.commands = tuple(action.dest for action in commands._choices_actions)  # those with help: listed
     return parser
 
 
@@ -67,17 +133,22 @@ def main(argv: list[str] | None = None) -> int:
     reader (``manor ... | head``) ends the command quietly, exit 0, as ruff does.
     """
     with interrupts.sigterm_as_interrupt(), interrupts.unawaited_coroutines_held() as forget_unawaited:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        if not hasattr(args, "handler"):
-            parser.print_help()
-            return 2
-        debug = args.debug or os.environ.get("MANOR_DEBUG", "") not in ("", "0")
+        debug = os.environ.get("MANOR_DEBUG", "") not in ("", "0")
         stdout = _file_identity(sys.stdout)
         try:
-            status = args.handler(args) or 0
-            sys.stdout.flush()  # here, so a closed stdout is seen while it can be handled
-            return status
+            # Ctrl-C is a KeyboardInterrupt from here on, reported below however early.
+            with startup.handed_over():
+                if argv is None:
+                    argv = sys.argv[1:]
+                parser = build_parser(argv)
+                args = parser.parse_args(argv)
+                if not hasattr(args, "handler"):
+                    parser.print_help()
+                    return 2
+                debug = debug or args.debug
+                status = args.handler(args) or 0
+                sys.stdout.flush()  # here, so a closed stdout is seen while it can be handled
+                return status
         except SystemExit as exc:
             # Rich meets a closed stdout by pointing it at devnull and exiting 1.
             if exc.code == 1 and stdout is not None and _file_identity(sys.stdout) != stdout:

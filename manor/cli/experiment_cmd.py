@@ -1,4 +1,4 @@
-"""``manor experiment bounded-wait``: DESIGN.md's bounded-wait experiment, by the real adapter."""
+"""``manor experiment bounded-wait``: docs/internals.md's bounded-wait experiment, by the real adapter."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from .numbers import non_negative_float, positive_float, positive_int
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("experiment", help="run one of Manor's experiments", description="Run an experiment.")
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Run an experiment."
     experiments = parser.add_subparsers(title="experiments", metavar="EXPERIMENT", parser_class=type(parser))
     bounded = experiments.add_parser(
         "bounded-wait",

@@ -34,6 +34,7 @@ from ..fleet.in_process import (
     Fleet,
     build_fleet,
     configure_worlds,
+    fleet_tenants,
     parts,
 )
 from ..fleet.processes import Part, ProcessFleet
@@ -49,28 +50,29 @@ from ..wording import counted
 from . import output
 from .numbers import positive_int
 from .options import add_setting_flags, sources_from_args
+from .output import GateLostNotice
 from .run_cmd import errors_table
 
 __all__ = ["register", "save_failure", "saves_state", "stopped_after"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "fleet",
-        help="run many worlds side by side, every call through one shared gate",
-        description="Run N worlds of a scene (seeds seed, seed+1, ...) or of several scenes side by side "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Run N worlds of a scene (seeds seed, seed+1, ...) or of several scenes side by side "
         "in one process, as worlds on one provider account would run: every call of every world through "
         "one gate of the platform limit - 1, the worlds' lanes taking turns at it. Prints each world's "
         "figures (those of 'manor run'), the totals, and how fairly the gate served the worlds. With the "
         "simulated backend the clock is virtual: exact and repeatable, like 'manor run'. With --gate-url the "
         "gate is shared through Redis with other processes too (on the real clock), and --processes spreads "
-        "the worlds over several processes that share it.",
+        "the worlds over several processes that share it."
     )
     parser.add_argument("--worlds", type=_worlds, default=None, metavar="N", help=f"worlds to run, 1 to {MAX_WORLDS:,} (default: one per --scenes entry, else {DEFAULT_WORLDS})")
     parser.add_argument(
         "--scenes", type=_scenes, default=(), metavar="A,B,...",
         help="the worlds' scenes, by name or path, in turn (default: --scene for every world); "
-        "a scene named again runs with its seed + 1, + 2, ...",
+        "a scene named again runs with its seed + 1, + 2, ...; SCENE:W gives its worlds weight W at the gate "
+        "(default 1: backlogged worlds get session-time in proportion to their weights), SCENE:W:K caps "
+        "each of them at K calls in flight",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object with the fleet's figures, nothing else")
     parser.add_argument("--save-dir", type=Path, default=None, metavar="DIR", help="record each world to its own save file in DIR (see 'manor replay')")
@@ -129,11 +131,15 @@ def run(args: argparse.Namespace) -> int:
     configured = configure_worlds(sources, args.worlds, args.scenes)
     if args.processes > 1:
         return _run_in_processes(args, sources, configured)
-    live = open_run(configured, lambda gate: build_fleet(configured, gate=gate), world=_fleet_world(configured))
+    tenants = fleet_tenants(configured, args.scenes)
+    live = open_run(configured, lambda gate: build_fleet(configured, gate=gate, tenants=tenants), world=_fleet_world(configured))
     fleet = live.runs
     paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
     if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
+    notice = GateLostNotice()
+    for world in fleet.worlds:
+        world.engine.loop.add_instrument(notice)
     settings = configured[0][0].settings
     ticks, interval = settings.run.ticks, settings.run.tick_interval_s
 
@@ -157,10 +163,11 @@ def run(args: argparse.Namespace) -> int:
         raise
     for writer in live.saves:
         writer.check()
-    _report(args, fleet.summary())
+    summary = fleet.summary()
+    _report(args, summary)
     if live.saves:
         print(f"manor: saved {counted(min(fleet.ticks), 'tick')} of {counted(len(live.saves), 'world')} to {args.save_dir}", file=sys.stderr)
-    return 0
+    return output.exit_status_of_calls(summary["worlds"])
 
 
 def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], configured: Sequence[tuple[Config, Scene]]) -> int:
@@ -175,7 +182,8 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
     # The gate's server is reached once here (``open_run``), so that a server that is
     # down ends in one line before any process starts or any save is made; the worlds
     # are built for the settings' checks and the gate's forecast. The processes run them.
-    fleet = open_run(configured, lambda gate: build_fleet(configured, gate=gate), world=_fleet_world(configured)).runs
+    tenants = fleet_tenants(configured, args.scenes)
+    fleet = open_run(configured, lambda gate: build_fleet(configured, gate=gate, tenants=tenants), world=_fleet_world(configured)).runs
     paths = _save_paths(args.save_dir, [scene.path for _, scene in configured], force=args.force) if args.save_dir else []
     if (overload := gate_overload(*(world.engine for world in fleet.worlds))) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
@@ -206,10 +214,11 @@ def _run_in_processes(args: argparse.Namespace, sources: Sequence[Source], confi
         if max(processes.ticks_done) and processes.worlds_reported:
             _report(args, processes.summary(), stopped, processes=len(divided))
         raise
-    _report(args, processes.summary(), processes=len(divided))
+    summary = processes.summary()
+    _report(args, summary, processes=len(divided))
     if paths:
         print(f"manor: saved {counted(min(processes.ticks_done), 'tick')} of {counted(len(paths), 'world')} to {args.save_dir}", file=sys.stderr)
-    return 0
+    return output.exit_status_of_calls(summary["worlds"])
 
 
 def _fleet_world(configured: Sequence[tuple[Config, Scene]]) -> str:
@@ -317,7 +326,11 @@ def print_summary(console: Console, summary: dict[str, Any], processes: int = 1)
         pad_edge=False,
         padding=(0, 1, 0, 0),
     )
-    columns = ["world", *(["scene"] if len(scenes) > 1 else []), "seed", "calls", "degraded", "mean s", "calls/s", "peak", "hash"]
+    shares = any(world.get("share_per_weight") is not None for world in worlds)
+    columns = [
+        "world", *(["scene"] if len(scenes) > 1 else []), "seed", "calls", "degraded", "mean s", "calls/s",
+        "weight", *(["share", "/due"] if shares else []), "wait s", "peak", "hash",
+    ]  # fmt: skip
     for column in columns:
         if column == "scene":
             table.add_column(column, max_width=14, no_wrap=True, overflow="ellipsis")
@@ -326,14 +339,20 @@ def print_summary(console: Console, summary: dict[str, Any], processes: int = 1)
     for world in worlds:
         rate = "—" if world["calls_per_s"] is None else f"{world['calls_per_s']:.3f}"
         degraded = Text(str(world["degraded"]), style="bold red" if world["degraded"] else "")
+        weight = f"{world['weight']:g}" + (f" ≤{world['max_sessions']}" if world["max_sessions"] is not None else "")
+        share = [_figure(world.get("backlogged_share")), _figure(world.get("share_per_weight"))] if shares else []
+        wait = world["gate_wait_s"]
         table.add_row(
             str(world["index"]), *([world["scene"]] if len(scenes) > 1 else []), str(world["seed"]),
-            str(world["calls"]), degraded, f"{world['tick_seconds']['mean']:.3f}", rate, str(world["peak_platform_sessions"]),
-            world["world_hash"][:8],
+            str(world["calls"]), degraded, f"{world['tick_seconds']['mean']:.3f}", rate, weight, *share,
+            f"{wait['mean']:.2f} / {wait['p95']:.2f}", str(world["peak_platform_sessions"]), world["world_hash"][:8],
         )  # fmt: skip
     table.caption = (
-        "mean s: its mean tick makespan; calls/s: its calls answered per second; peak: the most platform sessions it "
-        "held at once; hash: its world hash after its last tick (--json: every figure of 'manor run --json')"
+        "mean s: its mean tick makespan; calls/s: its calls answered per second; weight: its share at the gate against "
+        "the others (≤K: its cap on calls in flight); share: its part of the sessions held while it and another world "
+        "waited, /due: that over what its weight is due (1 = fair); wait s: its calls' wait at the gate, mean / p95; "
+        "peak: the most platform sessions it held at once; hash: its world hash after its last tick "
+        "(--json: every figure of 'manor run --json', its tenant and shares)"
     )
     table.caption_justify = "left"
     console.print(table)
@@ -346,7 +365,7 @@ def print_summary(console: Console, summary: dict[str, Any], processes: int = 1)
         ("platform rejections", PlatformRejections.describe(total["platform_rejections"])),
         ("peak platform sessions", f"{total['peak_platform_sessions']} of {total['platform_limit'] or 'unlimited'}"),
         ("tick makespan mean / p50 / p95 / max (s)", f"{seconds['mean']:.3f} / {seconds['p50']:.3f} / {seconds['p95']:.3f} / {seconds['max']:.3f}"),
-        ("fairness: Jain's index of calls/s (1 = even)", _figure(fairness["jain_calls_per_s"])),
+        ("fairness: Jain's index of session-time share / weight (1 = each its due)", _figure(fairness["jain_share_per_weight"])),
         ("fairness: mean tick, shortest / longest world", _figure(fairness["makespan_min_max"])),
     ]
     for row in rows:

@@ -13,9 +13,8 @@ from typing import BinaryIO
 import trio
 
 from ..errors import FleetError
-from ..fleet.in_process import Fleet, build_fleet, configure_worlds
+from ..fleet.in_process import Fleet, build_fleet, configure_worlds, fleet_tenants
 from ..fleet.processes import (
-    PART_COMMAND,
     Finished,
     PartReporter,
     Ready,
@@ -36,16 +35,15 @@ from .fleet_cmd import (
     saves_state,
     stopped_after,
 )
+from .output import GateLostNotice
 
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    # No help: not listed among the commands.
-    parser = commands.add_parser(
-        PART_COMMAND,
-        description="One process of 'manor fleet --processes': reads its part of the fleet as one JSON line on stdin, "
-        "runs those worlds, and writes their progress and figures to stdout as JSON lines. 'manor fleet' runs it.",
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "One process of 'manor fleet --processes': reads its part of the fleet as one JSON line on stdin, "
+        "runs those worlds, and writes their progress and figures to stdout as JSON lines. 'manor fleet' runs it."
     )
     parser.set_defaults(handler=run)
 
@@ -61,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
     mine = [configured[index] for index in part.indices]
     scale = part.sim_latency_scale
     backends = (lambda index: None) if scale is None else (lambda index: scene_sim(*configured[index], latency_scale=scale))
+    tenants = fleet_tenants(configured, part.scenes)
+    mine_tenants = [tenants[index] for index in part.indices]
     live = open_run(
-        mine, lambda gate: build_fleet(mine, indices=part.indices, gate=gate, backends=backends),
+        mine, lambda gate: build_fleet(mine, indices=part.indices, gate=gate, backends=backends, tenants=mine_tenants),
         world=f"fleet of {part.worlds} worlds of {', '.join(scenes)}: {describe_worlds(part.indices)}",
     )  # fmt: skip
     fleet = live.runs
@@ -74,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
         return stopped_after(fleet.ticks, saves_state(Path(part.saves[0]).parent if part.saves else None, live.saves))
 
     async def main(fleet: Fleet) -> None:
+        notice = GateLostNotice()
         for world in fleet.worlds:  # after the writers: a tick is saved before the parent hears of it
             world.engine.loop.add_instrument(PartReporter(world.index, channel))
+            world.engine.loop.add_instrument(notice)
         with trio.CancelScope() as orphaned:
             async with trio.open_nursery() as nursery:
                 start = trio.Event()

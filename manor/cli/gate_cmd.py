@@ -12,6 +12,7 @@ from rich.table import Table
 from ..config import resolve
 from ..errors import ConfigError, redacted_url
 from ..run import interrupts
+from ..run.engine import configure
 from . import output
 from .numbers import positive_int
 from .options import add_setting_flags, sources_from_args
@@ -19,16 +20,16 @@ from .options import add_setting_flags, sources_from_args
 __all__ = ["register"]
 
 _KEYS = ("gate.url", "gate.name")
+#: What ``resize`` checks a new size against: the platform's limit (the scene's, unless set).
+_LIMIT_KEYS = (*_KEYS, "platform.limit", "run.scene")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "gate",
-        help="show or resize a gate shared across processes through Redis",
-        description="A gate shared through Redis (gate.url, gate.name: --gate-url, MANOR_GATE_URL or "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "A gate shared through Redis (gate.url, gate.name: --gate-url, MANOR_GATE_URL or "
         "[gate] url in manor.toml): 'status' shows its size, the calls in flight and waiting, its "
         "figures since it was created, and every process using it; 'resize N' sets its size for "
-        "every process, which each sees within a second.",
+        "every process, which each sees within a second."
     )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
     status = actions.add_parser("status", help="the gate's figures and the processes using it")
@@ -37,7 +38,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     status.set_defaults(handler=show_status)
     resize = actions.add_parser("resize", help="set the gate's size for every process using it")
     resize.add_argument("size", type=positive_int, metavar="N", help="calls in flight at once, from all processes")
-    add_setting_flags(resize, _KEYS, title="the gate")
+    resize.add_argument("--force", action="store_true", help="set a size above the platform limit - 1 anyway")
+    add_setting_flags(resize, _LIMIT_KEYS, title="the gate, and the platform it must stay below")
     resize.set_defaults(handler=resize_gate)
 
 
@@ -98,12 +100,30 @@ def resize_gate(args: argparse.Namespace) -> int:
     from ..admission.redis_gate import resize_shared_gate
 
     url, name = _gate(args)
+    if not args.force:
+        _check_below_the_platform(args)
     resized = interrupts.run(resize_shared_gate, url, name, args.size)
     if resized is None:
         raise ConfigError(_unused(url, name))
     before, after = resized
     print(f"gate {name} at {after.url}: size {before.statistics.size} -> {after.statistics.size}")
     return 0
+
+
+def _check_below_the_platform(args: argparse.Namespace) -> None:
+    """A shared gate stays as sized after every process has left: a size above the
+    platform's limit less one would have the platform refuse calls of every later run.
+
+    Raises:
+        ConfigError: ``args.size`` is above the platform limit less one.
+    """
+    config, _ = configure(sources_from_args(args))
+    limit = config.settings.platform.limit
+    if limit and args.size > limit - 1:
+        raise ConfigError(
+            f"gate size {args.size} is above the platform limit {limit} less one ({config.origins['platform.limit']}): "
+            f"the platform would refuse calls past {limit} in flight; --force sets it anyway, --platform-limit names another platform"
+        )
 
 
 def _unused(url: str, name: str) -> str:

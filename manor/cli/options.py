@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,10 @@ from typing import Any
 import attrs
 
 from ..config import Source, flags_source, standard_sources
+from ..config.layering import user_file_path
 from ..config.schema import defaults as built_in_defaults
 
-__all__ = ["SETTING_FLAGS", "add_setting_flags", "flags_from_args", "sources_from_args"]
+__all__ = ["SETTING_FLAGS", "add_setting_flags", "files_read", "flags_from_args", "sources_from_args"]
 
 
 @attrs.frozen
@@ -112,6 +114,15 @@ def sources_from_args(args: argparse.Namespace) -> list[Source]:
         ConfigError: a bad manor.toml or MANOR_* variable.
     """
     return standard_sources(flags=flags_from_args(args), config_path=args.config)
+
+
+def files_read(args: argparse.Namespace, scene_path: str | Path) -> dict[str, str | Path]:
+    """The files a run reads that a user names, for ``manor.output.check_not_read``:
+    the config file (``--config``, ``$MANOR_CONFIG`` or ./manor.toml) and the scene file."""
+    files: dict[str, str | Path] = {"the scene file": scene_path}
+    if (config := user_file_path(args.config, os.environ)) is not None:
+        files["the config file"] = config
+    return files
 
 
 def flags_from_args(args: argparse.Namespace) -> Source:

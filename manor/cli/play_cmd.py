@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..output import check_not_read
 from ..run import interrupts
 from ..run.engine import configure
 from ..saves import read_save
-from .options import add_setting_flags, flags_from_args, sources_from_args
+from .options import add_setting_flags, files_read, flags_from_args, sources_from_args
 from .output import report_saved
 
 if TYPE_CHECKING:
@@ -25,15 +26,13 @@ __all__ = ["SAVES", "register"]
 SAVES = Path("saves")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "play",
-        help="watch a scene tick live in a dashboard",
-        description="Run a scene live in a terminal dashboard: tick latency, the gate, degradations, "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Run a scene live in a terminal dashboard: tick latency, the gate, degradations, "
         "every agent and the story. Keys pause, step, resize the gate, switch the policy and change "
         "the speed of simulated time (press ? in the dashboard). Simulated time is exact (the same "
         "figures as 'manor run') and starts at a speed where a tick takes about a second; the run goes "
-        "on until you quit unless --ticks is given, and is saved to saves/ as it goes.",
+        "on until you quit unless --ticks is given, and is saved to saves/ as it goes."
     )
     parser.add_argument("--paused", action="store_true", help="start paused (n steps one tick, space runs)")
     parser.add_argument(
@@ -60,6 +59,8 @@ def play(args: argparse.Namespace) -> int:
     from ..play import build_app  # Textual loads only for this command
 
     save = None if args.no_save else args.save or default_save_path(Path(scene.path).stem)
+    if save is not None:  # --force may replace a save, never the scene or config read
+        check_not_read(save, files_read(args, scene.path))
     app = build_app(config, scene, paused=args.paused, save=save, force=args.force)
     if not _has_terminal():
         if app.writer is not None:  # created just now, holding no tick: leave nothing behind

@@ -28,15 +28,13 @@ __all__ = ["WHAT_IF_KEYS", "register"]
 WHAT_IF_KEYS = ("run.policy", "run.batch_size", "gate.size", "platform.limit", "run.order")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "replay",
-        help="replay a save file: verify it reproduces, or ask what other settings would have done",
-        description="Replay the ticks of a save file under the virtual clock, each call answered with its "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Replay the ticks of a save file under the virtual clock, each call answered with its "
         "recorded response after its recorded latency. With --verify the world hash after every tick must "
         "equal the recorded one. With what-if settings the same recorded calls are replayed under them and "
         "the recorded and replayed figures are printed side by side; calls that never reached the backend "
-        "in the recording are drawn from the scene's simulated backend (and counted).",
+        "in the recording are drawn from the scene's simulated backend (and counted)."
     )
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
     parser.add_argument("--verify", action="store_true", help="check the world hash after every tick; exit 1 at a difference")
@@ -72,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             how = "alone, through a gate of its own" if overrides.values else "with the shared gate's recorded admissions"
             changed = f"{changed or 'the recorded settings'} (world {seat.world} of a fleet of {seat.worlds}, replayed {how})"
         print_comparison(output.console(), save.name, summary, changed or "the recorded settings")
-    return 0
+    return output.exit_status_of_calls([summary])
 
 
 def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSeat | None) -> int:
@@ -95,8 +93,8 @@ def _report_verification(args: argparse.Namespace, result: Replay, seat: FleetSe
         print(f"{args.save}: {counted(result.ticks, 'tick')} replayed; the world hash matches the recording after every tick "
               f"({result.statistics.world_hash})")  # fmt: skip
     else:
-        print(f"{args.save}: tick {mismatch.tick} differs from the recording: {mismatch.detail} "
-              f"(world hash recorded {mismatch.recorded}, replayed {mismatch.replayed})")  # fmt: skip
+        hashes = "" if mismatch.recorded == mismatch.replayed else f" (world hash recorded {mismatch.recorded}, replayed {mismatch.replayed})"
+        print(f"{args.save}: tick {mismatch.tick} differs from the recording: {mismatch.detail}{hashes}")
     return 0 if mismatch is None else 1
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import trio
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -20,7 +21,9 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import REASONS
+from ..errors import REASONS, PlatformClosed, SharedGateError, WorldError, error_line
+from ..output import check_not_read
+from ..providers.routing import RoutingProvider
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.engine import Engine, build_engine, configure
@@ -31,25 +34,37 @@ from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
 from . import output
-from .options import add_setting_flags, sources_from_args
-from .output import report_saved
+from .options import add_setting_flags, files_read, sources_from_args
+from .output import GateLostNotice, report_saved
 
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "run",
-        help="run a scene headless and print what every tick cost",
-        description="Run a scene headless, tick by tick, and print tick makespans, degradations "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Run a scene headless, tick by tick, and print tick makespans, degradations "
         "(by caller kind and reason) and platform rejections. With the simulated backend the "
-        "clock is virtual by default: simulated latencies cost no wall time and figures are exact.",
+        "clock is virtual by default: simulated latencies cost no wall time and figures are exact."
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object with the run's figures, nothing else")
     parser.add_argument("--save", type=Path, default=None, metavar="PATH", help="record the run, tick by tick, to a save file (see 'manor replay')")
     parser.add_argument("--force", action="store_true", help="let --save overwrite an existing file")
     add_setting_flags(parser)
     parser.set_defaults(handler=run)
+
+
+class _StopAtFinalRefusal(Instrument):
+    """Cancels ``scope`` (around the tick loop's run) when a tick finishes after a backend
+    met a refusal no retry can cure (``RoutingProvider.final_refusal``): every later call
+    would be refused the same way, so the run stops with that tick recorded whole."""
+
+    def __init__(self, backend: object, scope: trio.CancelScope) -> None:
+        self.backend = backend
+        self.scope = scope
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        if isinstance(self.backend, RoutingProvider) and self.backend.final_refusal is not None:
+            self.scope.cancel()
 
 
 class _ProgressBar(Instrument):
@@ -63,8 +78,10 @@ class _ProgressBar(Instrument):
 
 def run(args: argparse.Namespace) -> int:
     config, scene = configure(sources_from_args(args))
+    if args.save:  # --force may replace a save, never the scene or config read
+        check_not_read(args.save, files_read(args, scene.path))
     stats = RunStatistics()
-    live = open_run([(config, scene)], lambda gate: build_engine(config, scene, instruments=[stats], gate=gate))
+    live = open_run([(config, scene)], lambda gate: build_engine(config, scene, instruments=[stats, GateLostNotice()], gate=gate))
     engine = live.runs
     if (overload := gate_overload(engine)) is not None:
         print(f"manor: warning: {overload}", file=sys.stderr)
@@ -81,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
             writer.run_finished(engine.loop)
 
     async def main(engine: Engine) -> None:
-        await engine.loop.run(ticks, interval)
+        with trio.CancelScope() as stop:  # cancelled after a tick that met a final refusal
+            engine.loop.add_instrument(_StopAtFinalRefusal(engine.loop.gated.backend, stop))
+            await engine.loop.run(ticks, interval)
 
     def report(summary: dict[str, Any]) -> None:
         if args.json:
@@ -98,17 +117,36 @@ def run(args: argparse.Namespace) -> int:
                 with Progress(*columns, console=console, transient=True) as progress:
                     engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
                     live.run(main, after=after, saves=save)
+    except WorldError as failed:
+        # The world's bug, not Manor's: the ticks before it are kept, and said so.
+        close()
+        raise WorldError(f"{failed} — the run stopped {after()}") from failed.__cause__
     except interrupts.Interrupted as stopped:
         # The ticks that finished keep their figures, as a run's end would print them.
         if stats.ticks:
             report(stats.summary(engine) | {"interrupted": stopped.signal_name})
         raise
+    except SharedGateError:
+        # The shared gate was lost for longer than the run waits: the ticks that
+        # finished keep their figures and their save; the error is the last line.
+        if stats.ticks:
+            report(stats.summary(engine))
+        for writer in live.saves:
+            report_saved(writer)
+        raise
+    backend = engine.loop.gated.backend
+    if isinstance(backend, RoutingProvider) and (refusal := backend.final_refusal) is not None:
+        # The ticks that finished keep their figures and their save, as after Ctrl-C.
+        close()
+        report(stats.summary(engine) | {"stopped": error_line(refusal)})
+        raise PlatformClosed(f"{error_line(refusal)}; no retry will help, so the run stopped {after()}")
     for writer in live.saves:
         writer.check()
-    report(stats.summary(engine))
+    summary = stats.summary(engine)
+    report(summary)
     for writer in live.saves:
         report_saved(writer)
-    return 0
+    return output.exit_status_of_calls([summary])
 
 
 def print_summary(console: Console, summary: dict[str, Any]) -> None:

@@ -19,10 +19,12 @@ endpoints:
                                            session_id, run_id (JSON bodies get 422)
   POST /agents/{agent_id}/runs/{id}/cancel cancel a queued or running run
   POST /v1/chat/completions                OpenAI-compatible, streaming or not
+  POST /v1/messages                        Anthropic Messages, streaming or not
+  POST /admin/capacity                     {"capacity": N}: run at most N at once from now on
   GET  /stats                              capacity, running, queued, peak, dropped, ...
 
 directives, anywhere in a message (removed before it is answered):
-  @latency=1.3   @hang   @status=429   @status=503   @retry-after=2   @garbage   @model-error
+  @latency=1.3   @hang   @status=429   @status=529   @retry-after=2   @spend-cap   @garbage   @model-error
 
 example:
   manor serve-agent --capacity 3 &
@@ -30,23 +32,21 @@ example:
 """
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "serve-agent",
-        help="run a local remote agent (Agno-style and OpenAI-compatible HTTP) on loopback",
-        description="Serve a simulated remote agent over HTTP until interrupted (Ctrl-C). It runs at most "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Serve a simulated remote agent over HTTP until interrupted (Ctrl-C). It runs at most "
         "--capacity calls at once and queues the rest FIFO; a queued run whose client hangs up is dropped. "
-        "Prints its URL on the first line.",
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "Prints its URL on the first line."
     )
+    parser.epilog = _EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     parser.add_argument("--capacity", type=positive_int, default=3, help="runs in progress at once (default: %(default)s)")
     parser.add_argument(
         "--reject-when-full",
         action="store_true",
-        help="answer 429 (Retry-After: 1) when every slot is busy, instead of queueing",
+        help="answer 429 (Retry-After: 1, rate headers saying 0 remain) when every slot is busy, instead of queueing",
     )
     parser.add_argument(
         "--latency", type=non_negative_float, default=1.0, help="seconds a run takes without @latency (default: %(default)s)"

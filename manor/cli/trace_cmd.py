@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 from pathlib import Path
 
-from ..errors import SaveError
+from ..output import STDOUT, check_not_read, output_name
 from ..saves import read_save, write_trace
 from ..wording import counted
 from .output import output_path
@@ -16,31 +14,29 @@ from .output import output_path
 __all__ = ["register"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "trace",
-        help="export a save file as a Chrome trace (open it in Perfetto or chrome://tracing)",
-        description="Export the ticks of a save file in the Chrome trace-event JSON format: one track per "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Export the ticks of a save file in the Chrome trace-event JSON format: one track per "
         "caller, spans for waiting at the gate and running, counters for calls in flight and queued at the "
-        "gate, and a marker at every tick. Open the file at https://ui.perfetto.dev or chrome://tracing.",
+        "gate, and a marker at every tick. Open the file at https://ui.perfetto.dev or chrome://tracing."
     )
     parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
     parser.add_argument(
         "-o", "--output", type=output_path, required=True, metavar="FILE",
-        help="the trace file to write (replaced if it exists; a symbolic link is written through)",
+        help="the trace file to write (replaced if it exists; a symbolic link is written through; - for stdout)",
     )  # fmt: skip
     parser.set_defaults(handler=run)
 
 
 
 def run(args: argparse.Namespace) -> int:
-    with contextlib.suppress(OSError):  # either missing: reading or writing says so
-        if os.path.samefile(args.save, args.output):
-            raise SaveError(f"{args.output}: is the save being exported; name another file")
+    check_not_read(args.output, {"the save being exported": args.save})
     save = read_save(args.save)
     save.require_ticks()
     for warning in save.warnings:
         print(f"manor: warning: {warning}", file=sys.stderr)
     events = write_trace(save, args.output)
-    print(f"{args.output}: {counted(events, 'trace event')} for {counted(len(save.ticks), 'tick')}; open it at https://ui.perfetto.dev")
+    # With the trace on stdout (-o -), what is said of it goes to stderr.
+    said = sys.stderr if str(args.output) == STDOUT else sys.stdout
+    print(f"{output_name(args.output)}: {counted(events, 'trace event')} for {counted(len(save.ticks), 'tick')}; open it at https://ui.perfetto.dev", file=said)
     return 0

@@ -4,7 +4,7 @@
 .. code-block:: toml
 
     [backends.local]                  # a backend, named by its table
-    kind = "openai"                   # sim | openai | command | agno
+    kind = "openai"                   # sim | openai | command | agno | anthropic | claude-code
     base_url = "http://127.0.0.1:8765/v1"
     model = "manor"
 
@@ -17,6 +17,14 @@
     [backends.big]
     kind = "command"
     argv = ["ollama", "run", "llama3.1:70b"]
+
+    [backends.claude]
+    kind = "anthropic"                # the Messages API (pip install 'manor[anthropic]')
+    model = "claude-sonnet-4-5"       # key from ANTHROPIC_API_KEY unless api_key_env says
+
+    [backends.cli]
+    kind = "claude-code"              # claude -p ... --output-format stream-json --verbose
+    resume = true                     # one Claude Code session per agent across ticks
 
     [backend]
     default = "local"                 # every agent (a flat setting: MANOR_BACKEND_DEFAULT, --backend)
@@ -38,7 +46,7 @@ replaces a lower one's rather than being merged field by field (its kind may dif
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, final
+from typing import Annotated, Any, Literal, final
 
 import attrs
 import msgspec
@@ -51,16 +59,22 @@ from .schema import Probability
 
 __all__ = [
     "BUILT_IN_BACKEND",
+    "CLAUDE_ARGV",
     "DEFAULT_SESSION_ID",
     "KINDS",
+    "NON_ASCII_KEY",
     "SESSION_PLACEHOLDERS",
     "AgnoBackend",
+    "AnthropicBackend",
     "Assignment",
     "BackendTable",
     "Backends",
+    "CapacityStep",
+    "ClaudeCodeBackend",
     "CommandBackend",
     "Named",
     "OpenAIBackend",
+    "PlatformCapacity",
     "SimBackend",
     "TableValues",
     "describe_table",
@@ -91,13 +105,57 @@ class _Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
         return self.__struct_config__.tag  # type: ignore[return-value]
 
 
+class CapacityStep(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """From ``at`` (a tick, or seconds: ``PlatformCapacity.by``) on, the platform runs at
+    most ``sessions`` calls at once."""
+
+    at: Annotated[float, Meta(ge=0)]
+    sessions: Size
+
+
+class PlatformCapacity(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """A simulated platform's session limit, moving during a run, as a server answers it:
+    a call that finds every session in use is refused at once (HTTP 429, as
+    ``SessionLimitError`` refused by the server), with ``retry_after_s`` when set.
+
+    .. code-block:: toml
+
+        [backends.moving]
+        kind = "sim"
+        capacity = {by = "tick", retry_after_s = 1, steps = [{at = 0, sessions = 6}, {at = 10, sessions = 3}]}
+    """
+
+    #: ``tick``: each step's ``at`` is a tick; ``time``: seconds since the backend's first call.
+    by: Literal["tick", "time"] = "tick"
+    #: The limit from each step's ``at`` on; none before the first step. Sorted by ``at``.
+    steps: Annotated[tuple[CapacityStep, ...], Meta(min_length=1)]
+    #: Seconds a refusal asks the caller to wait (``Retry-After``); unset: it does not say.
+    retry_after_s: Seconds | None = None
+
+    def __post_init__(self) -> None:
+        if any(b.at <= a.at for a, b in zip(self.steps, self.steps[1:])):
+            raise ValueError("capacity steps must be in increasing order of 'at'")
+
+    def sessions(self, at: float) -> int | None:
+        """The limit at tick or time ``at``; ``None`` (no limit) before the first step."""
+        limit = None
+        for step in self.steps:
+            if step.at > at:
+                break
+            limit = step.sessions
+        return limit
+
+
 class SimBackend(_Table, tag="sim"):
-    """Another simulated model: the scene's latency profiles, its own fault rates."""
+    """Another simulated model: the scene's latency profiles, its own fault rates, and
+    optionally a platform capacity that moves during the run."""
 
     #: Chance a call fails.
     error_rate: Probability = 0.0
     #: Chance a call never answers.
     hang_rate: Probability = 0.0
+    #: The simulated platform's session limit over the run (unset: none).
+    capacity: PlatformCapacity | None = None
 
 
 class OpenAIBackend(_Table, tag="openai"):
@@ -153,10 +211,53 @@ class AgnoBackend(_Table, tag="agno"):
     read_timeout_s: PositiveSeconds | None = None
 
 
-BackendTable = SimBackend | OpenAIBackend | CommandBackend | AgnoBackend
+class AnthropicBackend(_Table, tag="anthropic"):
+    """Anthropic's Messages API, streamed through the official SDK (the ``anthropic`` extra)."""
+
+    #: Used when the agent file names no model.
+    model: str = ""
+    #: Name of the environment variable holding the API key.
+    api_key_env: NonEmpty = "ANTHROPIC_API_KEY"
+    #: The API's root ("" = the SDK's, https://api.anthropic.com; serve-agent's for tests).
+    base_url: str = ""
+    #: A system prompt sent with every call ("" = none).
+    system: str = ""
+    #: The longest answer asked for, in tokens.
+    max_tokens: Annotated[int, Meta(ge=1)] = 1024
+    connect_timeout_s: PositiveSeconds = 10.0
+    #: Longest wait for the next bytes of the stream.
+    read_timeout_s: PositiveSeconds = 60.0
+
+
+#: How ``claude-code`` runs Claude Code: ``{prompt}`` is filled in. ``--tools=`` turns
+#: its tools off: a character answers in words, it does not read or run anything in the
+#: directory Manor runs in (name the tools to allow: ``--tools=Read,Grep``).
+CLAUDE_ARGV = ("claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--tools=")
+
+
+class ClaudeCodeBackend(_Table, tag="claude-code"):
+    """Claude Code run per call, its ``stream-json`` events read (text, tokens, cost)."""
+
+    #: The program and its arguments; ``{prompt}`` and ``{model}`` are filled in.
+    argv: Annotated[tuple[NonEmpty, ...], Meta(min_length=1)] = CLAUDE_ARGV
+    #: Passed as ``--model`` (unless ``argv`` names ``{model}``) when set here or in the agent file.
+    model: str = ""
+    #: Keep one Claude Code session per agent across ticks (``--resume SESSION_ID``).
+    resume: bool = False
+    #: Names of environment variables it needs (never their values).
+    env: tuple[NonEmpty, ...] = ()
+    #: Working directory (unset: Manor's own).
+    cwd: str | None = None
+    #: Seconds between SIGTERM and SIGKILL when a call is abandoned.
+    kill_after_s: Seconds = 2.0
+
+
+BackendTable = SimBackend | OpenAIBackend | CommandBackend | AgnoBackend | AnthropicBackend | ClaudeCodeBackend
 
 #: Every backend kind, as ``kind = "..."`` spells it.
-KINDS: tuple[str, ...] = tuple(t.__struct_config__.tag for t in (SimBackend, OpenAIBackend, CommandBackend, AgnoBackend))  # type: ignore[misc]
+KINDS: tuple[str, ...] = tuple(
+    t.__struct_config__.tag for t in (SimBackend, OpenAIBackend, CommandBackend, AgnoBackend, AnthropicBackend, ClaudeCodeBackend)  # type: ignore[misc]
+)
 
 _TABLES = "backends."
 _AGENTS = "agent_backends."
@@ -176,35 +277,54 @@ def describe_table(table: BackendTable) -> str:
             return f"agno {table.base_url} agent={table.agent_id} workers={table.workers}"
         case CommandBackend():
             return "command " + " ".join(table.argv)
+        case AnthropicBackend():
+            return f"anthropic {table.base_url or 'api.anthropic.com'} model={table.model or '(the agent’s)'}"
+        case ClaudeCodeBackend():
+            return "claude-code " + " ".join(table.argv) + (" (a session per agent)" if table.resume else "")
         case SimBackend():
-            return f"sim error_rate={table.error_rate:g} hang_rate={table.hang_rate:g}"
+            moving = "" if table.capacity is None else f" capacity by {table.capacity.by}: " + ", ".join(f"{step.at:g}→{step.sessions}" for step in table.capacity.steps)
+            return f"sim error_rate={table.error_rate:g} hang_rate={table.hang_rate:g}{moving}"
 
 
 def variables(table: BackendTable) -> list[tuple[str, str]]:
     """(key, variable): the environment variables ``table`` names, with the key naming each
     (``api_key_env``, ``env``)."""
     match table:
-        case OpenAIBackend() | AgnoBackend():
+        case OpenAIBackend() | AgnoBackend() | AnthropicBackend():
             return [("api_key_env", table.api_key_env)] if table.api_key_env else []
-        case CommandBackend():
+        case CommandBackend() | ClaudeCodeBackend():
             return [("env", variable) for variable in table.env]
         case SimBackend():
             return []
 
 
 def unset_variables(table: BackendTable, environ: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """The environment variables ``table`` names that are unset or empty in ``environ``.
+    """The environment variables ``table`` names that are unset or empty in ``environ``,
+    or (an API key, sent in an HTTP header) hold a character a header cannot carry.
 
     Returns:
         (key, variable, what is wrong) for each: the key that names it, its name, and
-        "is not set" or "is empty". Never a value.
+        "is not set", "is empty" or what is wrong with its value. Never a value.
     """
     # An empty variable counts as unset: the backends refuse it too.
     return [
-        (key, variable, "is not set" if variable not in environ else "is empty")
+        (key, variable, wrong)
         for key, variable in variables(table)
-        if not environ.get(variable)
+        if (wrong := _unusable(key, variable, environ)) is not None
     ]
+
+
+def _unusable(key: str, variable: str, environ: Mapping[str, str]) -> str | None:
+    value = environ.get(variable)
+    if not value:
+        return "is not set" if value is None else "is empty"
+    if key == "api_key_env" and not value.isascii():
+        return NON_ASCII_KEY
+    return None
+
+
+#: What is wrong with an API key that is not ASCII (never the key itself).
+NON_ASCII_KEY = "holds a non-ASCII character, which an HTTP header cannot carry (a key copied with a typographic dash or quote?)"
 
 
 @final

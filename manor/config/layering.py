@@ -14,7 +14,10 @@ the same ordinals, resolved into ``Config.backends``.
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+import sys
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,8 +27,23 @@ import attrs
 import msgspec
 
 from ..errors import ConfigError, one_line, redacted_url
-from .backends import Assignment, Backends, BackendTable, Named, TableValues, is_table_key
-from .schema import KEYS, RETIRED_KEYS, PlatformSettings, Settings, defaults, section_type
+from ..limits import gate_url_problem
+from .backends import (
+    Assignment,
+    Backends,
+    BackendTable,
+    Named,
+    TableValues,
+    is_table_key,
+)
+from .schema import (
+    KEYS,
+    RETIRED_KEYS,
+    PlatformSettings,
+    Settings,
+    defaults,
+    section_type,
+)
 
 __all__ = [
     "Config",
@@ -38,6 +56,7 @@ __all__ = [
     "resolve",
     "scene_source",
     "standard_sources",
+    "unknown_variable",
     "with_backends",
 ]
 
@@ -146,7 +165,9 @@ def file_source(path: Path) -> Source:
 
 
 def environment_source(environ: Mapping[str, str]) -> Source:
-    """``MANOR_*`` variables. One that names no setting is an error, not ignored."""
+    """``MANOR_*`` variables. One that names no setting is ignored with a warning on
+    stderr, once a process (``unknown_variable``): other tools share the prefix in a
+    user's shell, and a command they do not concern must still run."""
     values: dict[str, Any] = {}
     spelling: dict[str, str] = {}
     for name, text in environ.items():
@@ -154,11 +175,30 @@ def environment_source(environ: Mapping[str, str]) -> Source:
             continue
         key = _ENV_NAMES.get(name)
         if key is None:
-            retired = next((hint for old, hint in RETIRED_KEYS.items() if name == ENV_PREFIX + old.replace(".", "_").upper()), "")
-            raise ConfigError(f"environment: {name} is not a Manor setting" + (f" (any more: {retired})" if retired else ""))
+            if name not in _WARNED:
+                _WARNED.add(name)
+                print(f"manor: warning: {unknown_variable(name)}", file=sys.stderr)
+            continue
         values[key] = text
         spelling[key] = name
     return Source("environment", ENVIRONMENT, values, spelling, textual=True)
+
+
+#: The unknown ``MANOR_*`` variables already warned of, by this process.
+_WARNED: set[str] = set()
+
+
+def unknown_variable(name: str) -> str:
+    """What to tell a user of the ``MANOR_*`` variable ``name`` that no setting has:
+    that it is ignored, and the setting they may have meant."""
+    retired = next((hint for old, hint in RETIRED_KEYS.items() if name == ENV_PREFIX + old.replace(".", "_").upper()), "")
+    if retired:
+        return f"environment: {name} is not a Manor setting any more ({retired}); ignored"
+    # Compared without the prefix they all share, which would make any two look alike.
+    known = {known.removeprefix(ENV_PREFIX): known for known in [*_ENV_NAMES, *sorted(ENV_RESERVED)]}
+    nearest = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1, cutoff=0.6)
+    hint = f"did you mean {known[nearest[0]]}?" if nearest else "'manor config' lists the settings"
+    return f"environment: {name} is not a Manor setting; ignored ({hint})"
 
 
 def flags_source(values: Mapping[str, Any], spelling: Mapping[str, str]) -> Source:
@@ -283,4 +323,9 @@ def check_value(source: Source, key: str, value: Any) -> Any:
     except msgspec.ValidationError as exc:
         message = str(exc).split(" - at `", 1)[0]
         raise ConfigError(f"{source.describe(key)}: bad value {one_line(repr(value))}: {message}") from None
-    return getattr(checked, field)
+    converted = getattr(checked, field)
+    if key == "gate.url" and (problem := gate_url_problem(converted or "")) is not None:
+        # Its password masked by hand: a URL this broken may not parse.
+        shown = re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", str(value))
+        raise ConfigError(f"{source.describe(key)}: bad value {one_line(repr(shown))}: {problem}")
+    return converted

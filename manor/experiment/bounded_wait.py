@@ -1,4 +1,4 @@
-"""The bounded-wait experiment (DESIGN.md, "The bounded-wait experiment").
+"""The bounded-wait experiment (docs/internals.md, "The bounded-wait experiment").
 
 Twelve requests, request i arriving at (i - 1) s, go through the real ``AgnoProvider``
 (workers, per-call timeout, cancel-on-timeout) to a remote agent that runs at most 3
@@ -25,7 +25,7 @@ import msgspec
 import trio
 import trio.testing
 
-from ..calls import CallerKind, Done, Request
+from ..calls import Done, Request
 from ..errors import CallTimeout
 from ..providers.agno import (
     AgnoProvider,
@@ -190,7 +190,7 @@ async def _drive(
         trace = traces[i]
         trace.arrived = trio.current_time()
         try:
-            call = Request(caller=CallerKind.CHARACTER.value, agent=f"request {i}", ticket=i, prompt=message)
+            call = Request(caller="character", agent=f"request {i}", ticket=i, prompt=message)
             async with aclosing(adapter.invoke(call)) as stream:
                 async for event in stream:
                     if isinstance(event, Done):

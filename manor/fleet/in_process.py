@@ -27,8 +27,10 @@ its part of the worlds, their reports joined into one (``fleet_total``, ``fairne
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, final
 
 import attrs
@@ -47,6 +49,7 @@ from ..records import CallRecord, StoryEntry, TickRecord
 from ..run.engine import Engine, build_engine, configure, gate_for, scene_seed
 from ..tick.instruments import Instrument
 from ..tick.statistics import RunStatistics, tick_seconds
+from .shares import CallSpan, Tenant, admission_figures, jain_index, tenant_shares
 
 __all__ = [
     "DEFAULT_WORLDS",
@@ -59,9 +62,10 @@ __all__ = [
     "build_fleet",
     "configure_worlds",
     "fairness",
+    "fleet_tenants",
     "fleet_total",
-    "jain_index",
     "parts",
+    "scene_share",
 ]
 
 #: The ordinal of what the fleet sets for each world (its scene, its seed): above the
@@ -86,6 +90,8 @@ class WorldService(Instrument):
         self.sessions = 0
         self.peak_sessions = 0
         self.finished_at: float | None = None
+        #: Every call's span at the gate, for the tenants' shares (``manor.fleet.shares``).
+        self.spans: list[CallSpan] = []
 
     def call_admitted(self, request: object, admitted_at: float) -> None:
         # Admitted by the gate, the call opens its platform session at once: a fleet's
@@ -96,6 +102,7 @@ class WorldService(Instrument):
     def call_finished(self, record: CallRecord) -> None:
         if record.admitted_at is not None:
             self.sessions -= 1
+        self.spans.append((record.queued_at, record.admitted_at, record.finished_at))
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         self.finished_at = record.finished_at
@@ -104,12 +111,14 @@ class WorldService(Instrument):
 @final
 @attrs.frozen
 class FleetWorld:
-    """One world of a fleet: its number, its engine, and what is counted of it."""
+    """One world of a fleet: its number, its engine, what is counted of it, and the
+    tenant it is at the shared gate."""
 
     index: int
     engine: Engine
     statistics: RunStatistics
     service: WorldService
+    tenant: Tenant
 
 
 @final
@@ -146,9 +155,15 @@ class Fleet:
 
     def summary(self) -> dict[str, Any]:
         """The fleet's figures, as ``manor fleet --json`` prints them: ``worlds`` (each
-        the object ``manor run --json`` prints, with ``index``, ``elapsed_s`` and
-        ``calls_per_s``), ``total`` and ``fairness``."""
+        the object ``manor run --json`` prints, with ``index``, ``elapsed_s``,
+        ``calls_per_s``, its tenant's figures and its share of the gate's session-time:
+        ``manor.fleet.shares``), ``total`` and ``fairness``."""
         worlds = self.world_summaries()
+        shares = tenant_shares([world.tenant for world in self.worlds], [world.service.spans for world in self.worlds])
+        admissions = sum(world["admissions"] for world in worlds)
+        for world, share in zip(worlds, shares, strict=True):
+            world["admissions_share"] = round(world["admissions"] / admissions, 6) if admissions else None
+            world.update(share)
         makespans = [span for world in self.worlds for span in world.statistics.makespans]
         total = fleet_total(worlds, peak_platform_sessions=self.limiter.statistics().peak, makespans=makespans)
         return {"worlds": worlds, "total": total, "fairness": fairness(worlds)}
@@ -163,11 +178,16 @@ class Fleet:
         summary["peak_platform_sessions"] = world.service.peak_sessions
         finished = world.service.finished_at
         elapsed = 0.0 if finished is None or self._started_at is None else finished - self._started_at
+        tenant = world.tenant
         return {
             "index": world.index,
             **summary,
             "elapsed_s": round(elapsed, 6),
             "calls_per_s": round(summary["ok"] / elapsed, 6) if elapsed > 0 else None,
+            "tenant": tenant.name,
+            "weight": tenant.weight,
+            "max_sessions": tenant.max_sessions,
+            **admission_figures(world.service.spans),
         }
 
 
@@ -202,25 +222,18 @@ def fleet_total(worlds: Sequence[dict[str, Any]], *, peak_platform_sessions: int
 
 
 def fairness(worlds: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """How evenly the gate served the worlds: ``jain_calls_per_s``, Jain's index of the
-    worlds' answered calls per second (1.0: all alike; 1/N: one world got everything),
-    and ``makespan_min_max``, the shortest world's mean tick makespan over the longest's
-    (1.0: alike). ``None`` where there is nothing to compare (no tick ran)."""
-    rates = [world["calls_per_s"] for world in worlds]
+    """How evenly the gate served the worlds: ``jain_share_per_weight``, Jain's index of
+    the backlogged tenants' session-time share over their due by weight (1.0: each got
+    its due; 1/N: one got everything; ``manor.fleet.shares``), and ``makespan_min_max``,
+    the shortest world's mean tick makespan over the longest's (1.0: alike). ``None``
+    where there is nothing to compare (no tick ran, no two tenants competed, or the
+    worlds ran in several processes, whose clocks cannot be set side by side)."""
+    ratios = [world["share_per_weight"] for world in worlds if world.get("share_per_weight") is not None]
     means = [world["tick_seconds"]["mean"] for world in worlds if world["ticks"]]
     return {
-        "jain_calls_per_s": None if None in rates else jain_index(rates),
+        "jain_share_per_weight": jain_index(ratios) if len(ratios) >= 2 else None,
         "makespan_min_max": round(min(means) / max(means), 6) if means and max(means) > 0 else None,
     }
-
-
-def jain_index(values: Sequence[float]) -> float | None:
-    """Jain's fairness index, (Σx)² / (n·Σx²): 1.0 when every value is the same, 1/n
-    when one holds everything; ``None`` for no values or all zero."""
-    squares = sum(value * value for value in values)
-    if not values or squares == 0:
-        return None
-    return round(sum(values) ** 2 / (len(values) * squares), 6)
 
 
 def configure_worlds(sources: Sequence[Source], worlds: int | None = None, scenes: Sequence[str] = ()) -> list[tuple[Config, Scene]]:
@@ -236,7 +249,7 @@ def configure_worlds(sources: Sequence[Source], worlds: int | None = None, scene
             cannot run deterministically (the legacy policy, a gate above the platform).
         ContentError: a scene cannot be loaded.
     """
-    names: Sequence[str | None] = scenes or (None,)
+    names: Sequence[str | None] = [scene_share(scene)[0] for scene in scenes] or (None,)
     count = worlds if worlds is not None else len(scenes) if scenes else DEFAULT_WORLDS
     if not 1 <= count <= MAX_WORLDS:
         raise ConfigError(f"manor fleet: {count} worlds: a fleet has 1 to {MAX_WORLDS:,} worlds")
@@ -254,6 +267,52 @@ def configure_worlds(sources: Sequence[Source], worlds: int | None = None, scene
         configured.append((config, scene))
     _check_shared(configured)
     return configured
+
+
+def scene_share(text: str) -> tuple[str, float, int | None]:
+    """A ``--scenes`` entry: ``SCENE[:WEIGHT[:MAX_SESSIONS]]`` -> the scene, its
+    worlds' weight at the gate (default 1) and their cap (default none).
+
+    Raises:
+        ConfigError: the weight is not a positive number or the cap not a whole number >= 1.
+    """
+    scene, *share = text.rsplit(":", 2) if text.count(":") <= 2 else [text]
+    # A path with a drive or a colon of its own: only trailing numbers are a share.
+    while share and not _is_number(share[0]):
+        scene, share = f"{scene}:{share[0]}", share[1:]
+    weight, cap = 1.0, None
+    if share:
+        weight = float(share[0])
+        if not 0 < weight < math.inf:
+            raise ConfigError(f"--scenes {text}: the weight {share[0]} is not a positive number")
+    if len(share) > 1:
+        if not share[1].isdigit() or int(share[1]) < 1:
+            raise ConfigError(f"--scenes {text}: max_sessions {share[1]} is not a whole number of at least 1")
+        cap = int(share[1])
+    return scene, weight, cap
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def fleet_tenants(configured: Sequence[tuple[Config, Scene]], scenes: Sequence[str] = ()) -> list[Tenant]:
+    """Each world's tenant at the shared gate: named by its scene's file (``name#2``,
+    ``name#3``... for the second, third world of one scene), with the weight and cap its
+    ``--scenes`` entry gives (``scene_share``; world ``i`` has entry ``i mod len``)."""
+    stems = [Path(scene.path).stem for _, scene in configured]
+    seen: Counter[str] = Counter()
+    tenants = []
+    for index, stem in enumerate(stems):
+        seen[stem] += 1
+        name = stem if seen[stem] == 1 else f"{stem}#{seen[stem]}"
+        _, weight, cap = scene_share(scenes[index % len(scenes)]) if scenes else ("", 1.0, None)
+        tenants.append(Tenant(name, weight, cap))
+    return tenants
 
 
 def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
@@ -295,6 +354,7 @@ def build_fleet(
     gate: SharedGate | None = None,
     instruments: Callable[[int], Iterable[Instrument]] = lambda index: (),
     backends: Callable[[int], Provider | None] = lambda index: None,
+    tenants: Sequence[Tenant] | None = None,
 ) -> Fleet:
     """A fleet of the worlds ``configure_worlds`` returned, sharing one gate, platform
     limiter and ticket office sized by the first world's settings (all share them).
@@ -308,24 +368,34 @@ def build_fleet(
         instruments: world number -> more instruments for that world's loop.
         backends: world number -> the backend to wrap (``None``: each agent's
             configured one, as ``build_engine``).
+        tenants: each world's tenant at the gate (its weight and cap), in the order
+            of ``configured``; by default ``fleet_tenants``' (weight 1, no cap).
 
     Raises:
-        ConfigError: an agent on a backend no table defines, or an environment
-            variable a backend in use needs is unset.
+        ConfigError: an agent on a backend no table defines, an environment variable
+            a backend in use needs is unset, or a cap the gate cannot keep.
     """
     s = configured[0][0].settings
     if gate is None:
         gate = gate_for(s.gate)
     limiter = SessionLimiter(s.platform.limit)
     office = TicketOffice(gate)
+    if tenants is None:
+        tenants = fleet_tenants(configured)
     worlds = []
-    for index, (config, scene) in zip(range(len(configured)) if indices is None else indices, configured, strict=True):
+    numbers = range(len(configured)) if indices is None else indices
+    for index, (config, scene), tenant in zip(numbers, configured, tenants, strict=True):
+        if tenant.weight != 1.0 or tenant.max_sessions is not None:
+            try:
+                gate.set_share(index, tenant.weight, tenant.max_sessions)
+            except ValueError as exc:
+                raise ConfigError(f"world {index} ({tenant.name}): {exc}") from None
         statistics, service = RunStatistics(), WorldService()
         engine = build_engine(
             config, scene, backend=backends(index), instruments=[statistics, service, *instruments(index)],
             gate=gate, limiter=limiter, tickets=office.counter(index),
         )  # fmt: skip
-        worlds.append(FleetWorld(index, engine, statistics, service))
+        worlds.append(FleetWorld(index, engine, statistics, service, tenant))
     return Fleet(tuple(worlds), gate, limiter, office)
 
 

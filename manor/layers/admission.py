@@ -8,7 +8,8 @@ from typing import final
 import attrs
 
 from ..admission.gate import SharedGate
-from ..calls import Admitted, Done, Request
+from ..calls import Admitted, Done, Released, Request
+from ..clock import current_time
 from .base import Inner, Layer, Listener
 
 __all__ = ["GateLayer"]
@@ -18,7 +19,8 @@ __all__ = ["GateLayer"]
 @attrs.define(eq=False)
 class GateLayer(Layer):
     """Acquire a gate permit when the call is made, release it exactly once when the
-    call ends, fails or is cancelled.
+    call ends, fails or is cancelled; the listener hears ``Admitted`` first and
+    ``Released`` last.
 
     Args:
         gate: the one gate every caller shares.
@@ -36,4 +38,8 @@ class GateLayer(Layer):
             listener(Admitted(ticket=permit.ticket, queued_at=permit.queued_at, admitted_at=permit.admitted_at))
             return await inner(request, listener)
         finally:
+            # The call ends now, before its slot is freed: the admission the release
+            # makes comes after it, on any clock.
+            ended = current_time()
             permit.release()
+            listener(Released(released_at=ended))

@@ -202,6 +202,9 @@ class Stack:
         self.layers: tuple[Layer, ...] = tuple(sorted(layers, key=lambda layer: layer.priority))
         # The layers whose decisions can depend on arrival order, asked every tick.
         self._order_sensitive = tuple(layer for layer in self.layers if type(layer).arrival_order_matters is not Layer.arrival_order_matters)
+        # And the backend, if its class says it can be (``Provider.arrival_order_matters``
+        # overridden: a simulated platform refusing calls beyond a capacity that moves).
+        self._backend_order_sensitive = type(backend).arrival_order_matters is not Provider.arrival_order_matters
         # Two ways to the backend, chosen here once rather than call by call: its stream,
         # every event to the listener (``call``); or its answer, the fast path, for a
         # listener that hears only the layers (``answer``), handed the call's deadline
@@ -235,7 +238,10 @@ class Stack:
         return self._answered(request, listener)
 
     def arrival_order_matters(self) -> bool:
-        """Whether any layer's decisions now depend on the order calls arrive in."""
+        """Whether any layer's decisions, or the backend's, now depend on the order calls
+        arrive in."""
+        if self._backend_order_sensitive and self.backend.arrival_order_matters():
+            return True
         return any(layer.arrival_order_matters() for layer in self._order_sensitive)
 
     def layer(self, kind: type[Layer]) -> Layer | None:

@@ -41,7 +41,7 @@ class BreakerLayer(Observer):
 
     Calls that end at the same instant are counted together, in ticket order, before
     the next call is let through: which of them trio happens to resume first must not
-    decide whether the circuit opens (see DESIGN.md, "Determinism").
+    decide whether the circuit opens (see docs/internals.md, "Determinism").
     """
 
     priority = 30

@@ -67,7 +67,7 @@ class CostLayer(Observer):
         usage = done.usage
         input_tokens = usage.input_tokens
         output_tokens = usage.output_tokens
-        cost = (input_tokens + output_tokens) / 1000 * self.price_per_1k_tokens  # usage.total_tokens
+        cost = (input_tokens + output_tokens) / 1000 * self.price_per_1k_tokens if done.cost is None else done.cost
         account.input_tokens += input_tokens
         account.output_tokens += output_tokens
         account.cost += cost

@@ -25,9 +25,10 @@ class TimeoutLayer(Layer):
 
     It sits just inside the gate, so a call's clock starts when the gate lets it
     through, as the remote-agent adapter's does when a request gets its worker
-    (DESIGN.md, "Bounded waits"). Waiting in our own queue is bounded by the gate's own
-    timeout; counted here, it would make a healthy backend look slow to the circuit
-    breaker, which counts ``CallTimeout`` as the backend's failure.
+    (docs/internals.md, "The lessons it is built on": bounded waits). Waiting in our own
+    queue is bounded by the gate's own timeout; counted here, it would make a healthy
+    backend look slow to the circuit breaker, which counts ``CallTimeout`` as the
+    backend's failure.
 
     Where the backend keeps a call's deadline itself and nothing in between waits
     (``Layer.bind``), the deadline is handed down (``call_deadline``) instead of a cancel

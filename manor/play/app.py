@@ -1,6 +1,6 @@
 """``manor play``: the world ticking live in a Textual dashboard.
 
-Trio runs inside Textual's asyncio loop in guest mode (see DESIGN.md, "Trio inside
+Trio runs inside Textual's asyncio loop in guest mode (see docs/internals.md, "Trio inside
 Textual"). The engine's calls never touch a widget: its instrument (``DashboardState``)
 records what happened, and a timer redraws the panels from it ten times a second, so a
 world of a thousand agents costs the UI the same as a world of ten — fewer while the
@@ -25,6 +25,7 @@ import outcome
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
+from textual.notifications import Notification, SeverityLevel
 from textual.widgets import Footer, Input, Static
 
 from ..config import Config
@@ -45,21 +46,14 @@ from .figures import tick_label
 from .guest import GuestRun
 from .help import HelpScreen
 from .history import AgentHistoryScreen
-from .makespans import RunChartScreen
+from .makespans import RunChartScreen, RunTicks
 from .messages import AgentChosen, EngineStopped
 from .speed import SECONDS_PER_TICK, describe, faster, nearest, starting_speed
 from .state import DashboardState
-from .widgets import (
-    AgentsTable,
-    Dashboard,
-    DegradationPanel,
-    GatePanel,
-    LatencyPanel,
-    StatusLine,
-    StoryLog,
-)
+from .widgets import AgentsTable, Dashboard, DegradationPanel, GatePanel, LatencyPanel, NoticeLines, StatusLine, StoryLog
 from .widgets.degradations import shown_reasons
 from .widgets.story import StoryFilter
+from .widgets.agent_search import AgentSearch
 from .widgets.story_filter import StoryFilterInput
 
 __all__ = ["PlayApp", "build_app", "engine_failure"]
@@ -82,6 +76,8 @@ NARROW = 110
 SMALLEST = (80, 24)
 #: Largest gate size the keys go to: far past any platform limit, still a number.
 MAX_GATE = 999
+#: Notices in force at once at most: a new one retires the oldest.
+NOTICES_KEPT = 3
 
 
 class PlayApp(App[None]):
@@ -116,17 +112,21 @@ class PlayApp(App[None]):
         Binding("s", "save", "save"),
         Binding("f", "follow_story", "follow the story", show=False),
         Binding("slash", "filter_story", "filter the story", show=False),
+        Binding("g", "find_agent", "go to an agent", show=False),
         Binding("d", "toggle_degraded", "show or hide degraded turns in the story", show=False),
         Binding("m", "run_chart", "every tick's makespan", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
+        # Ctrl-C quits as q does, everywhere (htop, k9s): not Textual's "press ctrl+q"
+        # notice, nor a copy in the story's filter prompt.
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
     # Nothing in the dashboard needs the command palette; its footer entry costs room.
     ENABLE_COMMAND_PALETTE = False
     # The agents table has the keys first: its cursor, Enter for a history.
     AUTO_FOCUS = "#agents"
     #: Keys that act on the dashboard's panels: not over another screen.
-    DASHBOARD_ONLY = frozenset({"follow_story", "filter_story", "toggle_degraded", "run_chart"})
+    DASHBOARD_ONLY = frozenset({"follow_story", "filter_story", "find_agent", "toggle_degraded", "run_chart"})
 
     def __init__(
         self,
@@ -165,6 +165,8 @@ class PlayApp(App[None]):
         self._signal_handlers: dict[int, Any] = {}
         #: What the story shows (kept here: a replay's restart makes a new story panel).
         self.story_filter = StoryFilter()
+        #: The notices in force, oldest first (``notify``).
+        self.notices: list[Notification] = []
 
     def _new_guest(self) -> GuestRun:
         guest = GuestRun(on_done=lambda result: self.post_message(EngineStopped(result, guest)))
@@ -180,8 +182,11 @@ class PlayApp(App[None]):
         shaped = any(request.shape is not None for request in world.plan())
         kinds, self._reasons = tuple(world.callers), shown_reasons(shared_gate=shared_gate, shaped=shaped)
         reasons = self._reasons
-        yield Dashboard(self.compose_controls, kinds=kinds, reasons=reasons, id="dashboard")
+        headings = {kind: caller.short for kind, caller in world.callers.items() if caller.short}
+        yield Dashboard(self.compose_controls, kinds=kinds, headings=headings, reasons=reasons, id="dashboard")
+        yield NoticeLines(id="notices")
         yield StoryFilterInput(id="story-filter", disabled=True)
+        yield AgentSearch(id="agent-search")
         yield Footer()
 
     def compose_controls(self) -> ComposeResult:
@@ -291,6 +296,33 @@ class PlayApp(App[None]):
         await self.stop_engine()
         self._restore_signal_handlers()
 
+    # -- notices ------------------------------------------------------------------------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Show a notice for ``timeout`` seconds on lines of its own above the footer
+        (``NoticeLines``), not as a toast over the panels. The same notice again starts
+        its time again."""
+        notice = Notification(message, title, severity, self.NOTIFICATION_TIMEOUT if timeout is None else timeout, markup=markup)
+        others = [n for n in self.notices if (n.title, n.message) != (title, message)]
+        self.notices = [*others[-(NOTICES_KEPT - 1) :], notice]
+        self.set_timer(notice.timeout, self.show_notices, name="notice expires")
+        self.show_notices()
+
+    def show_notices(self) -> None:
+        """Draw the notices in force on every screen's notice lines."""
+        self.notices = [notice for notice in self.notices if not notice.has_expired]
+        for screen in self.screen_stack:
+            for lines in screen.query(NoticeLines):
+                lines.show(self.notices)
+
     # -- signals ------------------------------------------------------------------------
 
     def quit_on_signals(self) -> None:
@@ -323,6 +355,12 @@ class PlayApp(App[None]):
 
     def action_follow_story(self) -> None:
         self.query_one(StoryLog).action_follow()
+
+    # -- finding an agent ---------------------------------------------------------------
+
+    def action_find_agent(self) -> None:
+        """Open the agents table's search prompt."""
+        self.query_one(AgentSearch).open(self.query_one(AgentsTable))
 
     # -- the story's filter -------------------------------------------------------------
 
@@ -363,26 +401,29 @@ class PlayApp(App[None]):
     # -- other views ----------------------------------------------------------------------
 
     def on_agent_chosen(self, message: AgentChosen) -> None:
-        row = self.state.rows.get(f"{message.caller}:{message.agent}")
-        name = row.name if row is not None else message.agent
-        self.push_screen(AgentHistoryScreen(message.caller, message.agent, name))
+        caller, agent = message.caller, message.agent
+        row = self.state.rows.get(f"{caller}:{agent}")
+        name = row.name if row is not None else agent
+        calls = partial(self.agent_calls, caller, agent)
+        self.push_screen(AgentHistoryScreen(caller, agent, name, calls=calls, kept=self.agent_calls_kept()))
+        self.call_after_refresh(self.show_notices)  # on the new screen's lines too
 
     def action_run_chart(self) -> None:
-        self.push_screen(RunChartScreen())
+        self.push_screen(RunChartScreen(self.run_ticks))
+        self.call_after_refresh(self.show_notices)
 
     def agent_calls(self, caller: str, agent: str) -> Sequence[CallRecord]:
         """The calls of ``agent`` as a ``caller`` the dashboard kept, oldest first."""
         row = self.state.rows.get(f"{caller}:{agent}")
         return row.calls if row is not None else ()
 
-    @property
     def agent_calls_kept(self) -> int | None:
         """How many calls ``agent_calls`` keeps per caller (``None``: all of them)."""
         return self.state.calls_per_caller
 
-    def run_ticks(self) -> tuple[Sequence[float], Sequence[int]]:
-        """Every tick's makespan so far, and whether a call of it degraded."""
-        return self.state.makespans, self.state.degraded_ticks
+    def run_ticks(self) -> RunTicks:
+        """Every tick's makespan so far, whether a call of it degraded, the tick shown."""
+        return RunTicks(self.state.makespans, self.state.degraded_ticks, self.state.tick)
 
     # -- drawing ----------------------------------------------------------------------
 
@@ -422,7 +463,7 @@ class PlayApp(App[None]):
             state.degradations_tick, state.degradations_total, label=tick, compact=self.has_class("narrow")
         )
         self.query_one(AgentsTable).show(state.rows, state.take_dirty(), tick=tick)
-        self.query_one(StoryLog).show(state.story, state.story_count)
+        self.query_one(StoryLog).show(state.story, state.story_count, state.callers)
 
     def _draw_status(self) -> None:
         loop = self.engine.loop
@@ -486,6 +527,13 @@ class PlayApp(App[None]):
         if size != current:
             # The setter admits waiters at once when the gate grows: trio work.
             self.set_live("gate", size, partial(self.engine.loop.resize_gate, size))
+            limit = self.engine.loop.limiter.limit
+            if limit and size > max(current, limit - 1):  # each step up past it
+                self.notify(
+                    f"gate {size} is above the platform limit {limit} less one: the platform refuses calls past {limit} in flight "
+                    "(platform_rejected), and the gate leaves nothing for other callers of the account",
+                    title="gate above the platform", severity="warning", timeout=20, markup=False,
+                )
         if self.engine.loop.policy.name == "legacy":
             self.notify("the legacy policy does not use the gate", severity="warning")
 
@@ -593,6 +641,7 @@ def build_app(
         virtual=lambda engine: PacedClock(starting_speed(engine)) if clock == "auto" else clock,
     )  # fmt: skip
     engine = live.runs
+    state.meet(engine.loop.world)
     assert isinstance(live.clock, PacedClock | None)  # what ``virtual`` made, or real time
     run = config.settings.run
     # ``manor play`` runs until quit unless --ticks (or manor.toml, MANOR_RUN_TICKS) says.

@@ -5,14 +5,14 @@ seconds since the run began), how long it waited and ran, how it ended — the r
 the error message of a degraded call — and, for the call under the cursor, everything
 the record holds, its full text included; above them a sparkline of the latencies.
 
-The calls come from the app: live, the ones the dashboard keeps for each caller (its
-last few hundred, fewer in a large world); in a replay, the save's, up to the tick shown.
-The screen follows the run as it goes on.
+The screen is given a function that reads the calls (``AgentCalls``): live, the ones the
+dashboard keeps for each caller (its last few hundred, fewer in a large world); in a
+replay, the save's, up to the tick shown. The screen follows the run as it goes on.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,33 +24,37 @@ from textual.widgets import DataTable, Footer, Sparkline, Static
 from ..records import CallRecord
 from ..tick.statistics import percentile
 from .figures import seconds
+from .widgets.notices import NoticeLines
 
-if TYPE_CHECKING:
-    from .app import PlayApp
+__all__ = ["AgentCalls", "AgentHistoryScreen", "call_details"]
 
-__all__ = ["AgentHistoryScreen", "call_details"]
+#: Reads one caller's calls as they stand now, oldest first.
+AgentCalls = Callable[[], Sequence[CallRecord]]
 
 #: How often the screen looks for new calls (as the dashboard redraws).
 _REFRESH_S = 0.1
 
 
 class AgentHistoryScreen(Screen[None]):
-    """The calls of ``agent`` as a ``caller`` (``name`` is how the story calls it)."""
+    """The calls of ``agent`` as a ``caller`` (``name`` is how the story calls it).
+
+    Args:
+        calls: reads its calls as they stand now (looked at as the dashboard redraws).
+        kept: how many calls ``calls`` keeps at most (``None``: all of them).
+    """
 
     BINDINGS = [Binding("escape", "dismiss", "back")]
 
-    def __init__(self, caller: str, agent: str, name: str) -> None:
+    def __init__(self, caller: str, agent: str, name: str, *, calls: AgentCalls, kept: int | None) -> None:
         super().__init__()
         self.caller = caller
         self.agent = agent
         self.who = name
+        self._read_calls = calls
+        self._kept = kept
         self._calls: list[CallRecord] = []
         # What the table was drawn from: the number of calls and the last one.
         self._drawn: tuple[int, CallRecord | None] = (0, None)
-
-    @property
-    def play(self) -> PlayApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield Static(id="history-title")
@@ -58,7 +62,8 @@ class AgentHistoryScreen(Screen[None]):
         yield DataTable(id="history-calls", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="history-detail-box"):
             yield Static(id="history-detail")
-        yield Footer()
+        yield NoticeLines()
+        yield Footer(compact=True)  # the app's keys and the screen's: 80 columns hold them so
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -69,7 +74,7 @@ class AgentHistoryScreen(Screen[None]):
 
     def refresh_calls(self) -> None:
         """Redraw if the caller has made calls since the last look."""
-        calls = self.play.agent_calls(self.caller, self.agent)
+        calls = self._read_calls()
         drawn = (len(calls), calls[-1] if calls else None)
         if drawn == self._drawn and self._calls:
             return
@@ -96,7 +101,7 @@ class AgentHistoryScreen(Screen[None]):
         text.append(f" {self.who} ", style="bold reverse")
         text.append(f" {self.caller} {self.agent} · ", style="bold")
         degraded = sum(1 for call in calls if not call.ok)
-        kept = self.play.agent_calls_kept
+        kept = self._kept
         text.append(f"{len(calls)} calls" + (f" (the last {kept} kept)" if kept is not None and len(calls) >= kept else ""))
         if degraded:
             text.append(f" · {degraded} degraded", style="bold red")

@@ -7,7 +7,8 @@ replay's keys and it moves.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,29 +17,41 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from .figures import seconds
+from .widgets.notices import NoticeLines
 from .widgets.run_chart import RunChart
 
-if TYPE_CHECKING:
-    from .app import PlayApp
-
-__all__ = ["RunChartScreen"]
+__all__ = ["RunChartScreen", "RunTicks"]
 
 _REFRESH_S = 0.1
 
 
+class RunTicks(NamedTuple):
+    """What the chart shows: every tick's makespan so far, whether a call of each
+    degraded (1) or not (0), and the tick the dashboard shows (the cursor)."""
+
+    makespans: Sequence[float]
+    degraded: Sequence[int]
+    cursor: int
+
+
 class RunChartScreen(Screen[None]):
-    """A full-screen chart of every tick's makespan."""
+    """A full-screen chart of every tick's makespan.
+
+    Args:
+        ticks: reads the ticks as they stand now (looked at as the dashboard redraws).
+    """
 
     BINDINGS = [Binding("escape,m", "dismiss", "back")]
 
-    @property
-    def play(self) -> PlayApp:
-        return self.app  # type: ignore[return-value]
+    def __init__(self, ticks: Callable[[], RunTicks]) -> None:
+        super().__init__()
+        self._read_ticks = ticks
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-chart-title")
         yield RunChart(id="run-chart")
-        yield Footer()
+        yield NoticeLines()
+        yield Footer(compact=True)  # the app's keys and the screen's: 80 columns hold them so
 
     def on_mount(self) -> None:
         self.refresh_chart()
@@ -47,8 +60,7 @@ class RunChartScreen(Screen[None]):
     _drawn: tuple[int, int] = (-1, -1)
 
     def refresh_chart(self) -> None:
-        makespans, degraded = self.play.run_ticks()
-        cursor = self.play.state.tick
+        makespans, degraded, cursor = self._read_ticks()
         if (len(makespans), cursor) == self._drawn:
             return
         self._drawn = (len(makespans), cursor)

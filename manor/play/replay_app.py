@@ -27,6 +27,7 @@ from ..saves import Save
 from ..tick.driver import TickDriver
 from .app import PlayApp
 from .clock import PacedClock
+from .makespans import RunTicks
 from .messages import Seek
 from .speed import SECONDS_PER_TICK, faster, nearest
 from .state import DashboardState
@@ -40,7 +41,9 @@ def replay_engine(recording: RecordedRun) -> tuple[ReplayEngine, DashboardState]
     """An engine that replays ``recording`` with the recorded settings, and the
     dashboard's state it feeds (run ``changes.run`` beside the loop)."""
     state = DashboardState(recording.save.scene, calls_kept=0)  # the histories are in the save
-    return recording.engine([state]), state
+    replaying = recording.engine([state])
+    state.meet(replaying.engine.loop.world)
+    return replaying, state
 
 
 class ReplayApp(PlayApp):
@@ -62,10 +65,12 @@ class ReplayApp(PlayApp):
         Binding("end", "seek(1_000_000)", "last tick", show=False, priority=True),
         Binding("e", "next_event", "event"),
         Binding("r", "restart", "restart"),
+        # What a replay does not do — change the recorded run (``manor replay`` asks
+        # "what if"), or record itself — its keys say, rather than doing nothing.
+        Binding("plus,equals_sign,minus,underscore", "live_only('gate')", "gate", show=False),
+        Binding("p", "live_only('policy')", "policy", show=False),
+        Binding("s", "live_only('save')", "save", show=False),
     ]
-    #: What a replay does not do: change the recorded run (``manor replay`` asks "what
-    #: if"), or record itself.
-    LIVE_ONLY = frozenset({"gate", "next_policy", "save"})
 
     def __init__(self, save: Save, *, speed: float | None = None) -> None:
         save.require_ticks()
@@ -113,18 +118,17 @@ class ReplayApp(PlayApp):
         ticks, calls = self._calls[key]
         return calls[: bisect_right(ticks, self.state.tick)]
 
-    @property
     def agent_calls_kept(self) -> int | None:
         return None  # the save has them all
 
-    def run_ticks(self) -> tuple[Sequence[float], Sequence[int]]:
-        """The whole recording's makespans, and whether a call of each tick degraded."""
-        return self._makespans, self._degraded
+    def run_ticks(self) -> RunTicks:
+        """The whole recording's makespans, whether a call of each tick degraded, the tick shown."""
+        return RunTicks(self._makespans, self._degraded, self.state.tick)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "seek" and isinstance(self.focused, Input):
             return False  # the arrows, Home and End move in the story's filter prompt
-        return action not in self.LIVE_ONLY and super().check_action(action, parameters)
+        return super().check_action(action, parameters)
 
     # -- drawing ----------------------------------------------------------------------
 
@@ -164,6 +168,16 @@ class ReplayApp(PlayApp):
         # Seeking, it goes on at this speed once there; at the end, the next replay does.
         self.refresh_panels()
 
+    def action_live_only(self, control: str) -> None:
+        """Say why a key of the live dashboard does nothing here."""
+        loop, name = self.engine.loop, Path(self.save.name).name
+        said = {
+            "gate": f"a replay keeps the recorded gate ({loop.gate.size}); manor replay {name} --gate-size N asks what if",
+            "policy": f"a replay keeps the recorded policy ({loop.policy.name}); manor replay {name} --policy NAME asks what if",
+            "save": f"a replay records nothing: the recording is {self.save.name}",
+        }
+        self.notify(said[control], severity="warning", markup=False)
+
     async def action_seek(self, delta: int) -> None:
         base = self._seeking if self._seeking is not None else self.state.tick
         await self.seek(base + delta)
@@ -188,12 +202,17 @@ class ReplayApp(PlayApp):
         """Show the world at the end of recorded tick ``tick``, paused.
 
         Forward from a paused tick, the ticks between run at full speed; anything else
-        replays from the start.
+        replays from the start. Seeks asked for before the last one got there add their
+        steps to it: keys pressed faster than the ticks run go where they say.
         """
         tick = max(0, min(self.total, tick))
-        paused_between = self.driver.statistics().state == "paused" and not self.guest.finished
-        if paused_between and tick >= self.state.tick:
-            steps = tick - self.state.tick
+        # Where the driver stops once the steps asked for are done: the seek under way's
+        # tick (its steps may not even have reached the trio run), or the tick shown.
+        bound = self._seeking if self._seeking is not None else self.state.tick
+        state = self.driver.statistics().state
+        between = state == "paused" or (state == "stepping" and self._seeking is not None)
+        if between and not self.guest.finished and tick >= bound:
+            steps = tick - bound
         else:
             await self._restart()
             steps = tick
@@ -215,8 +234,10 @@ class ReplayApp(PlayApp):
         await self.stop_engine()
         self._seeking = None
         self._pending.clear()  # for the engine just replaced
+        seen = self.state
         replaying, self.state = replay_engine(self.recording)
         self.engine, self.check, self.changes = replaying.engine, replaying.check, replaying.changes
+        self.state.take_rows(seen)
         self.driver = TickDriver(self.engine.loop, paused=True, interval=self.driver.interval)
         # Recorded times start at 0: so must the replay's, to the bit.
         self.clock = PacedClock(self.speed)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, final
 
 import attrs
 
-from ..calls import CallerKind, Request
+from ..callers import Caller, caller_of
+from ..calls import Request
 from ..content import Scene
 from ..errors import REASONS
 from ..folds import Fold, fold_story
@@ -45,15 +46,6 @@ StoryItem = StoryEntry | Fold[StoryEntry]
 CALLS_KEPT = 50_000
 _CALLS_PER_CALLER = 500
 
-#: How a caller kind is labelled in the agents table (another kind by its own name).
-_KIND_LABELS = {
-    CallerKind.CHARACTER: "character",
-    CallerKind.NARRATOR: "narrator",
-    CallerKind.SUMMARISER: "summariser",
-    CallerKind.SCENE_BEAT: "beat",
-}
-
-
 @final
 @attrs.define(eq=False)
 class CallerRow:
@@ -74,15 +66,17 @@ class CallerRow:
     mark: str = ""
     #: Its last calls, oldest first (as many as the dashboard keeps per caller).
     calls: deque[CallRecord] = attrs.field(factory=deque)
+    #: Its caller kind as the agents table labels it, in full and in four characters
+    #: (``Caller.label``, ``Caller.short``); "" = the kind's own name.
+    kind: str = ""
+    short: str = ""
     #: ``caller:agent``, what the agents table knows it by (made once: hooks use it per call).
     key: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.key = f"{self.caller}:{self.agent}"
-
-    @property
-    def kind(self) -> str:
-        return _KIND_LABELS.get(self.caller, self.caller)
+        self.kind = self.kind or self.caller
+        self.short = self.short or self.kind[:4]
 
 
 @attrs.frozen
@@ -175,18 +169,13 @@ class DashboardState(Instrument):
         # Whether a row has a mark (``_take_marks``): with none, nothing is walked.
         self._marked = False
         self._names = {agent_id: agent.name for agent_id, agent in scene.agents.items()}
-        callers = len(scene.characters) + 2 + (len(scene.spec.beats.speakers) if scene.spec.beats.per_tick else 0)
-        #: Calls each caller's history keeps (``CALLS_KEPT`` shared among the callers).
-        self.calls_per_caller = min(_CALLS_PER_CALLER, max(1, calls_kept // callers)) if calls_kept else 0
-        if scene.spec.world in ("", "manor"):
-            for agent_id in scene.characters:
-                self._row(CallerKind.CHARACTER, agent_id)
-            self._row(CallerKind.NARRATOR, scene.narrator[0])
-            self._row(CallerKind.SUMMARISER, scene.summariser[0])
-            if scene.spec.beats.per_tick:
-                for speaker in scene.spec.beats.speakers:
-                    self._row(CallerKind.SCENE_BEAT, speaker)
-        # Another world's callers are known once it can plan: ``run_started``.
+        self._calls_kept = calls_kept
+        #: Calls each caller's history keeps (``CALLS_KEPT`` shared among the callers):
+        #: one caller an agent until the world's first tick says how many there are.
+        self.calls_per_caller = self._share(len(scene.agents))
+        #: The world's caller kinds (``World.callers``): their labels, plurals and
+        #: styles. Known, as the rows are, once the run starts.
+        self.callers: Mapping[str, Caller] = {}
 
     # -- what the panels read (the notes taken into account first) ------------------------
 
@@ -255,15 +244,28 @@ class DashboardState(Instrument):
     def run_started(self, loop: TickLoop) -> None:
         self._catch_up()
         self._loop = loop
-        if not self._calls_total:
-            self._degradations_tick = empty_degradations(loop.world.callers)
-            self._degradations_total = empty_degradations(loop.world.callers)
-        if not self._rows:
-            # The first tick's callers, in planning order (``plan`` changes nothing);
-            # callers of later ticks join as they are first planned.
-            for request in loop.world.plan():
-                self._row(request.caller, request.agent)
+        self.meet(loop.world)
         self._take_marks(loop.world)
+
+    def meet(self, world: World) -> None:
+        """Take in the world's caller kinds (``World.callers``: columns, labels, plurals,
+        styles) and its first tick's callers as rows, in planning order (``plan``
+        changes nothing); callers of later ticks join as they are first planned. The
+        run's start does it; the dashboard does it as soon as its engine is built, so
+        that a run paused before its first tick shows its callers."""
+        if self.callers:
+            return
+        if not self._calls_total:
+            self._degradations_tick = empty_degradations(world.callers)
+            self._degradations_total = empty_degradations(world.callers)
+        self.callers = world.callers
+        for row in self._rows.values():  # met before the world: labelled by it now
+            self._label(row)
+        if not self._rows:
+            first = world.plan()
+            self.calls_per_caller = self._share(len({(request.caller, request.agent) for request in first}))
+            for request in first:
+                self._row(request.caller, request.agent)
 
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
         self._catch_up()
@@ -324,7 +326,7 @@ class DashboardState(Instrument):
         self.current_tick = None
         if self._loop is not None:
             self._take_marks(self._loop.world)
-        items = fold_story(story, lambda entry: entry)
+        items = fold_story(story, lambda entry: entry, self.callers)
         self.story.extend(items)
         self.story_count += len(items)
         self._version += 1
@@ -452,9 +454,26 @@ class DashboardState(Instrument):
         row = self._by_call.get((caller, agent))
         if row is None:
             row = CallerRow(str(caller), agent, self._names.get(agent, agent), calls=deque(maxlen=self.calls_per_caller))
+            self._label(row)
             self._rows[row.key] = self._by_call[caller, agent] = row
             self._dirty.add(row.key)
         return row
+
+    def take_rows(self, other: DashboardState) -> None:
+        """A row for every caller ``other`` has, in its order, after this one's own: a
+        replay started again keeps the table its reader was in (callers a world plans
+        only from a later tick on included)."""
+        for row in other.rows.values():
+            self._row(row.caller, row.agent)
+
+    def _label(self, row: CallerRow) -> None:
+        """``row``'s kind as its world labels it (``Caller.label``, ``Caller.short``)."""
+        caller = caller_of(self.callers, row.caller)
+        row.kind, row.short = caller.label, caller.short
+
+    def _share(self, callers: int) -> int:
+        """Calls each of ``callers`` callers keeps of ``calls_kept``."""
+        return min(_CALLS_PER_CALLER, max(1, self._calls_kept // max(1, callers))) if self._calls_kept else 0
 
 
 def _count(counts: dict[str, dict[str, int]], caller: str, reason: str) -> None:

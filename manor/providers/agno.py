@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import math
+import re
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -31,7 +32,7 @@ import trio
 from ..answers import prompt_with_schema
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..config.backends import DEFAULT_SESSION_ID, session_id_problem
-from ..errors import CallError, CallTimeout, ProviderError
+from ..errors import CallError, CallTimeout, ProviderError, SessionLimitError
 from .base import Provider
 from .http import auth_headers, check_response, finish, open_client
 from .sse import SseEvent, sse_events
@@ -150,6 +151,9 @@ class AgnoProvider(Provider):
                         if scope.cancelled_caught:
                             timed_out = True
                             break
+                        # The run's answer is whole: a caller that stops here (as
+                        # ``collect`` does) has not abandoned it — nothing to cancel.
+                        settled = settled or isinstance(event, Done)
                         yield event
                 settled = True
             except CallError:
@@ -157,7 +161,8 @@ class AgnoProvider(Provider):
                 raise
             finally:
                 if not settled and self.cancel_remote:
-                    # The caller gave up on us (cancelled, or closed the stream early).
+                    # The caller gave up on us before the answer (cancelled, or closed
+                    # the stream early).
                     with trio.CancelScope(shield=True):
                         await self._cancel(call)
         # The worker is free again before the cancel request goes out.
@@ -329,8 +334,22 @@ def _decode_frame(frame: SseEvent, what: str) -> _RunOutput:
     return output
 
 
+#: A model provider's refusal as Agno passes it on in a run's ``status: ERROR``: its
+#: message is the provider's (OpenAI "Error code: 429 - Rate limit reached...",
+#: Anthropic "rate_limit_error", a gateway's "Too Many Requests").
+_REFUSAL = re.compile(r"\b429\b|rate[ _-]?limit|too many requests", re.IGNORECASE)
+#: When the message says how long to wait: "Please try again in 20s", "retry after 3 seconds".
+_RETRY_AFTER = re.compile(r"(?:try again in|retry after)\s+(\d+(?:\.\d+)?)\s*s", re.IGNORECASE)
+
+
 def _raise_for_status(output: _RunOutput, text: str, what: str, default: str = "") -> None:
     status = (output.status or default).upper()
+    if status == "ERROR" and _REFUSAL.search(text):
+        # The platform behind the agent refusing, not the agent failing: flow control.
+        wait = _RETRY_AFTER.search(text)
+        raise SessionLimitError(
+            f"{what}: refused upstream: {text[:200]}", refused_by="server", retry_after=float(wait[1]) if wait else None
+        )
     if status == "ERROR":
         raise ProviderError(f"{what}: the run failed: {text[:200] or 'no message'}")
     if status == "CANCELLED":

@@ -5,8 +5,10 @@ A backend implements ``invoke``: a cold stream of events ending in ``Done``. Tha
 it must do. If it can answer with less work when nobody watches the stream, it may also
 override ``answer`` (the fast path); and if its ``answer`` can end a call at a deadline
 itself, to the bit, it says so with ``keeps_deadline = True`` and reads the deadline
-from ``call_deadline``, raising ``DeadlineReached`` when it comes. The ``Stack`` reads
-these once, as it is built, and chooses each call's way to the backend from them.
+from ``call_deadline``, raising ``DeadlineReached`` when it comes. A backend that can
+answer calls arriving together differently by their order (a platform refusing those
+beyond a capacity) overrides ``arrival_order_matters``. The ``Stack`` reads these once,
+as it is built, and chooses each call's way to the backend from them.
 """
 
 from __future__ import annotations
@@ -69,6 +71,15 @@ class Provider(abc.ABC):
         Raises:
             CallError: (from iteration) a subclass naming why the call failed.
         """
+
+    def arrival_order_matters(self) -> bool:
+        """Whether calls arriving at the same instant could be answered differently
+        depending on which arrives first (a platform refusing those beyond its
+        capacity); then the tick loop starts them one by one, in ticket order.
+
+        Never by default. A backend that can be overrides it; a ``Stack`` asks it each
+        tick only if its class does (it reads that once, as it is built)."""
+        return False
 
     def answer(self, request: Request) -> Awaitable[Done]:
         """The answer to ``request`` for a caller that does not watch it stream (the

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import codecs
 import os
-import signal
-import subprocess
-import tempfile
 from collections.abc import AsyncGenerator, Sequence
 from typing import IO, final
 
@@ -28,12 +25,9 @@ from ..answers import prompt_with_schema
 from ..calls import Done, Event, Request, Started, TextDelta
 from ..errors import ConfigError, ProviderError
 from .base import Provider
+from .process import command_line, exit_problem, require_variables, spawned, stderr_tail
 
 __all__ = ["CommandProvider"]
-
-#: Lines of stderr quoted when the command fails.
-_STDERR_LINES = 5
-_STDERR_TAIL_BYTES = 8192
 
 
 @final
@@ -63,50 +57,13 @@ class CommandProvider(Provider):
             raise ConfigError("command backend: 'argv' must name a program")
 
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
-        for name in self.env:
-            if not os.environ.get(name):
-                raise ConfigError(f"command backend: environment variable {name} is not set")
+        require_variables(self.env, "command")
         model = request.model or self.model
-        prompt = prompt_with_schema(request.prompt, request.shape)
-        on_command_line = any("{prompt}" in arg for arg in self.argv)
-        argv = [arg.replace("{model}", model).replace("{prompt}", prompt) for arg in self.argv]
+        argv, stdin = command_line(self.argv, prompt_with_schema(request.prompt, request.shape), model)
         name = os.path.basename(argv[0])
-        if on_command_line and "\0" in prompt:
-            # The OS takes arguments as C strings, which end at the first NUL.
-            raise ProviderError(
-                f"{name}: the prompt holds a NUL character, which a command-line argument cannot carry "
-                "(leave {prompt} out of argv to pass the prompt on stdin)"
-            )
-        with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
-            # Files, not pipes, for stdin and stderr: the process can never block on
-            # them while we read stdout, so no helper tasks are needed around a yield.
-            if not on_command_line:
-                stdin.write(prompt.encode())
-                stdin.seek(0)
-            try:
-                process = await trio.lowlevel.open_process(
-                    argv,
-                    stdin=subprocess.DEVNULL if on_command_line else stdin,
-                    stdout=subprocess.PIPE,
-                    stderr=stderr,
-                    cwd=self.cwd,
-                    start_new_session=True,  # its own process group, so we can end all of it
-                )
-            except OSError as exc:
-                raise ProviderError(f"{name}: cannot run {argv[0]!r}: {exc.strerror or exc}") from None
-            except ValueError as exc:  # a NUL in an argument ({model}), the environment or cwd
-                raise ProviderError(f"{name}: cannot run {argv[0]!r}: {exc}") from None
-            try:
-                async for event in self._read(process, name, stderr):
-                    yield event
-            finally:
-                # Shielded: this runs while the call is being cancelled, and every await
-                # here must finish, or the process outlives the call.
-                with trio.CancelScope(shield=True):
-                    if process.returncode is None:
-                        await self._stop(process)
-                    assert process.stdout is not None
-                    await process.stdout.aclose()
+        async with spawned(argv, stdin=stdin, cwd=self.cwd, kill_after=self.kill_after) as (process, stderr):
+            async for event in self._read(process, name, stderr):
+                yield event
 
     async def _read(self, process: trio.Process, name: str, stderr: IO[bytes]) -> AsyncGenerator[Event, None]:
         assert process.stdout is not None
@@ -123,31 +80,5 @@ class CommandProvider(Provider):
             yield TextDelta(tail)
         code = await process.wait()
         if code != 0:
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-            raise ProviderError(f"{name} {how}: {_tail(stderr) or 'no output on stderr'}")
+            raise ProviderError(f"{name} {exit_problem(code)}: {stderr_tail(stderr) or 'no output on stderr'}")
         yield Done(text="".join(pieces))
-
-    async def _stop(self, process: trio.Process) -> None:
-        """SIGTERM the process group, SIGKILL it if still there after ``kill_after``, reap."""
-        _signal_group(process, signal.SIGTERM)
-        with trio.move_on_after(self.kill_after):
-            await process.wait()
-            return
-        _signal_group(process, signal.SIGKILL)
-        await process.wait()
-
-
-def _signal_group(process: trio.Process, sig: signal.Signals) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass  # already gone
-    except PermissionError:
-        process.send_signal(sig)
-
-
-def _tail(stderr: IO[bytes]) -> str:
-    size = stderr.seek(0, os.SEEK_END)
-    stderr.seek(max(0, size - _STDERR_TAIL_BYTES))
-    lines = stderr.read().decode("utf-8", "replace").strip().splitlines()
-    return " | ".join(line.strip() for line in lines[-_STDERR_LINES:] if line.strip())

@@ -16,10 +16,10 @@ import attrs
 import httpx
 
 from ..answers import response_format
-from ..calls import Done, Event, Request, Started, TextDelta, Usage
+from ..calls import Done, Event, RateLimits, Request, Started, TextDelta, Usage
 from ..errors import CallTimeout, ProviderError
 from .base import Provider
-from .http import auth_headers, check_response, finish, open_client
+from .http import auth_headers, check_response, finish, open_client, rate_limits
 from .sse import SseEvent, sse_events
 
 __all__ = ["OpenAIProvider"]
@@ -71,7 +71,7 @@ class OpenAIProvider(Provider):
                     if not kind.startswith("text/event-stream"):
                         sample = (await response.aread())[:80]
                         raise ProviderError(f"{what}: answered garbage: expected an event stream, got {kind or 'no content type'}: {sample!r}")
-                    async for event in _completion_events(sse_events(response.aiter_lines()), what):
+                    async for event in _completion_events(sse_events(response.aiter_lines()), what, rate_limits(response.headers)):
                         yield event
         except httpx.TimeoutException as exc:
             raise CallTimeout(f"{what}: {type(exc).__name__} (connect {self.connect_timeout:g}s, read {self.read_timeout:g}s)") from exc
@@ -79,9 +79,10 @@ class OpenAIProvider(Provider):
             raise ProviderError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
-async def _completion_events(frames: AsyncIterator[SseEvent], what: str) -> AsyncGenerator[Event, None]:
+async def _completion_events(frames: AsyncIterator[SseEvent], what: str, rates: RateLimits | None) -> AsyncGenerator[Event, None]:
     """The events of a chat completion stream; the body is read to its end (``finish``)
-    after ``[DONE]`` and after an error the server sent, so its connection is reused."""
+    after ``[DONE]`` and after an error the server sent, so its connection is reused.
+    ``rates``: what the answer's rate headers said, for its ``Done``."""
     pieces: list[str] = []
     usage = Usage()
     finished = False
@@ -115,7 +116,7 @@ async def _completion_events(frames: AsyncIterator[SseEvent], what: str) -> Asyn
             raise ProviderError(f"{what}: the stream was cut off before [DONE]")
     if not started:
         yield Started()
-    yield Done(text="".join(pieces), usage=usage)
+    yield Done(text="".join(pieces), usage=usage, rates=rates)
 
 
 def _decode(data: str, what: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -18,9 +18,9 @@ backends and clients.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
-from typing import final
+from typing import Any, final
 
 import attrs
 import httpx
@@ -30,16 +30,20 @@ from ..calls import Done, Event, Request
 from ..config.backends import (
     BUILT_IN_BACKEND,
     AgnoBackend,
+    AnthropicBackend,
     Assignment,
     Backends,
     BackendTable,
+    ClaudeCodeBackend,
     CommandBackend,
     OpenAIBackend,
     SimBackend,
 )
-from ..errors import ProviderError
+from ..errors import CallError, ProviderError
 from .agno import AgnoProvider, HttpAgentTransport
+from .anthropic import AnthropicProvider, anthropic_client, require_sdk
 from .base import Provider
+from .claude_code import ClaudeCodeProvider
 from .command import CommandProvider
 from .openai import OpenAIProvider
 from .sim import SimProvider
@@ -47,24 +51,39 @@ from .sim import SimProvider
 __all__ = ["MakeBackend", "RoutingProvider", "RoutingStatistics", "RunClients", "routing_provider"]
 
 
+@attrs.frozen
+class _Held:
+    """A client of a run: how to close it, and whether it is closed."""
+
+    close: Callable[[], Awaitable[object]]
+    closed: Callable[[], bool]
+
+
 @final
 @attrs.define(eq=False)
 class RunClients:
-    """The httpx clients of one run's backends; all closed when the run ends."""
+    """The HTTP clients of one run's backends (httpx's, the Anthropic SDK's); all closed
+    when the run ends."""
 
-    _clients: list[httpx.AsyncClient] = attrs.field(factory=list, init=False)
+    _clients: list[_Held] = attrs.field(factory=list, init=False)
 
     def new(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
         """A client for one backend, with that backend's timeouts as its defaults."""
         # No cap on connections: the shared gate above bounds the calls in flight, and a
         # pool limit would be a second, hidden limiter under it.
         client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None))
-        self._clients.append(client)
+        self._clients.append(_Held(client.aclose, lambda: client.is_closed))
+        return client
+
+    def anthropic(self, table: AnthropicBackend) -> Any:
+        """An Anthropic SDK client for one backend (``anthropic_client``)."""
+        client = anthropic_client(table.api_key_env, table.base_url, table.connect_timeout_s, table.read_timeout_s)
+        self._clients.append(_Held(client.close, client.is_closed))
         return client
 
     @property
     def open(self) -> int:
-        return sum(not client.is_closed for client in self._clients)
+        return sum(not client.closed() for client in self._clients)
 
     async def close_when_cancelled(self) -> None:
         """Sleep until cancelled (the run ending), then close every client."""
@@ -74,7 +93,7 @@ class RunClients:
             with trio.CancelScope(shield=True):
                 for client in self._clients:
                     try:
-                        await client.aclose()
+                        await client.close()
                     except Exception:  # noqa: BLE001 - a system task that raises crashes the whole run
                         pass
 
@@ -106,12 +125,22 @@ class RoutingProvider(Provider):
     Args:
         routes: agent id -> backend name.
         backends: backend name -> how to make it for a run; every routed name has one.
+        order_sensitive: one of the backends answers calls differently by their order of
+            arrival (``Provider.arrival_order_matters``: a simulated capacity).
     """
 
     routes: Mapping[str, str]
     backends: Mapping[str, MakeBackend]
+    order_sensitive: bool = False
     _run: _RunBackends | None = attrs.field(default=None, init=False)
     _calls: dict[str, int] = attrs.field(factory=dict, init=False)
+    _final: CallError | None = attrs.field(default=None, init=False)
+
+    @property
+    def final_refusal(self) -> CallError | None:
+        """The first refusal no retry can cure (``CallError.final``: a spend or usage
+        cap, a refused key) that a backend met, if any: the run should stop."""
+        return self._final
 
     def __attrs_post_init__(self) -> None:
         missing = sorted(set(self.routes.values()) - set(self.backends))
@@ -124,9 +153,13 @@ class RoutingProvider(Provider):
             raise ProviderError(f"no backend is assigned to agent {request.agent}")
         provider = self._providers()[name]
         self._calls[name] = self._calls.get(name, 0) + 1
-        async with aclosing(provider.invoke(request)) as events:
-            async for event in events:
-                yield event
+        try:
+            async with aclosing(provider.invoke(request)) as events:
+                async for event in events:
+                    yield event
+        except CallError as exc:
+            self._note(exc)
+            raise
 
     async def answer(self, request: Request) -> Done:
         """The routed backend's own ``answer`` (the simulator's needs one timer)."""
@@ -135,7 +168,18 @@ class RoutingProvider(Provider):
             raise ProviderError(f"no backend is assigned to agent {request.agent}")
         provider = self._providers()[name]
         self._calls[name] = self._calls.get(name, 0) + 1
-        return await provider.answer(request)
+        try:
+            return await provider.answer(request)
+        except CallError as exc:
+            self._note(exc)
+            raise
+
+    def _note(self, error: CallError) -> None:
+        if error.final and self._final is None:
+            self._final = error
+
+    def arrival_order_matters(self) -> bool:
+        return self.order_sensitive
 
     def statistics(self) -> RoutingStatistics:
         return RoutingStatistics(calls=dict(self._calls), open_clients=self._run.clients.open if self._run else 0)
@@ -164,12 +208,19 @@ def routing_provider(assignment: Mapping[str, Assignment], backends: Backends, s
 
     Returns:
         ``sim`` itself when every agent is on it; otherwise a ``RoutingProvider``.
+
+    Raises:
+        ConfigError: a backend of kind ``anthropic`` is in use, and its SDK is not installed.
     """
     names = {chosen.backend for chosen in assignment.values()}
     if names <= {BUILT_IN_BACKEND}:
         return sim
+    if any(isinstance(backends.table(name), AnthropicBackend) for name in names):
+        require_sdk()  # before the run, in one line, rather than at its first call
     makers = {name: functools.partial(_make, backends.table(name), sim, run_id) for name in sorted(names)}
-    return RoutingProvider({agent: chosen.backend for agent, chosen in assignment.items()}, makers)
+    tables = [backends.table(name) for name in names]
+    moving = any(isinstance(table, SimBackend) and table.capacity is not None for table in tables)
+    return RoutingProvider({agent: chosen.backend for agent, chosen in assignment.items()}, makers, order_sensitive=moving)
 
 
 def _make(table: BackendTable | None, sim: SimProvider, run_id: str, clients: RunClients) -> Provider:
@@ -178,7 +229,7 @@ def _make(table: BackendTable | None, sim: SimProvider, run_id: str, clients: Ru
         case None:
             return sim
         case SimBackend():
-            return attrs.evolve(sim, error_rate=table.error_rate, hang_rate=table.hang_rate)
+            return attrs.evolve(sim, error_rate=table.error_rate, hang_rate=table.hang_rate, capacity=table.capacity)
         case OpenAIBackend():
             return OpenAIProvider(
                 table.base_url,
@@ -191,6 +242,13 @@ def _make(table: BackendTable | None, sim: SimProvider, run_id: str, clients: Ru
             )
         case CommandBackend():
             return CommandProvider(table.argv, model=table.model, env=table.env, cwd=table.cwd, kill_after=table.kill_after_s)
+        case AnthropicBackend():
+            what = table.base_url or "api.anthropic.com"
+            return AnthropicProvider(clients.anthropic(table), model=table.model, what=what, system=table.system, max_tokens=table.max_tokens)
+        case ClaudeCodeBackend():
+            return ClaudeCodeProvider(
+                table.argv, model=table.model, resume=table.resume, env=table.env, cwd=table.cwd, kill_after=table.kill_after_s
+            )
         case AgnoBackend():
             connect = table.connect_timeout_s
             # The transport's own timeouts: with a shared client, its requests use the client's.

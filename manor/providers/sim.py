@@ -15,9 +15,11 @@ import trio
 from msgspec import Meta
 
 from ..answers import draw_answer
-from ..calls import CallerKind, Done, Event, Request, Started, TextDelta, Usage
+from ..callers import CallerStyle
+from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..clock import current_time
-from ..errors import ProviderError
+from ..config.backends import PlatformCapacity
+from ..errors import ProviderError, SessionLimitError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
 from ..templates import template_problem
 from ..timer import sleep_until
@@ -25,8 +27,6 @@ from .base import DeadlineReached, Provider, by_deadline, call_deadline
 
 __all__ = ["PLACEHOLDERS", "SimProfile", "SimProvider", "line_problem"]
 
-_SUMMARISER = CallerKind.SUMMARISER.value
-_NARRATOR = CallerKind.NARRATOR.value
 
 #: What a line template may name; each is filled in with a word or a name.
 PLACEHOLDERS = ("object", "room", "someone", "mood")
@@ -54,8 +54,10 @@ class SimProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
         latency_s: the typical time of a call.
         jitter: spread of the log-normal around it (its sigma); 0 makes every call take
             exactly ``latency_s``.
-        lines: line templates in the agent's voice; ``{object}``, ``{room}``,
-            ``{someone}`` and ``{mood}`` are filled in.
+        lines: line templates in the agent's voice; ``{object}`` (a noun: "teapot"),
+            ``{room}`` (a noun: "library"), ``{someone}`` (a name) and ``{mood}`` (an
+            adverb: "gloomily" — "I drift {mood} through the {room}", not "a {mood}
+            hush") are filled in.
     """
 
     latency_s: Seconds = 1.0
@@ -86,19 +88,30 @@ class SimProvider(Provider):
         invalid_rate: chance the answer to a request with a shape is not JSON of it
             (a request without one draws nothing for it: its answers do not move).
         names: who ``{someone}`` in a line can be (default: the profiles' keys).
+        styles: caller kind -> its ``Caller.style`` (the world's ``callers``): a
+            ``summary`` call is answered with a gist of its prompt, a ``narration`` call
+            with a narrator's line, any other with a character's.
         max_sessions: the backend's own concurrency cap; 0 = unlimited (the shared gate
             subsumes it).
+        capacity: a platform limit that moves during the run, answered as a server
+            answers it: a call that finds every session in use is refused at once
+            (``SessionLimitError`` refused by the server, with its ``retry_after``).
+            ``None`` (the default) refuses nothing, and draws nothing.
     """
 
     profiles: Mapping[str, SimProfile] = attrs.field(factory=dict)
     seed: int = 0
     default: SimProfile = SimProfile()
     names: tuple[str, ...] = ()
+    styles: Mapping[str, CallerStyle] = attrs.field(factory=dict)
     error_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     hang_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     invalid_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     max_sessions: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    capacity: PlatformCapacity | None = None
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False)
+    _in_flight: int = attrs.field(default=0, init=False)
+    _epoch: float | None = attrs.field(default=None, init=False)
     # One generator, seeded again for every draw: as random.Random(key), without
     # building a generator (2.5 KB of state) per call.
     _rng: random.Random = attrs.field(factory=random.Random, init=False, repr=False)
@@ -112,17 +125,28 @@ class SimProvider(Provider):
         """The latency this call will have: deterministic for its key."""
         return self._draw(request)[0]
 
+    def arrival_order_matters(self) -> bool:
+        """With a ``capacity``, which of the calls arriving together is refused depends
+        on which arrives first: the tick loop then starts them in ticket order."""
+        return self.capacity is not None
+
     async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
         latency, fault, text = self._draw(request)
-        if self.max_sessions:
-            if self._limiter is None:
-                self._limiter = trio.CapacityLimiter(self.max_sessions)
-            async with self._limiter:
+        if self.capacity is not None:
+            self._take_session(request)
+        try:
+            if self.max_sessions:
+                if self._limiter is None:
+                    self._limiter = trio.CapacityLimiter(self.max_sessions)
+                async with self._limiter:
+                    async for event in self._answer(request, latency, fault, text):
+                        yield event
+            else:
                 async for event in self._answer(request, latency, fault, text):
                     yield event
-        else:
-            async for event in self._answer(request, latency, fault, text):
-                yield event
+        finally:
+            if self.capacity is not None:
+                self._in_flight -= 1
 
     def answer(self, request: Request) -> Awaitable[Done]:
         """The answer without its stream: one timer to the end of the answer instead of
@@ -138,12 +162,45 @@ class SimProvider(Provider):
             ProviderError: (when awaited) the simulated model failed this call.
             DeadlineReached: (when awaited) the call's deadline came before its answer.
         """
+        if self.capacity is not None:
+            return self._within_capacity(request)
+        return self._answered(request)
+
+    def _answered(self, request: Request) -> Awaitable[Done]:
         latency, fault, text = self._draw(request)
         deadline = call_deadline.get()
         if self.max_sessions:
             limited = self._limited(request, latency, fault, text)
             return limited if deadline == math.inf else by_deadline(deadline, limited)
         return self._answer_at_once(request, latency, fault, text, deadline)
+
+    async def _within_capacity(self, request: Request) -> Done:
+        self._take_session(request)
+        try:
+            return await self._answered(request)
+        finally:
+            self._in_flight -= 1
+
+    def _take_session(self, request: Request) -> None:
+        """Count the call in, or refuse it as a full server would.
+
+        Raises:
+            SessionLimitError: every session the capacity allows now is in use.
+        """
+        assert self.capacity is not None
+        if self.capacity.by == "tick":
+            at = float(request.tick)
+        else:
+            now = current_time()
+            if self._epoch is None:
+                self._epoch = now
+            at = now - self._epoch
+        limit = self.capacity.sessions(at)
+        if limit is not None and self._in_flight >= limit:
+            raise SessionLimitError(
+                f"simulated platform full: {self._in_flight} of {limit} sessions in use", retry_after=self.capacity.retry_after_s
+            )
+        self._in_flight += 1
 
     async def _limited(self, request: Request, latency: float, fault: str, text: str) -> Done:
         if self._limiter is None:
@@ -206,11 +263,12 @@ class SimProvider(Provider):
     def _text(self, request: Request, profile: SimProfile, rng: random.Random) -> str:
         if request.shape is not None:
             return self._shaped(request.shape, profile, rng)
-        if request.caller == _SUMMARISER:
+        style = self.styles.get(request.caller, "line")
+        if style == "summary":
             lines = [line for line in request.prompt.splitlines() if line.strip()]
             gist = "; ".join(" ".join(line.split()[:7]) for line in lines[-4:])
             return f"So far: {gist or 'nothing of note has happened'}."
-        if request.caller == _NARRATOR:
+        if style == "narration":
             templates = profile.lines or _NARRATOR_LINES
         else:
             templates = profile.lines or _GENERIC_LINES

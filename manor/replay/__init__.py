@@ -2,10 +2,10 @@
 settings ("what if"), and its story retold from the recorded calls.
 
     recorded    RecordedRun: a save's settings, figures and the engine that runs it again, built once
-    checking    RecordingCheck: each replayed tick against the recorded one
+    checking    RecordingCheck: each replayed tick against the recorded one and its world's plan
     changes     LiveChanges: the recorded live changes, made again
     responses   ReplayBackend, the provider that answers with the recorded responses
-    admissions  one world of a fleet, each call admitted when the shared gate admitted it
+    admissions  a save whose gate was shared (a fleet's world, a gate on Redis), each call admitted when it was
     run         replay(): the recorded ticks again, verified or under other settings
     retelling   the run's story, rebuilt from the calls: Markdown, text, JSON Lines
     benchmark   replay speed and save size, for ``manor bench``

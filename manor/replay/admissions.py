@@ -1,23 +1,27 @@
-"""Replaying one world of a fleet: each call admitted when the shared gate admitted it.
+"""Replaying a run whose gate was shared: each call admitted when the shared gate
+admitted it.
 
-A fleet's worlds share one gate (``manor fleet``). When one world's save is replayed on
-its own, the other worlds' calls are not there: replayed through a gate of its own, the
-world would be let through sooner, and a call that timed out waiting behind the other
-worlds would now be answered — another story, and a replay that cannot verify.
+A fleet's worlds share one gate (``manor fleet``), and processes share one through Redis
+(``gate.url``). When one world's save is replayed on its own, the other worlds' calls
+are not there: replayed through a gate of its own, the world would be let through
+sooner, and a call that timed out waiting behind the other worlds would now be answered
+— another story, and a replay that cannot verify. So would a call that found no gate
+because its Redis was down (``gate_unavailable``).
 
-So the replay of a fleet world takes the shared gate's decisions from the recording:
+So such a replay takes the shared gate's decisions from the recording:
 ``RecordedAdmissions`` sits just above the world's own gate and holds each call until
 the moment the recording says the shared gate let it through, then passes it on; a
-call that gave up at the shared gate gives up again when it did, with what it said.
-The world's own gate still stands below, sized as recorded, and admits every call at
-once — if the recording is one a gate could have made for this world (no more of its
-calls in flight than the gate's size, in its own ticket order). A call it holds back is
-admitted later than recorded, which ``RecordingCheck`` reports.
+call that gave up at the shared gate, or found no gate, does so again when it did, with
+what it said. The world's own gate still stands below, sized as recorded, and admits
+every call at once — if the recording is one a gate could have made for this world (no
+more of its calls in flight than the gate's size, in its own ticket order). A call it
+holds back is admitted later than recorded, which ``RecordingCheck`` reports.
 
 What a verifying replay of a fleet world therefore checks: the world's own rules — its
 plans, the layers above and below the gate, the recorded answers — give the recorded
 world hash after every tick, and the recorded admissions are ones its gate could make,
-call by call, to the recorded time. What it cannot check is the shared gate's choice
+call by call, to the recorded time (on the virtual clock: times read off the real clock
+are not exact to replay). What it cannot check is the shared gate's choice
 among the worlds (that needs all of them): ``manor fleet`` run again does, since the
 same worlds and seeds give the same records.
 """
@@ -30,7 +34,7 @@ from typing import final
 import trio
 
 from ..calls import Done, Request
-from ..errors import GateTimeout
+from ..errors import CallError, GateTimeout, GateUnavailable
 from ..layers.base import Inner, Layer, Listener
 from ..records import CallRecord
 from ..saves.format import TickFrame
@@ -41,11 +45,15 @@ __all__ = ["RecordedAdmissions"]
 #: A call of a tick, as the recording and the replay both name it: (tick, caller kind, agent).
 _Key = tuple[int, str, str]
 
+#: How a call never let through by the shared gate ended there, by its recorded reason.
+_REFUSALS: dict[str, type[CallError]] = {"gate_timeout": GateTimeout, "gate_unavailable": GateUnavailable}
+
 
 @final
 class RecordedAdmissions(Layer, Instrument):
     """Holds each call until its recorded admission by the shared gate; a call that gave
-    up at the shared gate (``gate_timeout``) gives up again at its recorded time.
+    up at the shared gate (``gate_timeout``) or found none (``gate_unavailable``) does so
+    again at its recorded time.
 
     It is also an instrument of the replaying loop: calls start in ticket order
     (``call_started``), so two calls of one agent in one tick (two scene beats) are
@@ -81,9 +89,10 @@ class RecordedAdmissions(Layer, Instrument):
         if recorded.admitted_at is not None:
             await trio.sleep_until(recorded.admitted_at)
         else:
-            # It waited at the shared gate until it gave up there, or its tick's
-            # deadline cancelled it (the replay's deadline does so again, at this time).
+            # It waited at the shared gate until it gave up there, or found no gate, or
+            # its tick's deadline cancelled it (the replay's deadline does so again).
             await trio.sleep_until(recorded.finished_at)
-            if recorded.reason == "gate_timeout":
-                raise GateTimeout(recorded.error or "no gate slot in time")
+            refusal = _REFUSALS.get(recorded.reason or "")
+            if refusal is not None:
+                raise refusal(recorded.error or f"{recorded.reason} at the shared gate")
         return await inner(request, listener)

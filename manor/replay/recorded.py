@@ -23,7 +23,10 @@ from .changes import LiveChanges
 from .checking import RecordingCheck
 from .responses import ReplayBackend, reached_backend, recorded_responses
 
-__all__ = ["RECORDED", "RecordedRun", "ReplayEngine", "check_world", "peak_platform_sessions", "recorded_source", "recorded_summary"]
+__all__ = [
+    "RECORDED", "RecordedRun", "ReplayEngine", "check_world", "peak_platform_sessions", "recorded_on_real_clock", "recorded_source",
+    "recorded_summary",
+]  # fmt: skip
 
 #: The ordinal of the recorded settings: above the built-in defaults (a setting newer
 #: than the save keeps its default), below command-line flags (a what-if).
@@ -70,6 +73,13 @@ def check_world(save: Save) -> None:
         raise SaveError(f"{save.name}: recorded with {recorded}; this Manor has world '{cls.name}' version {cls.version} there")
 
 
+def recorded_on_real_clock(save: Save) -> bool:
+    """Whether the recorded run ran on the real clock: set so, or derived (a real
+    backend, a gate on Redis). A replay derives the clock again from its own settings,
+    so its resolved settings do not say."""
+    return any(row.key == "run.clock" and row.value == "real" for row in save.header.settings)
+
+
 def peak_platform_sessions(calls: Iterable[CallRecord]) -> int:
     """The most platform sessions a run held at once, from its call records (every try).
 
@@ -110,12 +120,16 @@ class ReplayEngine:
             none for).
         check: compares each tick with the recording.
         changes: makes the recorded live changes again: run its ``run`` beside the loop.
+        starts_at: the instant the replay's clock starts at: where the recording's did
+            when the shared gate's recorded admissions are replayed (times on the
+            recording's clock), 0 otherwise.
     """
 
     engine: Engine
     backend: ReplayBackend
     check: RecordingCheck
     changes: LiveChanges
+    starts_at: float = 0.0
 
 
 @final
@@ -167,9 +181,11 @@ class RecordedRun:
         """An engine that replays the recorded ticks (its ``loop.run(len(save.ticks))``),
         observed by ``instruments`` and then by the replay's own.
 
-        One world of a fleet replays as recorded under the shared gate's recorded
-        admissions (and must reproduce them too); under a what-if, alone, through a gate
-        of its own.
+        A save whose gate was shared — one world of a fleet, or a run on a gate in Redis
+        (``gate.url``) — replays as recorded under the shared gate's recorded admissions
+        (and, recorded on the virtual clock, must reproduce them to the bit too); under a
+        what-if, alone, through a gate of its own. A single run on a gate of its own is
+        replayed by that gate.
 
         Raises:
             ContentError: the scene's world refuses the recorded scene.
@@ -178,13 +194,18 @@ class RecordedRun:
         # Calls the recording has no response for are drawn as the recorded run would
         # have drawn them: from its own seed and simulation settings, whatever the what-if.
         backend = ReplayBackend(recorded_responses(save.ticks), fallback=scene_sim(self.recorded, scene))
-        admissions = [RecordedAdmissions(save.ticks)] if save.header.fleet is not None and not self.overridden else []
-        # Times recorded on the real clock are not exact: a call let through at a release
-        # is stamped a moment after the call that released its slot is stamped ended.
-        check = RecordingCheck(save.records, times=bool(admissions) and config.settings.run.clock != "real")
+        shared = save.header.fleet is not None or bool(self.recorded.settings.gate.url)
+        admissions = [RecordedAdmissions(save.ticks)] if shared and not self.overridden else []
+        # Times read off the real clock do not replay to the bit: a timeout fires a moment
+        # late there, a call is let through a moment after the release that freed its slot.
+        check = RecordingCheck(save.records, times=bool(admissions) and not recorded_on_real_clock(save))
         changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=config.settings.run.batch_size, skip=self.overridden)
         engine = build_engine(config, scene, backend=backend, instruments=[*instruments, check, changes, *admissions], layers=admissions)
-        return ReplayEngine(engine, backend, check, changes)
+        # The recorded admissions are times on the recording's clock: its replay starts
+        # where it started (a real clock's times are far from 0), not one long first
+        # tick away.
+        starts_at = max(save.records[0].started_at, 0.0) if admissions and save.records else 0.0
+        return ReplayEngine(engine, backend, check, changes, starts_at)
 
     def summary(self) -> dict[str, Any]:
         """The recorded run's figures, with the keys of ``manor run --json``, from its

@@ -12,18 +12,21 @@ kind, fallback, reason and message), ``FOLD_AT`` or more, are one line naming ev
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
 import attrs
 import msgspec
 
+from ..callers import Caller, caller_of
 from ..errors import SaveError
 from ..folds import Fold, fold_story
 from ..output import write_output
 from ..records import StoryEntry
 from ..saves.reader import Save
-from ..worlds import create_world
+from ..worlds import create_world, world_class
+from ..worlds.failures import world_code
+from .checking import unplanned_calls
 from .recorded import check_world
 
 __all__ = ["FORMATS", "StoryLine", "story_lines", "story_text", "write_story"]
@@ -56,15 +59,20 @@ def story_lines(save: Save) -> Iterator[StoryLine]:
     """Every line of ``save``'s story, in order.
 
     Raises:
-        SaveError: a tick does not rebuild the world the recording had after it (the
-            save was altered, or this Manor's world has other rules): its story would
-            not be the recorded run's.
+        SaveError: a tick does not hold the calls its world planned, or does not
+            rebuild the world the recording had after it (the save was altered, or this
+            Manor's world has other rules): its story would not be the recorded run's.
     """
     check_world(save)
     world = create_world(save.scene, save.header.seed)
     for frame in save.ticks:
         record = frame.record
-        entries = world.apply(record.calls)
+        with world_code(world, "plan", record.tick):
+            planned = world.plan()
+        if difference := unplanned_calls(planned, record.calls):
+            raise SaveError(f"{save.name}: tick {record.tick} does not hold the calls its world planned ({difference}); its story cannot be told")
+        with world_code(world, "apply", record.tick):
+            entries = world.apply(record.calls)
         if world.hash != record.world_hash:
             raise SaveError(f"{save.name}: tick {record.tick} does not rebuild the recorded world; its story cannot be told")
         # A degraded turn's entry gets its call's error: the entries of one caller and
@@ -78,28 +86,31 @@ def story_lines(save: Save) -> Iterator[StoryLine]:
             yield StoryLine(entry, waiting.popleft() if waiting else "")
 
 
-def story_text(title: str, lines: Sequence[StoryLine], format: Format) -> str:
-    """``lines`` (from ``story_lines``) in ``format``; ``title`` heads the Markdown."""
+def story_text(save: Save, lines: Sequence[StoryLine], format: Format) -> str:
+    """``lines`` (``story_lines(save)``) in ``format``; the scene's name heads the
+    Markdown, and the world's callers (``World.callers``) say how each kind is told."""
+    callers = world_class(save.scene.spec.world).callers
     if format == "jsonl":
         encoder = msgspec.json.Encoder()
         return "".join(encoder.encode(_json(line)).decode() + "\n" for line in lines)
     if format == "txt":
-        return "".join(f"{line.entry.tick:>4} {_said(line)}\n" for line in lines)
-    out = [f"# {title}\n"]
+        return "".join(f"{line.entry.tick:>4} {_said(line, callers)}\n" for line in lines)
+    out = [f"# {save.scene.spec.name}\n"]
     tick = 0
-    for item in fold_story(lines, lambda line: line.entry, key=lambda line: line.error):
+    for item in fold_story(lines, lambda line: line.entry, callers, key=lambda line: line.error):
         line = item.items[0] if isinstance(item, Fold) else item
         if line.entry.tick != tick:
             tick = line.entry.tick
             out.append(f"\n## Tick {tick}\n\n")
-        out.append(f"- {_folded(item) if isinstance(item, Fold) else _said(line, markdown=True)}\n")
+        out.append(f"- {_folded(item) if isinstance(item, Fold) else _said(line, callers, markdown=True)}\n")
     return "".join(out)
 
 
-def _said(line: StoryLine, *, markdown: bool = False) -> str:
+def _said(line: StoryLine, callers: Mapping[str, Caller], *, markdown: bool = False) -> str:
     entry = line.entry
     who = f"**{entry.speaker}**" if markdown else entry.speaker
-    beat = "beat · " if entry.caller == "scene_beat" else ""
+    caller = caller_of(callers, entry.caller)
+    beat = f"{caller.label} · " if caller.style == "aside" else ""
     if not entry.fallback:
         return f"{beat}{who}: {entry.text}"
     why = f"{entry.reason}: {line.error}" if line.error else f"{entry.reason}"
@@ -112,7 +123,7 @@ def _folded(fold: Fold[StoryLine]) -> str:
     first = fold.items[0]
     why = f"{first.entry.reason}: {first.error}" if first.error else f"{first.entry.reason}"
     names = ", ".join(line.entry.speaker for line in fold.items)
-    return f"_⚠ {fold.who} {first.entry.fallback} ({why}) — {names}_"
+    return f"_⚠ {fold.says} ({why}) — {names}_"
 
 
 def _json(line: StoryLine) -> _JsonLine:
@@ -132,7 +143,9 @@ def write_story(save: Save, format: Format, path: str) -> int:
     """
     lines = list(story_lines(save))
     try:
-        write_output(path, story_text(save.scene.spec.name, lines, format))
+        write_output(path, story_text(save, lines, format))
+    except BrokenPipeError:
+        raise  # a reader that stopped early (``| head``): no error, see manor.cli.main
     except OSError as exc:
         raise SaveError(f"{path}: cannot write the story: {exc.strerror or exc}") from None
     return len(lines)

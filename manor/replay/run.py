@@ -37,7 +37,7 @@ class Replay:
         mismatch: the first tick whose world hash differs from the recording, if any.
         recording: the recorded run it replayed (its recorded figures: ``summary()``).
         times_checked: each call's admission and end were compared with the recording
-            too (a fleet world's save, recorded on the virtual clock).
+            too (a save whose gate was shared, recorded on the virtual clock).
     """
 
     engine: Engine
@@ -71,9 +71,10 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     Args:
         overrides: settings to replay with instead of the recorded ones (a what-if);
             ``None`` replays with the recorded settings, which must reproduce the
-            recorded world hash after every tick. One world of a fleet replays with
-            the recorded settings under the shared gate's recorded admissions (and
-            must reproduce them too), under a what-if alone, through a gate of its own.
+            recorded world hash after every tick. A save whose gate was shared (one
+            world of a fleet, a run on a gate in Redis) replays with the recorded
+            settings under the shared gate's recorded admissions (and must reproduce
+            them too), under a what-if alone, through a gate of its own.
         instruments: more observers of the replayed ticks (a dashboard, a recorder).
 
     Raises:
@@ -100,7 +101,9 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     def after() -> str:
         return f"after {statistics.ticks} of {counted(len(save.ticks), 'tick')} replayed"
 
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    clock.jump(replaying.starts_at)
     # Ctrl-C or SIGTERM stops it cleanly and says how far it got.
-    interrupts.run(main, clock=trio.testing.MockClock(autojump_threshold=0), after=after)
+    interrupts.run(main, clock=clock, after=after)
     check = replaying.check
     return Replay(replaying.engine, statistics, replaying.backend.drawn, mismatch or check.mismatch, recording, check.times)

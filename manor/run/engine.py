@@ -31,7 +31,7 @@ from ..tick.instruments import Instrument
 from ..tick.loop import TickLoop
 from ..tick.policies import make_policy
 from ..tick.prediction import LatencyPredictor
-from ..worlds import create_world
+from ..worlds import create_world, world_class
 
 __all__ = ["Engine", "build_engine", "configure", "gate_for", "scene_seed", "scene_sim"]
 
@@ -56,6 +56,11 @@ class Engine:
     cost: CostLayer | None
     breaker: BreakerLayer
     run_id: str
+
+    @property
+    def seed(self) -> int:
+        """The run's seed: ``run.seed`` when set, else the scene's."""
+        return scene_seed(self.config, self.scene)
 
 
 def configure(sources: list[Source]) -> tuple[Config, Scene]:
@@ -182,6 +187,7 @@ def scene_sim(config: Config, scene: Scene, *, seed: int | None = None, latency_
         profiles,
         seed=scene_seed(config, scene) if seed is None else seed,
         names=tuple(agent.name for agent in scene.characters.values()),
+        styles={kind: caller.style for kind, caller in world_class(scene.spec.world).callers.items()},
         error_rate=s.sim.error_rate,
         hang_rate=s.sim.hang_rate,
         invalid_rate=s.sim.invalid_rate,

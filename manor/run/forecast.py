@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..worlds.failures import world_code
+
 if TYPE_CHECKING:
     from .engine import Engine
 
@@ -29,7 +31,8 @@ def gate_overload(*engines: Engine) -> str | None:
     calls = 0
     total = 0.0
     for engine in engines:
-        requests = engine.loop.world.plan()
+        with world_code(engine.loop.world, "plan", engine.loop.world.tick + 1):
+            requests = engine.loop.world.plan()
         calls += len(requests)
         total += sum(engine.loop.predictor.latency(request) for request in requests)
     work = total / loop.gate.size

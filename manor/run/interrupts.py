@@ -11,6 +11,9 @@ Ctrl-C does there (``sigterm_as_interrupt``): trio's own handler, or Python's
 
 A second signal while the first is being handled (a cleanup stuck on a remote server)
 ends the process at once: the save keeps every tick written so far, as after ``kill -9``.
+Not the same signal again within ``REPEAT_GRACE_S`` of the first, though: that is one
+request sent twice (``timeout -s TERM`` signals the process, then its process group), not
+someone who will not wait. Ctrl-C pressed twice by a hand is never that quick.
 """
 
 from __future__ import annotations
@@ -20,19 +23,22 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, Protocol, TypeVar
-
-import trio
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import SaveError, leaves
 from ..wording import counted
 
+if TYPE_CHECKING:
+    import trio
+
 __all__ = [
-    "SIGNALS", "Interrupted", "Kept", "exit_status", "held", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt", "stopped_as_interrupted",
+    "REPEAT_GRACE_S", "SIGNALS", "Interrupted", "Kept", "exit_status", "held", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt",
+    "stopped_as_interrupted",
     "unawaited_coroutines_held",
 ]  # fmt: skip
 
@@ -53,6 +59,12 @@ T = TypeVar("T")
 
 #: The signals that stop a command.
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: Seconds after a signal in which the same signal again is the same request, sent
+#: twice (``timeout``, a supervisor signalling a process group), and does not cut the
+#: cleanup short. SIGTERM comes from tools; SIGINT is a hand's, but ``timeout -s INT``
+#: sends it twice too, microseconds apart.
+REPEAT_GRACE_S = {signal.SIGINT: 0.05, signal.SIGTERM: 1.0}
 
 #: The last SIGTERM that reached ``sigterm_as_interrupt``'s handler, so a
 #: ``KeyboardInterrupt`` it caused is reported as SIGTERM.
@@ -134,6 +146,8 @@ def run(
     Raises:
         Interrupted: a signal stopped the run.
     """
+    import trio  # here, not above: the command line imports this module before it knows whether it runs anything
+
     received: list[int] = []
     signums = listened()
 
@@ -187,14 +201,20 @@ async def _stop_on_signal(
     signals: AsyncIterator[int], work: trio.CancelScope, watch: trio.CancelScope, received: list[int]
 ) -> None:
     """Cancel ``work`` at the first signal; exit the process at the second (the user
-    does not want to wait for the cleanup). Stops when ``watch`` is cancelled."""
+    does not want to wait for the cleanup), unless it is the first one sent again
+    (``REPEAT_GRACE_S``). Stops when ``watch`` is cancelled."""
     with watch:
         if watch.cancel_called:
             return  # the run ended before this task first ran: its receiver is closed
+        first_at = 0.0
         async for signum in signals:
             if received:
+                # Real time, whatever the run's clock: the signals are the world's.
+                if signum == received[0] and time.monotonic() - first_at <= REPEAT_GRACE_S[signal.Signals(signum)]:
+                    continue
                 _exit_now(signum)
             received.append(signum)
+            first_at = time.monotonic()
             work.cancel()
 
 

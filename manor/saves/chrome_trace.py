@@ -76,6 +76,8 @@ def write_trace(save: Save, path: str | Path) -> int:
     trace = chrome_trace(save)
     try:
         write_output(path, json.dumps(trace))
+    except BrokenPipeError:
+        raise  # a reader that stopped early (``| head``): no error, see manor.cli.main
     except OSError as exc:
         raise SaveError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
     return len(trace["traceEvents"])

@@ -32,7 +32,6 @@ from typing import Annotated, Any, Union
 
 import msgspec
 
-from ..calls import CALLER_KINDS
 from ..content import Scene
 from ..records import CallRecord, TickRecord
 
@@ -59,6 +58,11 @@ __all__ = [
     "upgrade_frame",
 ]
 
+#: The caller kinds of the manor world, version 1: the only world formats 1 and 2 could
+#: play, so what a header of theirs means by its calls' kinds. Frozen here, as the format
+#: is: what the manor world declares today does not change what an old save meant.
+_FORMAT_2_CALLERS: tuple[str, ...] = ("character", "narrator", "summariser", "scene_beat")
+
 #: The format version this Manor writes.
 FORMAT_VERSION = 3
 
@@ -74,8 +78,9 @@ class SettingRow(msgspec.Struct, frozen=True, array_like=True):
 
 
 class WorldAtStart(msgspec.Struct, frozen=True, kw_only=True):
-    """The world before the first tick: its hash, and (the manor world's) where
-    everyone stood; other worlds leave ``positions`` empty."""
+    """The world before the first tick: its hash, and where everyone stood
+    (``manor.worlds.world_positions``: the manor's rooms; empty for a world that keeps
+    no positions)."""
 
     tick: int
     positions: dict[str, str] = {}
@@ -151,7 +156,7 @@ class HeaderV3(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
     run_id: str = ""
     world_name: str = "manor"
     world_version: str = "1"
-    world_callers: tuple[str, ...] = CALLER_KINDS
+    world_callers: tuple[str, ...] = _FORMAT_2_CALLERS
     fleet: FleetSeat | None = None
 
 

@@ -6,17 +6,16 @@ import datetime
 import importlib.metadata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, final
+from typing import TYPE_CHECKING, BinaryIO, Protocol, final
 
 import msgspec
 import trio
 
 from ..errors import SaveError
 from ..records import CallRecord, StoryEntry, TickRecord
-from ..run.engine import scene_seed
 from ..tick.instruments import Instrument
 from ..wording import counted
-from ..worlds import ManorWorld
+from ..worlds import world_positions
 from .format import (
     EndFrame,
     FleetSeat,
@@ -29,12 +28,34 @@ from .format import (
 from .framing import SIGNATURE, write_frame
 
 if TYPE_CHECKING:
-    from ..run.engine import Engine
+    from ..config import Config
+    from ..content import Scene
+    from ..tick.instruments import RunningLoop
     from ..tick.loop import TickLoop
 
-__all__ = ["SaveWriter", "engine_version", "header_for"]
+__all__ = ["Recordable", "SaveWriter", "engine_version", "header_for"]
 
 _ENCODER = msgspec.msgpack.Encoder()
+
+
+class Recordable(Protocol):
+    """A run before its first tick, as a save's header takes it down: its settings, scene,
+    seed, id and loop (``manor.run.engine.Engine`` is one). A save format knows no engine."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def scene(self) -> Scene: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def loop(self) -> TickLoop: ...
 
 
 def engine_version() -> str:
@@ -67,7 +88,7 @@ class SaveWriter(Instrument):
         self.size = 0
 
     @classmethod
-    def create(cls, path: str | Path, engine: Engine, *, force: bool = False, fleet: FleetSeat | None = None) -> SaveWriter:
+    def create(cls, path: str | Path, engine: Recordable, *, force: bool = False, fleet: FleetSeat | None = None) -> SaveWriter:
         """Create the save file for ``engine``'s run, write its header, and add the
         writer to the engine's loop (create it before the run starts).
 
@@ -110,7 +131,7 @@ class SaveWriter(Instrument):
         if self._write(_ENCODER.encode(frame)):
             self.ticks += 1
 
-    def run_finished(self, loop: TickLoop) -> None:
+    def run_finished(self, loop: RunningLoop) -> None:
         self._write(_ENCODER.encode(EndFrame(ticks=self.ticks)))
         self.close()
 
@@ -154,19 +175,18 @@ class SaveWriter(Instrument):
             self._error = SaveError(f"{self.path}: writing failed after {counted(self.ticks, 'tick')}: {exc.strerror or exc}")
 
 
-def header_for(engine: Engine, fleet: FleetSeat | None = None) -> Header:
+def header_for(engine: Recordable, fleet: FleetSeat | None = None) -> Header:
     """The header of a save of ``engine``'s run (world ``fleet`` of a fleet), taken
     before its first tick."""
     world = engine.loop.world
-    positions = dict(world.positions) if isinstance(world, ManorWorld) else {}
     return Header(
         engine_version=engine_version(),
         created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         scene=engine.scene,
         settings=tuple(SettingRow(key, value, origin) for key, value, origin in engine.config.rows()),
-        seed=scene_seed(engine.config, engine.scene),
+        seed=engine.seed,
         run_id=engine.run_id,
-        world=WorldAtStart(tick=world.tick, positions=positions, hash=world.hash),
+        world=WorldAtStart(tick=world.tick, positions=world_positions(world), hash=world.hash),
         world_name=world.name,
         world_version=world.version,
         world_callers=tuple(world.callers),

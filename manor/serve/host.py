@@ -220,6 +220,22 @@ class AgentHost:
             elif run.status == "running" and not outlive_client:
                 run.scope.cancel()
 
+    def resize(self, capacity: int) -> None:
+        """Run at most ``capacity`` runs at once from now on: a platform whose limit
+        moves. Runs already in progress above it finish; queued ones wait for room.
+
+        Raises:
+            ValueError: ``capacity`` is below 1.
+        """
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, not {capacity}")
+        self.capacity = capacity
+        self._wakeup.set()
+
+    def room(self) -> int:
+        """Runs it would take now without queueing: its rate headers' "remaining"."""
+        return max(0, self.capacity - len(self._running) - len(self._queue))
+
     def cancel(self, run_id: str) -> None:
         """Cancel a run now, queued or running. An unknown or finished run: nothing."""
         run = self._runs.get(run_id)
@@ -289,7 +305,11 @@ class AgentHost:
                     chunk = " ".join(words[i * step : (i + 1) * step])
                     if chunk:
                         run.post(TextDelta(chunk if i == 0 else " " + chunk))
-                if directives.model_error:
+                if directives.model_error == 429:
+                    # As Agno passes on an OpenAI-style provider's refusal.
+                    self._finish(run, "error")
+                    run.post(ModelFailed("Error code: 429 - Rate limit reached for requests (simulated). Please try again in 2s."))
+                elif directives.model_error:
                     self._finish(run, "error")
                     run.post(ModelFailed(f"{run.spec.agent_id}: the model failed (simulated)"))
                 else:

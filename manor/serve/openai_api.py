@@ -20,7 +20,7 @@ from .directives import parse_directives
 from .host import AgentHost, HostFull, ModelFailed, RunCancelled, RunSpec
 from .http import HttpRequest, HttpResponse
 
-__all__ = ["chat_completions", "list_models"]
+__all__ = ["chat_completions", "last_user_text", "list_models", "rate_headers"]
 
 _SSE = (("content-type", "text/event-stream"), ("cache-control", "no-cache"))
 
@@ -35,12 +35,14 @@ async def chat_completions(host: AgentHost, request: HttpRequest) -> HttpRespons
     model = body.get("model")
     if not isinstance(model, str) or not model:
         return _error(400, "'model' is required", "invalid_request_error")
-    text, directives = parse_directives(_last_user_text(body["messages"]))
+    text, directives = parse_directives(last_user_text(body["messages"]))
     stream = body.get("stream") is True
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
     if directives.status is not None:
         retry = [("retry-after", directives.retry_after)] if directives.retry_after else []
+        if directives.status == 429 and directives.spend_cap:
+            return _error(429, "You exceeded your current quota.", "insufficient_quota", retry, code="insufficient_quota")
         kind = "rate_limit_exceeded" if directives.status == 429 else "server_error"
         return _error(directives.status, f"injected HTTP {directives.status}", kind, retry)
     if directives.garbage:
@@ -54,7 +56,7 @@ async def chat_completions(host: AgentHost, request: HttpRequest) -> HttpRespons
     try:
         first = await anext(events)
     except HostFull as exc:
-        return _error(429, f"server busy: {exc}", "rate_limit_exceeded", [("retry-after", "1")])
+        return _error(429, f"server busy: {exc}", "rate_limit_exceeded", [("retry-after", "1"), *rate_headers(host)])
     except ModelFailed as exc:
         return _error(500, str(exc), "server_error")
     except RunCancelled:
@@ -63,7 +65,7 @@ async def chat_completions(host: AgentHost, request: HttpRequest) -> HttpRespons
         await events.aclose()
         raise
     if stream:
-        return HttpResponse(200, _SSE, stream=_chunks(first, events, meta, include_usage))
+        return HttpResponse(200, (*_SSE, *rate_headers(host)), stream=_chunks(first, events, meta, include_usage))
     async with aclosing(events):
         item: Event = first
         try:
@@ -80,6 +82,7 @@ async def chat_completions(host: AgentHost, request: HttpRequest) -> HttpRespons
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": _usage(item.usage),
         },
+        rate_headers(host),
     )
 
 
@@ -120,8 +123,15 @@ def _usage(usage: Usage) -> dict[str, int]:
     return {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens, "total_tokens": usage.total_tokens}
 
 
-def _error(status: int, message: str, kind: str, headers: list[tuple[str, str]] | None = None) -> HttpResponse:
-    code = "rate_limit_exceeded" if status == 429 else None
+def rate_headers(host: AgentHost) -> list[tuple[str, str]]:
+    """``x-ratelimit-limit-requests`` and ``-remaining-requests``: the host's capacity
+    and the runs it would take now without queueing."""
+    return [("x-ratelimit-limit-requests", str(host.capacity)), ("x-ratelimit-remaining-requests", str(host.room()))]
+
+
+def _error(status: int, message: str, kind: str, headers: list[tuple[str, str]] | None = None, *, code: str | None = None) -> HttpResponse:
+    if code is None and status == 429:
+        code = "rate_limit_exceeded"
     return HttpResponse.json(status, {"error": {"message": message, "type": kind, "code": code}}, headers or [])
 
 
@@ -135,7 +145,8 @@ def _schema(response_format: Any) -> dict[str, Any] | None:
     return None
 
 
-def _last_user_text(messages: list[Any]) -> str:
+def last_user_text(messages: list[Any]) -> str:
+    """The text of the last user message (its text parts joined, for content parts)."""
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")

@@ -1,16 +1,17 @@
-"""``manor serve-agent``'s HTTP server: routes requests to the Agno and OpenAI faces of
-one ``AgentHost``, so both share its capacity and queue."""
+"""``manor serve-agent``'s HTTP server: routes requests to the Agno, OpenAI and Anthropic
+faces of one ``AgentHost``, so all share its capacity and queue."""
 
 from __future__ import annotations
 
+import json
 import re
-from urllib.parse import unquote
 from typing import final
+from urllib.parse import unquote
 
 import attrs
 import trio
 
-from . import agno_api, openai_api
+from . import agno_api, anthropic_api, openai_api
 from .host import AgentHost
 from .http import HttpRequest, HttpResponse, serve_http
 
@@ -27,6 +28,9 @@ class AgentServer:
 
     - ``POST /agents/{agent_id}/runs``, ``POST /agents/{agent_id}/runs/{run_id}/cancel``
     - ``POST /v1/chat/completions``, ``GET /v1/models``
+    - ``POST /v1/messages`` (Anthropic Messages)
+    - ``POST /admin/capacity`` with ``{"capacity": N}``: run at most N at once from now
+      on (a platform whose limit moves); answers the host's statistics
     - ``GET /stats``: the host's statistics (capacity, peak running, dropped, ...) and
       ``connections``, the TCP connections accepted so far (this request's included):
       a client that reuses its connections opens few.
@@ -54,12 +58,26 @@ class AgentServer:
             return await self._only("POST", request) or await agno_api.cancel_run(self.host, unquote(match[2]))
         if path == "/v1/chat/completions":
             return await self._only("POST", request) or await openai_api.chat_completions(self.host, request)
+        if path == "/v1/messages":
+            return await self._only("POST", request) or await anthropic_api.messages(self.host, request)
+        if path == "/admin/capacity":
+            return await self._only("POST", request) or self._resize(request)
         if path == "/v1/models":
             return await self._only("GET", request) or await openai_api.list_models(self.host)
         if path == "/stats":
             stats = {**attrs.asdict(self.host.statistics()), "connections": self._connections}
             return await self._only("GET", request) or HttpResponse.json(200, stats)
         return HttpResponse.json(404, {"detail": "Not Found"})
+
+    def _resize(self, request: HttpRequest) -> HttpResponse:
+        try:
+            capacity = json.loads(request.body).get("capacity")
+        except (ValueError, AttributeError):
+            capacity = None
+        if type(capacity) is not int or capacity < 1:
+            return HttpResponse.json(422, {"detail": 'expected {"capacity": N}, N a whole number >= 1'})
+        self.host.resize(capacity)
+        return HttpResponse.json(200, attrs.asdict(self.host.statistics()))
 
     def _count_connection(self) -> None:
         self._connections += 1

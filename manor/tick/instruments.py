@@ -60,6 +60,11 @@ class Instrument:
         """A setting was changed while the loop runs (``TickLoop.resize_gate``,
         ``switch_policy``), now; ``during_tick`` says whether a tick was running."""
 
+    def gate_lost(self, message: str, limit_s: float) -> None:
+        """Every call of the tick that just ended found no gate (its server is lost,
+        ``message`` says how): the loop waits for the gate, up to ``limit_s``, before
+        the next tick."""
+
     def run_finished(self, loop: RunningLoop) -> None:
         """The run ended (also when it was cancelled or failed)."""
 

@@ -15,12 +15,22 @@ from ..admission.gate import SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
 from ..answers import answer_problem, repair_prompt
-from ..calls import Admitted, Done, Event, Opened, Request
+from ..calls import Admitted, Done, Event, Opened, Released, Request
 from ..clock import current_time, read_clock_directly
-from ..errors import CallError, InvalidOutput, RefusedBy, SessionLimitError, error_line
+from ..errors import (
+    CallError,
+    ContentError,
+    InvalidOutput,
+    RefusedBy,
+    SessionLimitError,
+    SharedGateError,
+    error_line,
+)
 from ..layers import Stack
 from ..records import CallRecord, TickRecord
 from ..worlds import World
+from ..worlds.base import undeclared_caller
+from ..worlds.failures import world_code
 from .gc_pause import full_collections_deferred
 from .instruments import Instrument, Instruments
 from .ordered_start import start_now
@@ -28,33 +38,43 @@ from .ordering import longest_first
 from .policies import Policy
 from .prediction import Predictor
 
-__all__ = ["TickLoop"]
+__all__ = ["GATE_PAUSES_S", "GATE_WAIT_S", "TickLoop"]
 
 Order = Literal["fifo", "longest-first"]
 
+#: How long a run waits for a lost shared gate, after a tick every call of which found
+#: none, before it stops: long enough for Redis to restart or fail over.
+GATE_WAIT_S = 120.0
+#: While it waits, the first and the longest pause between looks at the gate.
+GATE_PAUSES_S = (0.25, 4.0)
 
 
 def _plain(caller: str) -> str:
     """A caller kind as a plain string, for its record (a world may plan with ``StrEnum``
-    members, as the manor world's ``CallerKind``)."""
+    members, as the manor world does)."""
     return caller if type(caller) is str else str(caller)
 
 
 @final
 class _Admission:
     """When a call got through, as its listener hears it: the gate's admission, or with
-    no gate the platform's session (``at``; ``None`` until then). It hears the layers'
-    events only (``Stack.answer``): the backend answers by its fast path."""
+    no gate the platform's session (``at``; ``None`` until then); and when the gate took
+    its slot back (``released_at``), which is the call's end. It hears the layers' events
+    only (``Stack.answer``): the backend answers by its fast path. An object a call, not
+    a closure: a closure would need a cell and a dict of its own for every call."""
 
-    __slots__ = ("at", "instruments", "request")
+    __slots__ = ("at", "instruments", "released_at", "request")
 
     def __init__(self, request: Request, instruments: Instruments) -> None:
         self.at: float | None = None
+        self.released_at: float | None = None
         self.request = request
         self.instruments = instruments
 
     def heard(self, event: Event) -> None:
-        if self.at is None:
+        if type(event) is Released:
+            self.released_at = event.released_at  # type: ignore[union-attr]
+        elif self.at is None:
             kind = type(event)
             if kind is Admitted:
                 self.at = event.admitted_at  # type: ignore[union-attr]
@@ -88,6 +108,7 @@ class TickLoop:
         tickets: where the gate tickets come from: ``None``, straight from ``gate``;
             the worlds of a fleet share a gate and are dealt theirs by its
             ``TicketOffice``.
+        gate_wait_s: how long to wait for a lost gate between ticks (``run``).
     """
 
     world: World
@@ -102,6 +123,7 @@ class TickLoop:
     price_per_1k_tokens: float = 0.0
     repair_attempts: int = 0
     tickets: Tickets | None = None
+    gate_wait_s: float = GATE_WAIT_S
     instruments: Instruments = attrs.field(factory=Instruments, converter=lambda i: i if isinstance(i, Instruments) else Instruments(i))
     #: The world's players' caller kinds (``Caller.player``), which barriers hold.
     players: frozenset[str] = attrs.field(
@@ -134,21 +156,27 @@ class TickLoop:
 
     # -- a tick -----------------------------------------------------------------------
 
-    def ticket_order(self, requests: Sequence[Request]) -> list[int]:
+    def ticket_order(self, requests: Sequence[Request], latencies: Sequence[float] | None = None) -> list[int]:
         """Indices of ``requests`` in the order their tickets are handed out: planning
         order (fifo), or longest predicted call first, planned over the gate's slots
-        (``manor.tick.ordering.longest_first``)."""
-        indices = list(range(len(requests)))
+        (``manor.tick.ordering.longest_first``). ``latencies``: the requests' predicted
+        latencies, if already asked."""
         if self.order == "longest-first":
-            latency = self.predictor.latency
-            return longest_first([latency(request) for request in requests], self.gate.size)
-        return indices
+            if latencies is None:
+                latency = self.predictor.latency
+                latencies = [latency(request) for request in requests]
+            return longest_first(latencies, self.gate.size)
+        return list(range(len(requests)))
 
     async def with_tickets(self, requests: Sequence[Request]) -> list[Request]:
-        """Issue gate tickets to ``requests`` (in ticket order); returned in their order.
-        Straight from the gate, this does not yield."""
-        order = self.ticket_order(requests)
-        tickets = self.gate.issue(len(requests)) if self.tickets is None else await self.tickets.issue(len(requests))
+        """Issue gate tickets to ``requests`` (in ticket order), each costing its
+        predicted latency at the gate (what its lane is charged, when the gate is
+        shared); returned in their order. Straight from the gate, this does not yield."""
+        latency = self.predictor.latency
+        latencies = [latency(request) for request in requests]
+        order = self.ticket_order(requests, latencies)
+        costs = [latencies[index] for index in order]
+        tickets = self.gate.issue(len(requests), costs=costs) if self.tickets is None else await self.tickets.issue(len(requests), costs)
         stamped = list(requests)
         for ticket, index in zip(tickets, order, strict=True):
             stamped[index] = msgspec.structs.replace(requests[index], ticket=ticket)
@@ -160,7 +188,12 @@ class TickLoop:
             self._started = True
             self.instruments.call("run_started", self)
         read_clock_directly()  # for this tick's calls, in the tasks this one starts
-        requests = self.world.plan()
+        with world_code(self.world, "plan", self.world.tick + 1):
+            requests = self.world.plan()
+        problem = undeclared_caller(self.world, requests)
+        if problem is not None:
+            # Its calls would be counted, styled and given fallbacks by kinds nobody declared.
+            raise ContentError(problem)
         tick = requests[0].tick if requests else self.world.tick + 1
         started = trio.current_time()
         self._deadline = started + self.tick_deadline if self.tick_deadline else math.inf
@@ -178,7 +211,8 @@ class TickLoop:
         finished = trio.current_time()
         for record in records:
             self.predictor.observe(record)
-        story = self.world.apply(records)
+        with world_code(self.world, "apply", tick):
+            story = self.world.apply(records)
         record = TickRecord(tick=tick, started_at=started, finished_at=finished, calls=tuple(records), world_hash=self.world.hash)
         self.instruments.call("tick_finished", record, story)
         return record
@@ -219,8 +253,12 @@ class TickLoop:
         running, or one every ``interval`` seconds. The run ends when its last tick
         does: the interval spaces ticks, it does not trail them.
 
+        A tick every call of which found no gate (a shared gate whose server is lost)
+        is followed by a wait for the gate, up to ``gate_wait_s``.
+
         Raises:
             ValueError: ``interval`` is negative or not finite (it would never end).
+            SharedGateError: the gate was lost for longer than ``gate_wait_s``.
         """
         if not 0 <= interval < math.inf:
             raise ValueError(f"tick interval must be a finite number of seconds >= 0, not {interval}")
@@ -229,11 +267,34 @@ class TickLoop:
                 if self.world.over is not None:
                     break
                 started = trio.current_time()
-                await self.step()
-                if interval and tick < ticks - 1 and self.world.over is None:
-                    await trio.sleep_until(started + interval)
+                record = await self.step()
+                if tick < ticks - 1 and self.world.over is None:
+                    if record.calls and all(call.reason == "gate_unavailable" for call in record.calls):
+                        await self._wait_for_gate(record)
+                    if interval:
+                        await trio.sleep_until(started + interval)
         finally:
             self.instruments.call("run_finished", self)
+
+    async def _wait_for_gate(self, record: TickRecord) -> None:
+        """Every call of the tick found no gate (its server is lost): rather than burn
+        the next ticks as empty ones, wait until the gate is back, looking at it after
+        pauses that double, for ``gate_wait_s`` at most. A run whose gate is never lost
+        never comes here, and a replay's gate is never lost: no record changes.
+
+        Raises:
+            SharedGateError: the gate is still lost after ``gate_wait_s``.
+        """
+        message = record.calls[0].error
+        self.instruments.call("gate_lost", message, self.gate_wait_s)
+        deadline = trio.current_time() + self.gate_wait_s
+        pause, longest = GATE_PAUSES_S
+        while not self.gate.available:
+            now = trio.current_time()
+            if now >= deadline:
+                raise SharedGateError(f"{message}; no gate for {self.gate_wait_s:g}s: stopped after tick {record.tick}")
+            await trio.sleep(min(pause, deadline - now))
+            pause = min(longest, pause * 2)
 
     # -- a call -----------------------------------------------------------------------
 
@@ -297,7 +358,9 @@ class TickLoop:
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
-        finished_at = current_time()
+        # A call through the gate ended when the gate took its slot back: stamped later
+        # (on the real clock), it would overlap the call that slot admitted next.
+        finished_at = current_time() if admission.released_at is None else admission.released_at
         admitted_at = admission.at
         if done is not None and failure is None and not cancelled and request.shape is not None:
             problem = answer_problem(done.text, request.shape)
@@ -322,7 +385,7 @@ class TickLoop:
                 text=done.text,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
-                cost=(input_tokens + output_tokens) / 1000 * self.price_per_1k_tokens,  # usage.total_tokens
+                cost=(input_tokens + output_tokens) / 1000 * self.price_per_1k_tokens if done.cost is None else done.cost,
                 attempts=attempts,
                 repairs=repairs,
             )
@@ -369,7 +432,7 @@ class TickLoop:
             text=answer.text if answer is not None else "",
             input_tokens=answer.usage.input_tokens if answer is not None else 0,
             output_tokens=answer.usage.output_tokens if answer is not None else 0,
-            cost=answer.usage.total_tokens / 1000 * self.price_per_1k_tokens if answer is not None else 0.0,
+            cost=0.0 if answer is None else answer.usage.total_tokens / 1000 * self.price_per_1k_tokens if answer.cost is None else answer.cost,
             attempts=attempts,
             error=error,
             refused_by=refused_by,

@@ -4,7 +4,7 @@ trio runs tasks that become runnable together in an order of its own choosing, s
 calls spawned together reach the layers above the gate (the breaker's half-open trial,
 the cost budget) in that order, not ticket order. ``start_now`` starts one task and
 lets it run until it first blocks before returning: started in ticket order, the calls
-arrive in ticket order (DESIGN.md, "Determinism").
+arrive in ticket order (docs/internals.md, "Determinism").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How a tick's calls are fired: all at once (pipeline), in barriers (batch), or the
-original way (legacy). See DESIGN.md, "Policies"."""
+original way (legacy). See docs/internals.md, "Policies"."""
 
 from __future__ import annotations
 

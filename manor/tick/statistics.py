@@ -5,24 +5,60 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 import attrs
 
-from ..calls import CALLER_KINDS
 from ..errors import REASONS
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..worlds.base import World
 from .instruments import Instrument
 
 if TYPE_CHECKING:
-    from ..run.engine import Engine
+    from ..config import Config
+    from ..content import Scene
     from .loop import TickLoop
 
-__all__ = ["ErrorMessages", "PlatformRejections", "RunStatistics", "empty_degradations", "percentile", "tick_seconds"]
+__all__ = [
+    "ErrorMessages", "PlatformRejections", "Reported", "RunStatistics", "empty_degradations", "no_call_succeeded", "percentile",
+    "tick_seconds",
+]  # fmt: skip
 
 
-def empty_degradations(kinds: Iterable[str] = CALLER_KINDS) -> dict[str, dict[str, int]]:
+def no_call_succeeded(figures: Iterable[dict[str, Any]]) -> str | None:
+    """``no call succeeded: 266 circuit_open, 14 provider_error — first: ...`` when the
+    runs of ``figures`` (``RunStatistics.summary``: a run, a replay, a fleet's worlds)
+    made calls and none succeeded; ``None`` otherwise."""
+    figures = list(figures)
+    if not sum(f["calls"] for f in figures) or sum(f["ok"] for f in figures):
+        return None
+    reasons: Counter[str] = Counter()
+    for f in figures:
+        for counts in f["degradations"].values():
+            reasons.update({reason: count for reason, count in counts.items() if count})
+    line = "no call succeeded: " + ", ".join(f"{count} {reason}" for reason, count in reasons.most_common())
+    first = next((f["first_error"] for f in figures if f.get("first_error")), None)
+    if first is not None:
+        who = first["caller"] if first["agent"] == first["caller"] else f"{first['caller']} {first['agent']}"
+        line += f" — first: {who} at tick {first['tick']}, {first['reason']}: {first['message'] or '(no message)'}"
+    return line
+
+
+class Reported(Protocol):
+    """What a run's figures are reported beside: its settings, its scene and its loop
+    (``manor.run.engine.Engine`` is one)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def scene(self) -> Scene: ...
+
+    @property
+    def loop(self) -> TickLoop: ...
+
+
+def empty_degradations(kinds: Iterable[str] = ()) -> dict[str, dict[str, int]]:
     """caller kind -> reason -> 0, for every kind (the world's: ``World.callers``) and
     reason: zero is shown as zero."""
     return {kind: dict.fromkeys(REASONS, 0) for kind in kinds}
@@ -110,7 +146,7 @@ class ErrorMessages:
             message = self.OTHER
         counts[message] += 1
 
-    def most_common(self, per_group: int = 5, *, kinds: Iterable[str] = CALLER_KINDS) -> list[dict[str, Any]]:
+    def most_common(self, per_group: int = 5, *, kinds: Iterable[str] = ()) -> list[dict[str, Any]]:
         """The ``per_group`` most common messages of each (reason, caller kind), in the
         order reports show reasons and ``kinds`` (the world's), most common first:
         ``{reason, caller, message, count}`` each."""
@@ -134,8 +170,8 @@ class RunStatistics(Instrument):
         self.ticks = 0
         self.calls = 0
         self.ok = 0
-        #: caller kind -> reason -> count, zeros included: the manor world's kinds until
-        #: a run starts, then its world's (a kind no world declared is added as seen).
+        #: caller kind -> reason -> count, zeros included: none until a run starts, then
+        #: its world's (a kind no world declared is added as seen).
         self.degradations = empty_degradations()
         self.makespans: list[float] = []
         self.world_hash = ""
@@ -147,6 +183,9 @@ class RunStatistics(Instrument):
         #: Repairs asked (``call.repair_attempts``), and the calls they made ok.
         self.repairs_asked = 0
         self.repaired = 0
+        #: The first call that degraded (the earliest to end, of the first tick with
+        #: one): with a breaker, the cause, where the most common is ``circuit_open``.
+        self.first_error: CallRecord | None = None
 
     def run_started(self, loop: TickLoop) -> None:
         if not self.calls:
@@ -172,6 +211,8 @@ class RunStatistics(Instrument):
                     counts = self.degradations[call.caller] = dict.fromkeys(REASONS, 0)
                 counts[call.reason or "provider_error"] += 1
                 self.errors.count(call)
+        if self.first_error is None and self.ok < self.calls:
+            self.first_error = min((call for call in record.calls if not call.ok), key=lambda call: call.finished_at)
         self.rejections.count(record.calls)
 
     def degradation_counts(self, kinds: Iterable[str]) -> dict[str, dict[str, int]]:
@@ -189,7 +230,7 @@ class RunStatistics(Instrument):
     def tick_seconds(self) -> dict[str, float]:
         return tick_seconds(self.makespans)
 
-    def summary(self, engine: Engine) -> dict[str, Any]:
+    def summary(self, engine: Reported) -> dict[str, Any]:
         """The run's figures, as ``manor run --json`` prints them."""
         loop = engine.loop
         platform = loop.limiter.statistics()
@@ -222,6 +263,9 @@ class RunStatistics(Instrument):
             "platform_rejections": self.rejections.as_dict(),
             "repairs": {"asked": self.repairs_asked, "repaired": self.repaired},
             "errors": self.errors.most_common(kinds=kinds),
+            "first_error": None if (first := self.first_error) is None else {
+                "tick": first.tick, "caller": first.caller, "agent": first.agent, "reason": first.reason, "message": first.error,
+            },
             "peak_platform_sessions": peak_platform_sessions,
             "tick_seconds": self.tick_seconds(),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},

@@ -1,7 +1,16 @@
 """Worlds: the games Manor runs. ``base`` says what a world is to the engine; the
 Wacky Manor (``manor``) is the default one; ``loading`` finds a scene's world."""
 
-from .base import Caller, GameOver, World, chain_hash, start_hash, world_marks
+from .base import (
+    Caller,
+    GameOver,
+    World,
+    chain_hash,
+    start_hash,
+    undeclared_caller,
+    world_marks,
+    world_positions,
+)
 from .loading import BUILT_IN, create_world, world_class
 from .manor import ManorWorld
 
@@ -14,6 +23,8 @@ __all__ = [
     "chain_hash",
     "create_world",
     "start_hash",
+    "undeclared_caller",
     "world_class",
     "world_marks",
+    "world_positions",
 ]

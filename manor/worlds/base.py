@@ -6,7 +6,7 @@ them all through the shared gate, and gives it their records in planning order
 is what makes a run repeatable and a save replayable: a world is a pure function of its
 scene, the generator the engine hands it and the records it is given.
 
-The rules for world authors (README, "Writing a world"):
+The rules for world authors (docs/worlds.md):
 
 - draw randomness only from the ``rng`` given to ``from_scene`` (never ``random.*``
   module functions, never ``time``, never a set's iteration order of strings, which
@@ -19,9 +19,13 @@ The rules for world authors (README, "Writing a world"):
   replay compares it tick by tick, so a world that breaks a rule is caught at the first
   tick where it matters (``manor replay --verify``).
 
-A world may also have a ``marks()`` method, which the protocol does not require: agent
-id -> a short word the dashboard shows for that agent while it has no call ("dead"),
-read after every tick (``world_marks``).
+- every call ``plan`` returns is of a caller kind the world declares in ``callers``
+  (``undeclared_caller`` names the first that is not; the tick loop refuses it).
+
+What a world says about its caller kinds — fallback, labels, plural, how the story tells
+them — is its ``callers`` (``manor.callers.Caller``): the engine knows no kind by name.
+``marks()`` has a default (no marks); a world that is not a subclass of ``World`` (the
+README's example is a plain class) gets the default through ``world_marks``.
 """
 
 from __future__ import annotations
@@ -31,30 +35,15 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-import attrs
 import msgspec
 
+from ..callers import Caller
 from ..calls import Request
 from ..content import Scene
+from ..errors import one_line
 from ..records import CallRecord, StoryEntry
 
-__all__ = ["Caller", "GameOver", "World", "chain_hash", "start_hash", "world_marks"]
-
-
-@attrs.frozen
-class Caller:
-    """A kind of caller a world plans calls for.
-
-    Attributes:
-        fallback: what a degraded call of this kind leaves in the story instead of its
-            text ("idle", "abstains"): never silently nothing.
-        player: the players' own calls. The ``batch`` and ``legacy`` policies fire
-            these in barriers of k (the other kinds alongside), and ``legacy`` retries
-            them when the platform refuses them.
-    """
-
-    fallback: str
-    player: bool = False
+__all__ = ["Caller", "GameOver", "World", "chain_hash", "start_hash", "undeclared_caller", "world_marks", "world_positions"]
 
 
 class GameOver(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,7 +67,8 @@ class World(Protocol):
         name: the world's name, recorded in saves.
         version: recorded in saves; change it whenever the same records would give
             another story or hash, so that old saves say so instead of failing to verify.
-        callers: every caller kind it plans calls for, in the order reports show them.
+        callers: every caller kind it plans calls for, in the order reports show them,
+            each with its fallback, labels and story style (``manor.callers.Caller``).
 
     Attributes:
         tick: the last tick applied (0 before the first).
@@ -115,6 +105,13 @@ class World(Protocol):
         stops at the end of the tick that ended it."""
         ...
 
+    def marks(self) -> Mapping[str, str]:
+        """Agent id -> a short word the dashboard shows for that agent while it has no
+        call ("dead"), read after every tick. The default: no marks. Optional: read
+        through ``world_marks``, which gives the default to a world that does not
+        subclass ``World``."""
+        return {}
+
 
 def start_hash(material: object) -> str:
     """A world's hash before its first tick, from what sets it up (msgpack-encodable)."""
@@ -128,7 +125,30 @@ def chain_hash(previous: str, applied: object) -> str:
 
 
 def world_marks(world: World) -> Mapping[str, str]:
-    """The world's ``marks()`` (agent id -> "dead" and the like), or none if it has no
-    such method: what the dashboard shows for an agent while it has no call."""
+    """The world's ``marks()`` (agent id -> "dead" and the like), or ``World.marks``'s
+    default (none) for a world that does not subclass ``World`` and has no such method:
+    what the dashboard shows for an agent while it has no call."""
     marks = getattr(world, "marks", None)
     return marks() if callable(marks) else {}
+
+
+def world_positions(world: World) -> dict[str, str]:
+    """Where each agent stands (agent id -> a place), for a save's header: a world's
+    ``positions`` mapping if it keeps one (the manor's rooms), else none. Informative
+    only: nothing replays from it."""
+    positions = getattr(world, "positions", None)
+    if not isinstance(positions, Mapping):
+        return {}
+    return {str(agent): str(place) for agent, place in positions.items()}
+
+
+def undeclared_caller(world: World, requests: Sequence[Request]) -> str | None:
+    """One line naming the world and the first caller kind among ``requests`` its
+    ``callers`` does not declare, or ``None`` when it declares them all."""
+    callers = world.callers
+    for request in requests:
+        if request.caller not in callers:
+            declared = ", ".join(callers) or "none"
+            return (f"world '{one_line(world.name)}' planned a call of caller kind '{one_line(request.caller)}', which its callers do not "
+                    f"declare (declared: {declared})")  # fmt: skip
+    return None

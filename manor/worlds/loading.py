@@ -8,8 +8,9 @@ import random
 import sys
 
 from ..content import Scene
-from ..errors import ContentError, one_line
+from ..errors import ContentError, WorldError, one_line
 from .base import World
+from .failures import world_code
 
 __all__ = ["BUILT_IN", "create_world", "world_class"]
 
@@ -64,9 +65,13 @@ def create_world(scene: Scene, seed: int) -> World:
     Raises:
         ContentError: the scene's world cannot be found (``world_class``) or refuses
             the scene (a ``ValueError`` from ``from_scene``, e.g. too few players).
+        WorldError: ``from_scene`` failed otherwise (a bug in the world).
     """
     cls = world_class(scene.spec.world)
     try:
-        return cls.from_scene(scene, random.Random(f"world:{seed}"))
-    except ValueError as exc:
-        raise ContentError(f"{scene.path}: world '{cls.name}': {one_line(exc)}") from None
+        with world_code(cls, "from_scene", 0):
+            return cls.from_scene(scene, random.Random(f"world:{seed}"))
+    except WorldError as exc:
+        if isinstance(exc.__cause__, ValueError):  # the scene refused, as the protocol says
+            raise ContentError(f"{scene.path}: world '{cls.name}': {one_line(exc.__cause__)}") from None
+        raise

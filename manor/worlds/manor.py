@@ -5,6 +5,7 @@ Manor's first world and the default one (a scene with no ``world`` key plays it)
 
 from __future__ import annotations
 
+import enum
 import random
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -12,24 +13,35 @@ from typing import ClassVar, final
 
 import attrs
 
-from ..calls import CallerKind, Request
+from ..calls import Request
 from ..content import Scene
 from ..records import CallRecord, StoryEntry
 from .base import Caller, GameOver, chain_hash, start_hash
 
-__all__ = ["FALLBACKS", "ManorWorld"]
+__all__ = ["CALLERS", "FALLBACKS", "CallerKind", "ManorWorld"]
+
+
+class CallerKind(enum.StrEnum):
+    """The manor world's caller kinds (a record keeps the plain string)."""
+
+    CHARACTER = "character"
+    NARRATOR = "narrator"
+    SUMMARISER = "summariser"
+    SCENE_BEAT = "scene_beat"
+
 
 _CHARACTER = CallerKind.CHARACTER
 _NARRATOR = CallerKind.NARRATOR
 _SUMMARISER = CallerKind.SUMMARISER
 _SCENE_BEAT = CallerKind.SCENE_BEAT
 
-#: Every caller kind, with what a degraded call of it leaves in the story.
+#: Every caller kind, in the order reports show them, with what a degraded call of it
+#: leaves in the story and how it is shown.
 CALLERS: dict[str, Caller] = {
-    _CHARACTER.value: Caller("idle", player=True),
-    _NARRATOR.value: Caller("narration skipped"),
-    _SUMMARISER.value: Caller("stale summary"),
-    _SCENE_BEAT.value: Caller("speechless"),
+    _CHARACTER.value: Caller("idle", player=True, short="char", plural="characters"),
+    _NARRATOR.value: Caller("narration skipped", short="narr", plural="narrators", style="narration"),
+    _SUMMARISER.value: Caller("stale summary", short="summ", plural="summarisers", style="summary"),
+    _SCENE_BEAT.value: Caller("speechless", label="beat", short="beat", plural="beat speakers", style="aside"),
 }
 
 #: What a degraded call of each caller kind leaves in the story instead of its text.

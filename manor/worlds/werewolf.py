@@ -46,15 +46,18 @@ Role = Literal["werewolf", "seer", "doctor", "villager"]
 Phase = Literal["night", "talk", "vote"]
 _PHASES: tuple[Phase, ...] = ("night", "talk", "vote")
 
-#: Every caller kind, in the order of a day, with what a degraded call leaves.
+#: Every caller kind, in the order of a day, with what a degraded call leaves. The
+#: narrator and summariser keep the names they were recorded under (a caller kind is in
+#: every record and in the hash); their styles, not their names, make the story tell
+#: them as narration and a summary.
 CALLERS: dict[str, Caller] = {
     "wolf": Caller("names no victim", player=True),
     "seer": Caller("sees nothing", player=True),
     "doctor": Caller("protects no one", player=True),
     "speech": Caller("says nothing", player=True),
     "vote": Caller("abstains", player=True),
-    "narrator": Caller("narration skipped"),
-    "summariser": Caller("stale summary"),
+    "narrator": Caller("narration skipped", plural="narrators", style="narration"),
+    "summariser": Caller("stale summary", plural="summarisers", style="summary"),
 }
 
 #: The caller kind that asks a role its night question.

@@ -7,6 +7,7 @@ from .dashboard import Dashboard
 from .degradations import DegradationPanel
 from .gate_panel import GatePanel
 from .latency import LatencyPanel
+from .notices import NoticeLines
 from .replay_bar import ReplayBar
 from .status import StatusLine
 from .story import StoryLog
@@ -18,6 +19,7 @@ __all__ = [
     "DegradationPanel",
     "GatePanel",
     "LatencyPanel",
+    "NoticeLines",
     "ReplayBar",
     "StatusLine",
     "StoryLog",

@@ -25,7 +25,6 @@ from .degradations import SHORT_REASONS
 
 __all__ = ["AgentsTable"]
 
-_KINDS = {"character": "char", "narrator": "narr", "summariser": "summ", "beat": "beat"}
 #: (name, state, seconds) column widths, wide and compact: compact when the wide ones
 #: would leave the last line fewer than ``_LINE_ROOM`` cells (80 columns).
 _WIDE, _COMPACT = (16, 9, 5), (12, 2, 5)
@@ -69,7 +68,7 @@ class AgentsTable(ScrollView, can_focus=True):
     on a row asks for that caller's history (an ``AgentChosen`` message)."""
 
     BORDER_TITLE = "agents"
-    BORDER_SUBTITLE = "enter: history"
+    BORDER_SUBTITLE = "enter: history · g: find"
     BINDINGS = [
         Binding("up", "move(-1)", "up", show=False),
         Binding("down", "move(1)", "down", show=False),
@@ -86,6 +85,8 @@ class AgentsTable(ScrollView, can_focus=True):
         self._index: dict[str, int] = {}
         #: The row the cursor is on.
         self.cursor = 0
+        #: A search (``AgentSearch``) moves the cursor: it shows without the focus.
+        self.searching = False
 
     def show(self, rows: Mapping[str, CallerRow], changed: Collection[str], *, tick: str = "") -> None:
         """Take rows not shown yet (in ``rows`` order); redraw if a ``changed`` row is on
@@ -107,6 +108,11 @@ class AgentsTable(ScrollView, can_focus=True):
     @property
     def row_count(self) -> int:
         return len(self._rows)
+
+    def matching(self, text: str) -> list[int]:
+        """The rows whose name or agent id holds ``text`` (any case), in order."""
+        needle = text.casefold()
+        return [i for i, row in enumerate(self._rows) if needle in row.name.casefold() or needle in row.agent.casefold()]
 
     @property
     def chosen(self) -> CallerRow | None:
@@ -145,14 +151,14 @@ class AgentsTable(ScrollView, can_focus=True):
             state = row.state if state_width > 2 else STATE_MARKS.get(row.state, row.state)
             state_style = _STATE_STYLES.get(row.state)
         segments = [
-            Segment(f"{_KINDS.get(row.kind, row.kind[:4]):<5}", _DIM),
+            Segment(f"{row.short:<5}", _DIM),
             Segment(f"{row.name[:name_width]:<{name_width + 1}}", _DIM if row.mark else None),
             Segment(f"{state:<{state_width}}", state_style),
             Segment(f"{latency:>{secs_width}}  "),
             line,
         ]
         strip = Strip(segments).crop(0, width).extend_cell_length(width)
-        if index == self.cursor and self.has_focus:
+        if index == self.cursor and (self.has_focus or self.searching):
             strip = strip.apply_style(_CURSOR)
         return strip
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -28,10 +28,12 @@ class Dashboard(Vertical):
             degraded panel has a column and a row for.
     """
 
-    def __init__(self, controls: Callable[[], ComposeResult], *, kinds: Sequence[str], reasons: Sequence[str], id: str | None = None) -> None:
+    def __init__(self, controls: Callable[[], ComposeResult], *, kinds: Sequence[str], headings: Mapping[str, str] = {}, reasons: Sequence[str], id: str | None = None) -> None:
         super().__init__(id=id)
         self._controls = controls
         self._kinds, self._reasons = tuple(kinds), tuple(reasons)
+        #: The world's declared short names of its kinds (``Caller.short``).
+        self._headings = dict(headings)
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")
@@ -39,7 +41,7 @@ class Dashboard(Vertical):
         with Horizontal(id="top"):
             yield LatencyPanel(id="latency")
             yield GatePanel(id="gate")
-            yield DegradationPanel(kinds=self._kinds, reasons=self._reasons, id="degradations")
+            yield DegradationPanel(kinds=self._kinds, headings=self._headings, reasons=self._reasons, id="degradations")
         with Horizontal(id="bottom"):
             yield AgentsTable(id="agents")
             yield StoryLog(id="story")

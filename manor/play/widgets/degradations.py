@@ -8,14 +8,11 @@ from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ...calls import CALLER_KINDS
 from ...errors import REASONS
 from ..figures import counts, fit, fit_width
 
 __all__ = ["SHORT_REASONS", "DegradationPanel", "shown_reasons"]
 
-#: Column headings, short enough for an 80-column terminal (another kind: its own name).
-_KIND_HEADINGS = {"character": "char", "narrator": "narr", "summariser": "summ", "scene_beat": "beat"}
 #: Reasons, shortened for a narrow terminal.
 SHORT_REASONS = {
     "gate_timeout": "gate t/o",
@@ -62,9 +59,14 @@ class DegradationPanel(Static):
     _shown: tuple[object, ...] | None = None
     _widths: tuple[int, ...] = ()
 
-    def __init__(self, *, kinds: Sequence[str] = CALLER_KINDS, reasons: Sequence[str] = REASONS, id: str | None = None) -> None:
+    def __init__(
+        self, *, kinds: Sequence[str] = (), headings: Mapping[str, str] = {}, reasons: Sequence[str] = REASONS, id: str | None = None
+    ) -> None:
         super().__init__(id=id)
         self.kinds = tuple(kinds)
+        #: Column headings, short enough for an 80-column terminal: the ``Caller.short``
+        #: a world declares (another kind: its own name).
+        self.headings = dict(headings)
         self.reasons = tuple(reasons)
 
     def _room(self) -> int:
@@ -99,7 +101,7 @@ class DegradationPanel(Static):
         listed = set(self.reasons)
         reasons = [*self.reasons, *sorted({r for kind in total.values() for r, n in kind.items() if n and r not in listed})]
         grid = [[(tick.get(kind, {}).get(reason, 0), total.get(kind, {}).get(reason, 0)) for kind in kinds] for reason in reasons]
-        headings = [_KIND_HEADINGS.get(kind, kind) for kind in kinds]
+        headings = [self.headings.get(kind, kind) for kind in kinds]
         room = self._room()
         # A world of many caller kinds: short labels, then tight columns with headings
         # cut to four letters (as the agents table's), before columns are cut off.

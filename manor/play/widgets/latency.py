@@ -31,6 +31,10 @@ class LatencyPanel(Vertical):
 
     BORDER_TITLE = _TITLES[0]
 
+    # What the last ``show`` drew: a new size draws it again, laid out for the width.
+    _shown: ShownTick | None = None
+    _ticks: Sequence[TickFigures] = ()
+
     def compose(self) -> ComposeResult:
         yield Static(Text("no tick started yet", style="dim"), id="latency-figures")
         yield TickChart(id="latency-chart")
@@ -39,6 +43,7 @@ class LatencyPanel(Vertical):
         """Redraw: ``shown`` in numbers, ``ticks`` (finished, oldest first) as bars."""
         if shown is None:
             return
+        self._shown, self._ticks = shown, ticks
         width = self.content_size.width or 30
         text = Text(no_wrap=True, overflow="crop")
         label = tick_label(shown.tick, shown.under_way)
@@ -69,6 +74,13 @@ class LatencyPanel(Vertical):
             subtitles = [f"{which} · top {top}", *(f"top {t}" for t in tops), *tops]
             self.border_subtitle = fit(max(0, self.outer_size.width - _BORDER), subtitles)
         self.border_title = fit(max(0, self.outer_size.width - _BORDER), _TITLES)
+
+
+    def on_resize(self) -> None:
+        # Its width follows its neighbours' (the gate panel narrows at 80 columns) after
+        # the app has redrawn for the terminal's new size; paused, nothing else would.
+        if self._shown is not None:
+            self.show(self._shown, self._ticks)
 
 
 def _padded(forms: list[str], other: list[str]) -> list[str]:

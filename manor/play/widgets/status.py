@@ -1,7 +1,9 @@
-"""The top line: scene, tick, policy, gate size / platform limit, clock, running or paused."""
+"""The top line: scene, tick, policy, gate size / platform limit, clock, running or paused;
+under it, once a game has ended, how it ended."""
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
@@ -19,9 +21,9 @@ _STATES = {
 
 
 class StatusLine(Static):
-    """One line saying where the run is and how it is set up."""
+    """One line saying where the run is and how it is set up (and how a game ended)."""
 
-    _last: Text | None = None
+    _last: tuple[Text | None, str] = (None, "")
 
     def show(
         self,
@@ -42,21 +44,23 @@ class StatusLine(Static):
             gate: "5/6" (gate size / platform limit), or "none/6" under legacy.
             clock: "t 83.2 s ×8" and the like.
             state: a driver state, or "stopped" once the engine has ended.
-            ending: how the game ended (``GameOver.summary``), once it has.
+            ending: how the game ended (``GameOver.summary``), once it has: a line of
+                its own under the status.
         """
         label, style = _STATES.get(state, (state, "bold"))
         text = Text(no_wrap=True, overflow="ellipsis")
         # Most telling first: on a narrow terminal the end is cut, not the state.
         text.append(f" {label} ", style=style)
-        if ending:  # the game's end tells more than its clock
-            text.append("│ ", style="dim")
-            text.append(ending + " ", style="bold magenta")
         ticking = f"tick {tick}" + (f" → {current}" if current is not None else "")
         for part in (ticking, policy, f"gate {gate}", clock):
             text.append("│ ", style="dim")
             text.append(part + " ")
         text.append("│ ", style="dim")
         text.append(scene, style="bold")
-        if text != self._last:
-            self._last = text
-            self.update(text, layout=False)  # one fixed size: no layout pass
+        if (text, ending) == self._last:
+            return
+        # The game's end on a line of its own, wrapped if it must: it cuts nothing of
+        # the line above (at 120 columns it left "The" of the scene's name).
+        lines = Group(text, Text(f" {ending}", style="bold magenta")) if ending else text
+        self.update(lines, layout=ending != self._last[1])  # a line more: a layout pass
+        self._last = (text, ending)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import io
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 from rich.cells import cell_len
@@ -16,7 +16,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import RichLog
 
-from ...calls import CallerKind
+from ...callers import Caller, caller_of
 from ...folds import Fold
 from ...records import StoryEntry
 from ..state import StoryItem
@@ -75,10 +75,11 @@ class StoryFilter:
         return any(needle in field.casefold() for field in fields)
 
 
-def story_line(item: StoryItem, width: int) -> Text:
+def story_line(item: StoryItem, width: int, callers: Mapping[str, Caller]) -> Text:
     """One story line as the panel shows it, ``width`` cells wide: its tick, then its
-    words, wrapped under themselves. A degraded turn says what replaced it, and why."""
-    words = story_text(item).wrap(_MEASURE, max(8, width - _INDENT))
+    words, wrapped under themselves, styled as its world's ``callers`` say. A degraded
+    turn says what replaced it, and why."""
+    words = story_text(item, callers).wrap(_MEASURE, max(8, width - _INDENT))
     line = Text(no_wrap=True)
     for i, piece in enumerate(words):
         line.append(_tick_label(item) if i == 0 else " " * _INDENT, style="dim")
@@ -94,7 +95,7 @@ def _tick_label(item: StoryItem) -> str:
     return f"{entry.tick:>{_INDENT - 1}} "
 
 
-def story_rows(item: StoryItem, width: int) -> list[list[Segment]]:
+def story_rows(item: StoryItem, width: int, callers: Mapping[str, Caller]) -> list[list[Segment]]:
     """``story_line`` rendered: the segments of each of its rows.
 
     A line that fits on one row (almost every line, at the panel's usual width) is
@@ -103,26 +104,27 @@ def story_rows(item: StoryItem, width: int) -> list[list[Segment]]:
     making them was the frame's largest part. The segments are the ones rendering the
     ``Text`` gives, so what is drawn is the same.
     """
-    parts = story_parts(item)
+    parts = story_parts(item, callers)
     room = max(8, width - _INDENT)
     # Tabs and control characters (a model's answer may hold them) and wide lines take
     # the ``Text`` way, which expands, strips and wraps them.
     if all(text.isprintable() for text, _ in parts) and sum(cell_len(text) for text, _ in parts) <= room:
         return [[Segment(_tick_label(item), _style("dim")), *(Segment(text, _style(style)) for text, style in parts if text)]]
-    return [list(row) for row in Segment.split_lines(story_line(item, width).render(_MEASURE))]
+    return [list(row) for row in Segment.split_lines(story_line(item, width, callers).render(_MEASURE))]
 
 
-def story_text(item: StoryItem) -> Text:
+def story_text(item: StoryItem, callers: Mapping[str, Caller]) -> Text:
     """The words of one story line, styled by who said them; a fold counts its turns and
     names the first few."""
-    return Text.assemble(*story_parts(item))
+    return Text.assemble(*story_parts(item, callers))
 
 
-def story_parts(item: StoryItem) -> list[tuple[str, str]]:
-    """The words of one story line as (text, style) parts (``story_text``)."""
+def story_parts(item: StoryItem, callers: Mapping[str, Caller]) -> list[tuple[str, str]]:
+    """The words of one story line as (text, style) parts (``story_text``), as its
+    caller kind's ``Caller.style`` tells it."""
     if isinstance(item, Fold):
         entry = item.entry
-        parts = [(f"⚠ {item.who} {entry.fallback}", "bold red")]
+        parts = [(f"⚠ {item.says}", "bold red")]
         if entry.reason:
             parts.append((f" ({entry.reason})", "red"))
         names = ", ".join(e.speaker for e in item.items[:_NAMES_SHOWN])
@@ -135,12 +137,13 @@ def story_parts(item: StoryItem) -> list[tuple[str, str]]:
         if entry.reason:
             parts.append((f" ({entry.reason})", "red"))
         return parts
-    if entry.caller == CallerKind.NARRATOR:
+    caller = caller_of(callers, entry.caller)
+    if caller.style == "narration":
         return [(entry.text, "italic")]
-    if entry.caller == CallerKind.SUMMARISER:
+    if caller.style == "summary":
         return [("summary: ", "dim bold"), (entry.text, "dim")]
-    if entry.caller == CallerKind.SCENE_BEAT:
-        return [("beat · ", "magenta"), (f"{entry.speaker}: ", "bold magenta"), (entry.text, "")]
+    if caller.style == "aside":
+        return [(f"{caller.label} · ", "magenta"), (f"{entry.speaker}: ", "bold magenta"), (entry.text, "")]
     return [(f"{entry.speaker}: ", "bold"), (entry.text, "")]
 
 
@@ -198,14 +201,18 @@ class StoryLog(RichLog):
         #: Lines that arrived while not following.
         self.unseen = 0
         self.filter = StoryFilter()
+        #: The world's caller kinds, which say how each kind's lines are styled.
+        self._callers: Mapping[str, Caller] = {}
 
-    def show(self, story: Sequence[StoryItem], count: int) -> None:
+    def show(self, story: Sequence[StoryItem], count: int, callers: Mapping[str, Caller]) -> None:
         """Write the lines added since the last call that pass the filter.
 
         Args:
             story: the newest lines kept; ``count``: lines ever added.
+            callers: the world's caller kinds (``World.callers``).
         """
         self._story = story
+        self._callers = callers
         new = count - self._shown
         if new <= 0:
             return
@@ -261,7 +268,7 @@ class StoryLog(RichLog):
     def _write(self, items: Sequence[StoryItem | Text]) -> None:
         width = self.scrollable_content_region.width or 60
         self._wrapped_at = width
-        rows = [row for item in items for row in (_note_rows(item, width) if isinstance(item, Text) else story_rows(item, width))]
+        rows = [row for item in items for row in (_note_rows(item, width) if isinstance(item, Text) else story_rows(item, width, self._callers))]
         # One write: the log scrolls (and re-measures) once, not once a line. Its width
         # given: the lines are wrapped and rendered to it already, nothing is left to
         # measure or wrap.

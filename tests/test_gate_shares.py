@@ -1,0 +1,126 @@
+"""Fair shares at the gate: lanes served by start-time fair queuing on each ticket's cost,
+with weights and caps. Under the virtual clock, times are exact."""
+
+from __future__ import annotations
+
+import math
+
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from manor import Gate
+from manor.fleet.shares import Tenant, tenant_shares
+
+#: A call: (lane, latency); its cost at the gate is its latency (a perfect prediction).
+Call = tuple[int, float]
+
+
+def _run(size: int, calls: list[Call], *, weights: dict[int, float] | None = None, caps: dict[int, int] | None = None) -> dict[str, object]:
+    """Issue every call's ticket up front, lane by lane in lane order (as the ticket
+    office deals them), run them all, and say what happened."""
+    gate = Gate(size=size)
+    for lane, weight in (weights or {}).items():
+        gate.set_share(lane, weight, (caps or {}).get(lane))
+    for lane, cap in (caps or {}).items():
+        if lane not in (weights or {}):
+            gate.set_share(lane, 1.0, cap)
+    admitted: list[tuple[float, int, int]] = []  # (when, lane, ticket)
+    spans: dict[int, list[tuple[float, float | None, float]]] = {}
+    holding: dict[int, int] = {}
+    peaks: dict[int, int] = {}
+    free_while_waiting = []
+
+    waiting: dict[int, int] = {}
+
+    async def one(lane: int, ticket: int, latency: float) -> None:
+        queued = trio.current_time()
+        waiting[lane] = waiting.get(lane, 0) + 1
+        permit = await gate.acquire(ticket)
+        waiting[lane] -= 1
+        admitted.append((trio.current_time(), lane, ticket))
+        holding[lane] = holding.get(lane, 0) + 1
+        peaks[lane] = max(peaks.get(lane, 0), holding[lane])
+        try:
+            await trio.sleep(latency)
+        finally:
+            holding[lane] -= 1
+            permit.release()
+            spans.setdefault(lane, []).append((queued, permit.admitted_at, trio.current_time()))
+
+    async def watch() -> None:
+        # After every instant: no slot free while an uncapped lane has a waiter.
+        while True:
+            await trio.testing.wait_all_tasks_blocked()
+            eligible = [lane for lane, count in waiting.items() if count and holding.get(lane, 0) < (caps or {}).get(lane, size)]
+            if eligible and gate.statistics().in_flight < size:
+                free_while_waiting.append(trio.current_time())
+            await trio.sleep(0.25)
+
+    async def main() -> None:
+        by_lane: dict[int, list[float]] = {}
+        for lane, latency in calls:
+            by_lane.setdefault(lane, []).append(latency)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            async with trio.open_nursery() as workers:
+                for lane in sorted(by_lane):
+                    tickets = gate.issue(len(by_lane[lane]), lane=lane, costs=by_lane[lane])
+                    for ticket, latency in zip(tickets, by_lane[lane], strict=True):
+                        workers.start_soon(one, lane, ticket, latency)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return {"admitted": sorted(admitted), "spans": spans, "peaks": peaks, "free_while_waiting": free_while_waiting, "end": max(t for t, _, _ in admitted)}
+
+
+calls_strategy = st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0.5, 1.0, 3.0, 20.0])), min_size=1, max_size=30)
+
+
+class TestInvariants:
+    @settings(max_examples=60, deadline=None)
+    @given(calls=calls_strategy, size=st.integers(1, 5), caps=st.dictionaries(st.integers(0, 3), st.integers(1, 3), max_size=2))
+    def test_caps_and_the_bound_hold_and_no_slot_idles_while_an_eligible_lane_waits(self, calls: list[Call], size: int, caps: dict[int, int]) -> None:
+        result = _run(size, calls, caps=caps)
+        peaks = result["peaks"]
+        assert sum(1 for _ in result["admitted"]) == len(calls)
+        for lane, cap in caps.items():
+            assert peaks.get(lane, 0) <= cap
+        assert all(peak <= size for peak in peaks.values())
+        assert result["free_while_waiting"] == []
+
+    @settings(max_examples=40, deadline=None)
+    @given(latencies=st.lists(st.sampled_from([0.5, 1.0, 3.0]), min_size=1, max_size=20), size=st.integers(1, 4))
+    def test_one_lane_is_plain_ticket_order(self, latencies: list[float], size: int) -> None:
+        """A single tenant: whatever the costs, tickets are admitted in their order."""
+        result = _run(size, [(0, latency) for latency in latencies])
+        tickets = [ticket for _, _, ticket in result["admitted"]]
+        assert tickets == sorted(tickets)
+
+    @settings(max_examples=20, deadline=None)
+    @given(calls=calls_strategy, size=st.integers(1, 4))
+    def test_the_same_admissions_every_run(self, calls: list[Call], size: int) -> None:
+        """trio runs the tasks in its own order each time: admissions never change."""
+        first = _run(size, calls)["admitted"]
+        assert all(_run(size, calls)["admitted"] == first for _ in range(5))
+
+
+class TestShares:
+    def test_long_calls_do_not_take_the_gate_from_short_ones(self) -> None:
+        """Lane 0: 40 calls of 20 s; lane 1: 400 calls of 1 s, a gate of 4. Both always
+        backlogged: each holds about half the session-time, not 20 times as much."""
+        calls = [(0, 20.0)] * 40 + [(1, 1.0)] * 400
+        result = _run(4, calls)
+        shares = tenant_shares([Tenant("long"), Tenant("short")], [result["spans"][0], result["spans"][1]])
+        ratio = shares[0]["session_s_backlogged"] / shares[1]["session_s_backlogged"]
+        assert 0.85 < ratio < 1.2, ratio
+
+    def test_weights_two_to_one(self) -> None:
+        """Both lanes always backlogged, calls alike: session-time 2:1 within 5 %."""
+        calls = [(0, 1.0)] * 300 + [(1, 1.0)] * 300
+        result = _run(3, calls, weights={0: 2.0})
+        shares = tenant_shares([Tenant("a", 2.0), Tenant("b")], [result["spans"][0], result["spans"][1]])
+        ratio = shares[0]["session_s_backlogged"] / shares[1]["session_s_backlogged"]
+        assert math.isclose(ratio, 2.0, rel_tol=0.05), ratio
+        assert math.isclose(shares[0]["share_per_weight"], 1.0, rel_tol=0.05)

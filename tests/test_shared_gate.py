@@ -1,0 +1,167 @@
+"""The shared gate's edges: a call's recorded end against its release on the real clock,
+a save made while the gate's server was down, waiting for a lost gate, a gate sized past
+the platform."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from redis_server import RedisServer
+
+from manor.admission.redis_gate import RedisGate, gate_status
+from manor.errors import SharedGateError, leaves, redacted_url
+from manor.records import CallRecord, StoryEntry, TickRecord
+from manor.replay.recorded import peak_platform_sessions
+from manor.run.engine import Engine, build_engine
+from manor.tick.instruments import Instrument
+from scenes_fixture import TickRecorder, fixed_scene, make_engine, settings
+
+
+def _most_in_flight(calls: list[CallRecord]) -> int:
+    """The most calls whose recorded [admitted, finished) spans overlap at one instant."""
+    return peak_platform_sessions(calls)
+
+
+class TestRecordedEnd:
+    def test_on_the_real_clock_no_recorded_overlap_exceeds_the_gate(self) -> None:
+        """Many short calls on the real clock: a call's end is stamped when the gate takes
+        its slot back, so the call that slot admits next never starts before it ends."""
+        size = 3
+        engine = make_engine(fixed_scene([0.001] * 24, narrator=0.001, summariser=0.001), gate_size=size, platform_limit=size + 1)
+        recorder = TickRecorder()
+        engine.loop.add_instrument(recorder)
+        trio.run(engine.loop.run, 12, 0.0)  # the real clock
+        calls = [call for tick in recorder.ticks for call in tick.calls]
+        assert len(calls) == 12 * 26 and all(call.ok for call in calls)
+        assert _most_in_flight(calls) == size
+        for call in calls:
+            assert call.admitted_at is not None and call.queued_at <= call.admitted_at <= call.finished_at
+
+
+class _LoseRedis(Instrument):
+    """Kills the gate's Redis as tick ``at`` ends; starts it again, if ``back``, when the
+    loop says it waits for the gate."""
+
+    def __init__(self, server: RedisServer, at: int, *, back: bool) -> None:
+        self.server, self.at, self.back = server, at, back
+        self.waits: list[tuple[str, float]] = []
+
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        if record.tick == self.at:
+            self.server.kill()
+
+    def gate_lost(self, message: str, limit_s: float) -> None:
+        self.waits.append((message, limit_s))
+        if self.back:
+            self.server.start()
+
+
+def _on_redis(server: RedisServer, lose: _LoseRedis, gate_wait_s: float) -> tuple[Engine, TickRecorder, RedisGate]:
+    gate = RedisGate(server.url, "lost", size=2, lease_s=1.0)
+    engine = build_engine(settings(platform_limit=3, gate_size=2), fixed_scene([0.002] * 4, narrator=0.002, summariser=0.002), gate=gate)
+    engine.loop.gate_wait_s = gate_wait_s
+    recorder = TickRecorder()
+    engine.loop.add_instrument(recorder)
+    engine.loop.add_instrument(lose)
+    return engine, recorder, gate
+
+
+def _found_no_gate(record: TickRecord) -> bool:
+    return all(call.reason == "gate_unavailable" for call in record.calls)
+
+
+class TestGateLost:
+    def test_a_tick_that_found_no_gate_is_followed_by_a_wait_for_it_not_by_empty_ticks(self, redis_server: RedisServer) -> None:
+        """Redis lost after tick 2 and back a moment later: one tick finds no gate, the
+        loop waits for it (saying so once), and the run's other ticks are all ok."""
+        lose = _LoseRedis(redis_server, at=2, back=True)
+        engine, recorder, gate = _on_redis(redis_server, lose, gate_wait_s=30.0)
+
+        async def main() -> None:
+            async with gate.connected():
+                await engine.loop.run(8)
+
+        trio.run(main)  # the real clock
+        assert len(recorder.ticks) == 8
+        assert [_found_no_gate(record) for record in recorder.ticks] == [False, False, True, False, False, False, False, False]
+        assert all(call.ok for record in recorder.ticks if not _found_no_gate(record) for call in record.calls)
+        ((message, limit),) = lose.waits
+        assert "Redis unreachable" in message and limit == 30.0
+
+    def test_a_gate_lost_longer_than_the_wait_stops_the_run_in_one_line(self, redis_server: RedisServer) -> None:
+        lose = _LoseRedis(redis_server, at=1, back=False)
+        engine, recorder, gate = _on_redis(redis_server, lose, gate_wait_s=1.5)
+        started = time.monotonic()
+
+        async def main() -> None:
+            async with gate.connected():
+                await engine.loop.run(8)
+
+        with pytest.raises(BaseException) as raised:  # in the Redis client's exception groups
+            trio.run(main)
+        (error,) = leaves(raised.value)
+        assert isinstance(error, SharedGateError)
+        assert re.fullmatch(r"gate redis://.*Redis unreachable: .*; no gate for 1.5s: stopped after tick 2", str(error))
+        assert time.monotonic() - started >= 1.5
+        assert [_found_no_gate(record) for record in recorder.ticks] == [False, True]
+        assert len(lose.waits) == 1
+
+
+class TestSizedPastThePlatform:
+    @pytest.mark.trio
+    async def test_a_gate_nobody_holds_that_keeps_another_size_is_said_so(self, redis_url: str) -> None:
+        """A gate resized to 8 outlives its processes: the next process of size 5 shares
+        it at 8 and says, in one line, that no process holds it and how to set it back;
+        one that joins a gate in use says only that it is in use."""
+        name = f"left-{uuid.uuid4().hex[:8]}"
+        async with RedisGate(redis_url, name, size=5).connected() as first:
+            first.size = 8
+            with trio.fail_after(10):
+                while (await gate_status(redis_url, name)).statistics.size != 8:  # type: ignore[union-attr]
+                    await trio.sleep(0.02)
+            async with RedisGate(redis_url, name, size=5).connected() as beside:
+                assert beside.notice is not None and beside.notice.split("; ")[0].endswith("is in use with size 8")
+                assert "resize" not in beside.notice
+        later = RedisGate(redis_url, name, size=5)
+        async with later.connected():
+            assert later.size == 8
+            assert later.notice == (
+                f"gate {redacted_url(redis_url)} (gate {name}) is used by no process, yet keeps size 8; this process shares it "
+                "as it is (its own settings: size 5); 'manor gate resize 5' sets it to yours"
+            )
+
+    def test_resize_above_the_platform_limit_less_one_is_refused_unless_forced(self, redis_url: str, tmp_path: Path) -> None:
+        name = f"resize-{uuid.uuid4().hex[:8]}"
+
+        async def hold() -> None:
+            async with RedisGate(redis_url, name, size=5).connected():
+                for size, flags in ((8, ()), (6, ()), (5, ()), (8, ("--platform-limit", "0")), (7, ("--force",))):
+                    result = await trio.to_thread.run_sync(
+                        lambda size=size, flags=flags: subprocess.run(
+                            [sys.executable, "-m", "manor", "gate", "resize", str(size), "--gate-url", redis_url, "--gate-name", name, *flags],
+                            capture_output=True, text=True, check=False, cwd=tmp_path,
+                            env={key: value for key, value in os.environ.items() if not key.startswith("MANOR_")},
+                        )
+                    )
+                    outcomes.append((size, flags, result.returncode, result.stderr.strip(), result.stdout.strip()))
+
+        outcomes: list[tuple[int, tuple[str, ...], int, str, str]] = []
+        trio.run(hold)
+        refused = "manor: error: gate size {} is above the platform limit 6 less one (scene wacky_manor.toml): the platform would refuse calls past 6 in flight; --force sets it anyway, --platform-limit names another platform"
+        assert outcomes == [
+            (8, (), 1, refused.format(8), ""),
+            (6, (), 1, refused.format(6), ""),
+            (5, (), 0, "", f"gate {name} at {redis_url}: size 5 -> 5"),
+            (8, ("--platform-limit", "0"), 0, "", f"gate {name} at {redis_url}: size 5 -> 8"),
+            (7, ("--force",), 0, "", f"gate {name} at {redis_url}: size 8 -> 7"),
+        ]
