@@ -9,7 +9,7 @@ Each name is imported from its module on first use (PEP 562), so that importing 
 of Manor - ``manor --help`` imports ``manor.cli`` - does not load the whole engine.
 """
 
-from .startup import stop_at_once_if_command
+from .run.startup import stop_at_once_if_command
 
 # Before anything slow is imported: a signal while the command starts is one line (startup).
 stop_at_once_if_command()

@@ -261,7 +261,7 @@ def test_a_bad_input_is_one_clear_line_and_a_non_zero_exit(
             ["config", "--gate-size", "five"],
             "manor config: error: argument --gate-size: invalid int value: 'five' (see 'manor config --help')",
         ),
-        (["nonsense"], "manor: error: argument COMMAND: invalid choice: 'nonsense'"),
+        (["nonsense"], "manor: error: unknown command 'nonsense'"),
     ],
 )
 def test_a_command_line_mistake_exits_2_with_one_line(
