@@ -11,6 +11,7 @@ import attrs
 import msgspec
 import trio
 
+from ..admission.adaptive import LEARNED_KEY, Adjustment, apply_to_gate
 from ..admission.gate import SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
@@ -138,6 +139,12 @@ class TickLoop:
         effect as calls finish."""
         self.gate.size = size
         self.instruments.call("setting_changed", "gate.size", size, self._in_tick)
+
+    def adjust_gate(self, adjustment: Adjustment) -> None:
+        """Make a learned gate's change now (``manor.admission.adaptive``); the
+        instruments hear it as a change of ``LEARNED_KEY``."""
+        apply_to_gate(self.gate, adjustment)
+        self.instruments.call("setting_changed", LEARNED_KEY, adjustment, self._in_tick)
 
     def switch_policy(self, policy: Policy) -> None:
         """Use ``policy`` from the next tick on (a tick keeps the policy it started with)."""
