@@ -10,7 +10,10 @@ congestion window and Netflix's concurrency-limits do (AIMD):
   the calls sent before it could not know.
 - **Grow on success at full use.** When as many calls as the gate's size have been
   answered while the gate was full (one window), the size grows by one, up to
-  ``gate.max``. A gate that is not full learns nothing: its size was not what limited it.
+  ``gate.max``, once no call waits at the gate (at the latest, at the end of the tick):
+  growing admits at once, and calls let through together reach the platform in trio's
+  order, not in ticket order. A gate that is not full learns nothing: its size was not
+  what limited it.
 - **Probe above a refusal sparingly.** The fewest calls in flight the platform refused
   is remembered (the ceiling). Below it the gate grows window by window; to the ceiling
   only once ``PROBE_CALLS`` calls have been answered at full use since the last refusal,
@@ -129,6 +132,8 @@ class LearnedSize:
     _in_flight: int = attrs.field(default=0, init=False)
     _window: int = attrs.field(default=0, init=False)
     _quiet: int = attrs.field(default=0, init=False)
+    # A growth decided, made once nobody waits (``ended``): the size and why.
+    _growth: tuple[int, str] | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.smallest > self.largest:
@@ -145,32 +150,37 @@ class LearnedSize:
             self._answered(ticket, flight, outcome.rates)
         elif isinstance(outcome, SessionLimitError) and outcome.refused_by == "server" and not outcome.final:
             self._refused(ticket, flight, admitted, outcome)
+        if self._growth is not None and not self.gate.statistics().waiting:
+            # Grown only when nobody waits: growing admits at once, and two calls let
+            # through at one instant reach the platform in trio's order, not in ticket
+            # order; which of them a full platform refuses must not depend on that.
+            # (The next tick's calls arrive one by one, in ticket order.)
+            size, why = self._growth
+            self._growth = None
+            if size > self.gate.size:
+                self._make(Adjustment(ticket=ticket, why=why, size=min(size, self.largest)))
 
     def _answered(self, ticket: int, flight: int, rates: RateLimits | None) -> None:
         size = self.gate.size
-        pause = _rates_pause(rates)
+        if (pause := _rates_pause(rates)) is not None:
+            self._make(Adjustment(ticket=ticket, why=pause[1], paused_until=pause[0]))
         if flight < size:  # not at full use: the size did not limit this call
-            if pause is not None:
-                self._make(Adjustment(ticket=ticket, why=pause[1], paused_until=pause[0]))
+            return
+        self._quiet += 1
+        if self._growth is not None:  # one step at a time: the next window is at the new size
             return
         self._window += 1
-        self._quiet += 1
-        grown: int | None = None
-        why = ""
-        if self._window >= size:
-            self._window = 0
-            if self.ceiling is not None and size >= self.ceiling:
-                self.ceiling = None  # a window answered at the size it refused: the limit rose
-            if size < self.largest:
-                if self.ceiling is None or size + 1 < self.ceiling:
-                    grown, why = size + 1, f"{size} calls answered at full use"
-                elif self._quiet >= PROBE_CALLS:
-                    grown, why = size + 1, f"{self._quiet} calls answered at full use since the last refusal: trying {size + 1} again"
-        if grown is None and pause is None:
+        if self._window < size:
             return
-        if pause is not None:
-            why = f"{why}; {pause[1]}" if why else pause[1]
-        self._make(Adjustment(ticket=ticket, why=why, size=grown, paused_until=None if pause is None else pause[0]))
+        self._window = 0
+        if self.ceiling is not None and size >= self.ceiling:
+            self.ceiling = None  # a window answered at the size it refused: the limit rose
+        if size >= self.largest:
+            return
+        if self.ceiling is None or size + 1 < self.ceiling:
+            self._growth = (size + 1, f"{size} calls answered at full use")
+        elif self._quiet >= PROBE_CALLS:
+            self._growth = (size + 1, f"{self._quiet} calls answered at full use since the last refusal: trying {size + 1} again")
 
     def _refused(self, ticket: int, flight: int, admitted: int, refusal: SessionLimitError) -> None:
         size = self.gate.size
@@ -180,6 +190,7 @@ class LearnedSize:
             self.ceiling = flight
             self._quiet = 0
             self._window = 0
+            self._growth = None
             smaller = max(self.smallest, min(int(size * BACKOFF), flight - 1))
             if smaller < size:
                 shrunk = smaller
