@@ -21,11 +21,11 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import REASONS, PlatformClosed, SharedGateError, error_line
-from ..providers.routing import RoutingProvider
+from ..errors import REASONS, SharedGateError, error_line
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.engine import build_engine, configure, make_clock, make_gate
+from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
 from ..saves import SaveWriter
 from ..tick.instruments import Instrument
@@ -49,20 +49,6 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="let --save overwrite an existing file")
     add_setting_flags(parser)
     parser.set_defaults(handler=run)
-
-
-class _StopAtFinalRefusal(Instrument):
-    """Cancels ``scope`` (around the tick loop's run) when a tick finishes after a backend
-    met a refusal no retry can cure (``RoutingProvider.final_refusal``): every later call
-    would be refused the same way, so the run stops with that tick recorded whole."""
-
-    def __init__(self, backend: object, scope: trio.CancelScope) -> None:
-        self.backend = backend
-        self.scope = scope
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        if isinstance(self.backend, RoutingProvider) and self.backend.final_refusal is not None:
-            self.scope.cancel()
 
 
 class _ProgressBar(Instrument):
@@ -93,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         async with gate.connected():
             warn_of_gate(gate)
             with trio.CancelScope() as stop:  # cancelled after a tick that met a final refusal
-                engine.loop.add_instrument(_StopAtFinalRefusal(engine.loop.gated.backend, stop))
+                engine.loop.add_instrument(StopAtFinalRefusal(engine.loop.gated.backend, stop.cancel))
                 await engine.loop.run(ticks, interval)
 
     def close() -> None:
@@ -131,12 +117,11 @@ def run(args: argparse.Namespace) -> int:
         if writer is not None:
             report_saved(writer)
         raise
-    backend = engine.loop.gated.backend
-    if isinstance(backend, RoutingProvider) and (refusal := backend.final_refusal) is not None:
+    if (refusal := final_refusal(engine.loop.gated.backend)) is not None:
         # The ticks that finished keep their figures and their save, as after Ctrl-C.
         close()
         report(stats.summary(engine) | {"stopped": error_line(refusal)})
-        raise PlatformClosed(f"{error_line(refusal)}; no retry will help, so the run stopped {interrupts.ran(stats.ticks, writer)}")
+        raise platform_closed(refusal, interrupts.ran(stats.ticks, writer))
     if writer is not None:
         writer.check()
     report(stats.summary(engine))

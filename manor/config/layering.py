@@ -221,12 +221,12 @@ def resolve(sources: Iterable[Source]) -> Config:
         size = max(1, limit - 1) if limit else 8
         settings = msgspec.structs.replace(settings, gate=msgspec.structs.replace(settings.gate, size=size))
         origins["gate.size"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
-    if settings.gate.max is None:
+    if settings.gate.max is None and settings.gate.size == "auto":
         limit = settings.platform.limit
         largest = max(1, limit - 1) if limit else LEARNED_MAX_UNLIMITED
         settings = msgspec.structs.replace(settings, gate=msgspec.structs.replace(settings.gate, max=largest))
         origins["gate.max"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
-    if settings.gate.size == "auto" and settings.gate.min > settings.gate.max:  # type: ignore[operator]  # derived above
+    if settings.gate.size == "auto" and settings.gate.min > settings.gate.max:  # type: ignore[operator]  # derived just above
         raise ConfigError(
             f"gate.min {settings.gate.min} ({origins.get('gate.min', 'built-in defaults')}) is above gate.max "
             f"{settings.gate.max} ({origins['gate.max']}): the learned gate would have no size to take"

@@ -53,8 +53,8 @@ class GateSettings(Section):
     #: Calls in flight at once; unset means platform.limit - 1; "auto": learned from
     #: the platform's refusals, between gate.min and gate.max (manor.admission.adaptive).
     size: Size | Literal["auto"] | None = None
-    #: With size "auto": the size the gate starts at and never grows past; unset means
-    #: platform.limit - 1 (16 when the platform is unlimited).
+    #: With size "auto": the size the gate starts at and never grows past; unset, it is
+    #: derived as platform.limit - 1 (16 when the platform is unlimited).
     max: Size | None = None
     #: With size "auto": the size the gate never shrinks below.
     min: Size = 1
