@@ -455,6 +455,7 @@ class PlayApp(App[None]):
             gated=loop.policy.name != "legacy",
             burst=loop.gate.burst,
             tick=tick,
+            learned=False if self.engine.learning is None else self.engine.learning.last,
         )
         # Drawn again when the state changed, or the panels' row was laid out at a new
         # width (the degraded panel's columns depend on the room its neighbours leave).
