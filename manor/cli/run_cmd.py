@@ -154,6 +154,9 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     repairs = summary.get("repairs")  # a summary from before structured answers has none
     if repairs and repairs["asked"]:
         rows.insert(6, ("answers re-asked / repaired", f"{repairs['asked']} / {repairs['repaired']}"))
+    sizes = summary.get("gate_sizes")  # a learned gate's (gate.size = "auto")
+    if sizes:
+        rows.insert(1, ("learned gate: start / min / max / final (changes)", f"{sizes['start']} / {sizes['min']} / {sizes['max']} / {sizes['final']} ({sizes['changes']})"))
     for row in rows:
         table.add_row(*row)
     console.print(table)
