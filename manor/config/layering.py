@@ -39,6 +39,7 @@ from .backends import (
 from .schema import KEYS, RETIRED_KEYS, Settings, defaults, section_type
 
 __all__ = [
+    "LEARNED_MAX_UNLIMITED",
     "Config",
     "Source",
     "check_value",
@@ -65,6 +66,8 @@ FLAGS = 400
 GATE_LAYER_DEFAULTS: Mapping[str, Any] = {"backend.sessions": 0}
 
 ENV_PREFIX = "MANOR_"
+#: The learned gate's largest size (``gate.max``) when the platform is unlimited.
+LEARNED_MAX_UNLIMITED = 16
 #: Environment variables that are not settings.
 ENV_RESERVED = frozenset({"MANOR_CONFIG", "MANOR_DEBUG"})  # MANOR_DEBUG: manor.cli.main
 _ENV_NAMES = {ENV_PREFIX + key.replace(".", "_").upper(): key for key in KEYS}
@@ -251,6 +254,16 @@ def resolve(sources: Iterable[Source]) -> Config:
         size = max(1, limit - 1) if limit else 8
         settings = msgspec.structs.replace(settings, gate=msgspec.structs.replace(settings.gate, size=size))
         origins["gate.size"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
+    if settings.gate.max is None and settings.gate.size == "auto":
+        limit = settings.platform.limit
+        largest = max(1, limit - 1) if limit else LEARNED_MAX_UNLIMITED
+        settings = msgspec.structs.replace(settings, gate=msgspec.structs.replace(settings.gate, max=largest))
+        origins["gate.max"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
+    if settings.gate.size == "auto" and settings.gate.min > settings.gate.max:  # type: ignore[operator]  # derived just above
+        raise ConfigError(
+            f"gate.min {settings.gate.min} ({origins.get('gate.min', 'built-in defaults')}) is above gate.max "
+            f"{settings.gate.max} ({origins['gate.max']}): the learned gate would have no size to take"
+        )
     return Config(settings, origins, tables.resolve(default))
 
 

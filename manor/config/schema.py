@@ -50,8 +50,14 @@ class PlatformSettings(Section):
 
 
 class GateSettings(Section):
-    #: Calls in flight at once; unset means platform.limit - 1.
-    size: Size | None = None
+    #: Calls in flight at once; unset means platform.limit - 1; "auto": learned from
+    #: the platform's refusals, between gate.min and gate.max (manor.admission.adaptive).
+    size: Size | Literal["auto"] | None = None
+    #: With size "auto": the size the gate starts at and never grows past; unset, it is
+    #: derived as platform.limit - 1 (16 when the platform is unlimited).
+    max: Size | None = None
+    #: With size "auto": the size the gate never shrinks below.
+    min: Size = 1
     #: Token bucket refill, calls per second (0 = no bucket).
     rate: Rate = 0.0
     #: Token bucket capacity.
@@ -66,6 +72,19 @@ class GateSettings(Section):
     #: How long a shared gate's permit lasts unless its process renews it (a process
     #: killed while calls run loses their permits within this).
     lease_s: LeaseSeconds = 5.0
+
+    @property
+    def learns(self) -> bool:
+        """Whether the size is learned from the platform's refusals ("auto")."""
+        return self.size == "auto"
+
+    @property
+    def first_size(self) -> int:
+        """The size the gate starts at: its size, or when learned, ``max`` (both
+        derived by ``resolve`` when left unset)."""
+        size = self.max if self.size == "auto" else self.size
+        assert isinstance(size, int), "resolve() derives gate.size and gate.max"
+        return size
 
 
 class CallSettings(Section):
@@ -152,8 +171,9 @@ FORMER_DEFAULTS: dict[str, Any] = {
 }
 
 #: Keys the configuration derives from others when they are left unset (origin
-#: "derived: ..."): the gate size from the platform limit, the clock from the backends.
-DERIVED_KEYS = frozenset({"gate.size", "run.clock"})
+#: "derived: ..."): the gate size and the learned gate's largest from the platform
+#: limit, the clock from the backends.
+DERIVED_KEYS = frozenset({"gate.size", "gate.max", "run.clock"})
 
 _SECTIONS: dict[str, type[Section]] = {f.name: f.type for f in msgspec.structs.fields(Settings)}
 

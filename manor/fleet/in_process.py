@@ -341,6 +341,11 @@ def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
             )
     config = configured[0][0]
     limit, size = config.settings.platform.limit, config.settings.gate.size
+    if size == "auto":
+        raise ConfigError(
+            f"{config.origins['gate.size']}: gate.size = auto: a fleet's worlds share one gate, and its learning is not "
+            "shared between them yet; set a size (one below the platform's limit), or run the worlds one by one with 'manor run'"
+        )
     assert size is not None  # resolve() derives it
     if limit and size > limit:
         raise ConfigError(
@@ -378,9 +383,8 @@ def build_fleet(
             a backend in use needs is unset, or a cap the gate cannot keep.
     """
     s = configured[0][0].settings
-    assert s.gate.size is not None  # resolve() derives it
     if gate is None:
-        gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
+        gate = Gate(size=s.gate.first_size, rate=s.gate.rate, burst=s.gate.burst)
     limiter = SessionLimiter(s.platform.limit)
     office = TicketOffice(gate)
     if tenants is None:

@@ -23,7 +23,7 @@ from textual.widgets import Input
 
 from ..records import CallRecord
 from ..replay import ReplayBackend, recorded_config, recorded_responses
-from ..replay.run import LiveChanges, RecordingCheck, recorded_admissions
+from ..replay.run import LiveChanges, RecordingCheck, recorded_adjustments, recorded_admissions
 from ..run.engine import Engine, build_engine, scene_seed, scene_sim
 from ..saves import Save
 from ..tick.driver import TickDriver
@@ -58,7 +58,9 @@ def replay_engine(save: Save) -> tuple[Engine, DashboardState, RecordingCheck, L
     check = RecordingCheck(save.records, times=admissions is not None and config.settings.run.clock != "real")
     run = config.settings.run
     changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=run.batch_size, skip=())
-    engine = build_engine(config, scene, backend=backend, instruments=[state, check, changes, *shared], layers=shared)
+    engine = build_engine(
+        config, scene, backend=backend, instruments=[state, check, changes, *shared], layers=shared, adjustments=recorded_adjustments(save.ticks)
+    )
     state.meet(engine.loop.world)
     return engine, state, check, changes
 

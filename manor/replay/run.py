@@ -7,9 +7,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any, final
 
 import attrs
+import msgspec
 import trio
 import trio.testing
 
+from ..admission.adaptive import LEARNED_KEY, Adjustment
 from ..calls import Request
 from ..config import Source
 from ..records import StoryEntry, TickRecord
@@ -33,7 +35,7 @@ from .recorded import (
 )
 from .responses import ReplayBackend, recorded_responses
 
-__all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "recorded_admissions", "replay"]
+__all__ = ["LiveChanges", "Mismatch", "RecordingCheck", "Replay", "recorded_adjustments", "recorded_admissions", "replay"]
 
 
 @attrs.frozen
@@ -173,7 +175,7 @@ class LiveChanges(Instrument):
         self._during: list[SettingChange] = []
         for frame in frames:
             for change in frame.changes:
-                if change.key in skip:
+                if change.key in skip or change.key == LEARNED_KEY:  # those: recorded_adjustments
                     continue
                 if change.at is None:
                     self._between.setdefault(frame.record.tick, []).append(change)
@@ -203,6 +205,18 @@ class LiveChanges(Instrument):
             name = str(values.get("run.policy", loop.policy.name))
             size = values.get("run.batch_size", getattr(loop.policy, "size", self._batch_size))
             loop.switch_policy(make_policy(name, int(size), self._seed))
+
+
+def recorded_adjustments(frames: Iterable[TickFrame]) -> dict[int, list[Adjustment]]:
+    """A learned gate's recorded changes, by the ticket of the call whose end made them
+    (``manor.admission.adaptive``)."""
+    found: dict[int, list[Adjustment]] = {}
+    for frame in frames:
+        for change in frame.changes:
+            if change.key == LEARNED_KEY:
+                adjustment = msgspec.convert(change.value, Adjustment)
+                found.setdefault(adjustment.ticket, []).append(adjustment)
+    return found
 
 
 def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable[Instrument] = ()) -> Replay:
@@ -242,7 +256,12 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
         skip=overrides.values if overrides is not None else (),
     )
     shared = [] if admissions is None else [admissions]
-    engine = build_engine(config, scene, backend=backend, instruments=[statistics, check, changes, *shared, *instruments], layers=shared)
+    # A learned gate's changes are made again at the ends of the calls that made them;
+    # a what-if of the gate's size learns anew, or keeps the size it is given.
+    adjustments = recorded_adjustments(save.ticks) if overrides is None or "gate.size" not in overrides.values else None
+    engine = build_engine(
+        config, scene, backend=backend, instruments=[statistics, check, changes, *shared, *instruments], layers=shared, adjustments=adjustments
+    )
     mismatch = None
     start = create_world(scene, save.header.seed).hash
     if start != save.header.world.hash:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import final
 
 import attrs
@@ -12,6 +12,7 @@ import msgspec
 import trio
 import trio.testing
 
+from ..admission.adaptive import Adjustment, LearnedSize, RecordedAdjustments
 from ..admission.gate import Gate, SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
@@ -49,6 +50,8 @@ class Engine:
         run_id: names this run to the outside (an Agno session is per run). Random,
             so it never enters the world, its hash or a record: a run is still the
             same every time.
+        learning: what sizes the gate when ``gate.size`` is "auto" (the recorded
+            adjustments, in a replay); ``None`` for a gate of a set size.
     """
 
     loop: TickLoop
@@ -57,6 +60,7 @@ class Engine:
     cost: CostLayer | None
     breaker: BreakerLayer
     run_id: str
+    learning: LearnedSize | RecordedAdjustments | None = None
 
     @property
     def seed(self) -> int:
@@ -92,6 +96,7 @@ def build_engine(
     limiter: SessionLimiter | None = None,
     tickets: Tickets | None = None,
     layers: Iterable[Layer] = (),
+    adjustments: Mapping[int, Sequence[Adjustment]] | None = None,
 ) -> Engine:
     """Build the engine the settings describe, for ``scene``.
 
@@ -106,6 +111,8 @@ def build_engine(
             its gate), so the commands that run live pass ``make_gate``'s.
         layers: more layers for the calls through the gate (a replay's recorded
             admissions).
+        adjustments: with ``gate.size`` "auto", the recorded run's adjustments of its
+            gate, by ticket, to make again instead of learning (a replay).
 
     Raises:
         ConfigError: (only without ``backend``) an agent on a backend no table defines,
@@ -120,9 +127,12 @@ def build_engine(
         assignment = config.assign_backends(_agent_files(scene), scene.path)
         config.backends.check_environment((chosen.backend for chosen in assignment.values()), os.environ)
         backend = routing_provider(assignment, config.backends, scene_sim(config, scene), run_id)
-    assert s.gate.size is not None  # resolve() derives it
     if gate is None:
-        gate = Gate(size=s.gate.size, rate=s.gate.rate, burst=s.gate.burst)
+        gate = Gate(size=s.gate.first_size, rate=s.gate.rate, burst=s.gate.burst)
+    learning: LearnedSize | RecordedAdjustments | None = None
+    if s.gate.learns:
+        assert s.gate.max is not None  # resolve() derives it
+        learning = LearnedSize(gate, s.gate.min, s.gate.max) if adjustments is None else RecordedAdjustments(adjustments, gate)
     if limiter is None:
         limiter = SessionLimiter(s.platform.limit)
     # Only layers that act on a call: what calls cost and how long they took is counted
@@ -135,7 +145,7 @@ def build_engine(
         world=create_world(scene, seed),
         gate=gate,
         limiter=limiter,
-        gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s), *layers]),
+        gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s, adjuster=learning), *layers]),
         direct=Stack(backend, shared),
         policy=make_policy(s.run.policy, s.run.batch_size, seed),
         predictor=LatencyPredictor({agent_id: agent.sim.latency_s for agent_id, agent in scene.agents.items()}),
@@ -146,7 +156,9 @@ def build_engine(
         tickets=tickets,
         instruments=instruments,
     )
-    return Engine(loop, scene, config, cost, breaker, run_id)
+    if learning is not None:
+        learning.apply = loop.adjust_gate  # recorded as live changes (a save's, a replay's)
+    return Engine(loop, scene, config, cost, breaker, run_id, learning)
 
 
 def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> SharedGate:
@@ -166,16 +178,15 @@ def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> Shar
             Redis client is not installed.
     """
     s = config.settings.gate
-    assert s.size is not None  # resolve() derives it
     if not s.url:
-        return Gate(size=s.size, rate=s.rate, burst=s.burst)
+        return Gate(size=s.first_size, rate=s.rate, burst=s.burst)
     from ..admission.redis_gate import (
         RedisGate,  # Redis is touched only for a shared gate
     )
 
     if world is None:
         world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
-    gate = RedisGate(s.url, s.name, size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
+    gate = RedisGate(s.url, s.name, size=s.first_size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
     gate.check_reachable()
     return gate
 
