@@ -26,9 +26,9 @@ from manor.bench.suite import BenchContext, BenchError
 from manor.calls import Done, Request
 from manor.cli import main
 from manor.config import flags_source, standard_sources
-from manor.content import load_scene
 from manor.providers.base import DeadlineReached, by_deadline, call_deadline
 from manor.records import CallRecord, TickRecord
+from manor.worlds import load_scene
 from manor.worlds.manor import CallerKind
 
 POLICIES = ("batch", "pipeline", "fifo", "longest_first", "longest_first_mean", "longest_first_actual")

@@ -112,12 +112,12 @@ class _SceneV1(msgspec.Struct, frozen=True, kw_only=True):
 
 def _scene_v1_to_v2(scene: _SceneV1) -> Scene:
     old = scene.spec
-    world_keys: dict[str, Any] = {"rooms": list(old.rooms), "narrator": old.narrator, "summariser": old.summariser}
+    keys: dict[str, Any] = {"rooms": old.rooms, "narrator": old.narrator, "summariser": old.summariser}
     if old.beats != _BeatSpecV1():
-        world_keys["beats"] = msgspec.to_builtins(old.beats)
+        keys["beats"] = old.beats
     spec = SceneSpec(
         name=old.name, description=old.description, world=old.world, seed=old.seed, platform_limit=old.platform_limit,
-        cast=old.cast, rules=old.rules, world_keys=world_keys,
+        cast=old.cast, rules=old.rules, world_keys=msgspec.msgpack.decode(msgspec.msgpack.encode(keys)),  # as format 4 holds them
     )  # fmt: skip
     others = {scene.narrator[0]: scene.narrator[1], scene.summariser[0]: scene.summariser[1]}
     return Scene(spec=spec, path=scene.path, characters=scene.characters, others=others)

@@ -109,14 +109,14 @@ def _keys_of(spec: SceneSpec) -> type[SceneKeys]:
 
 
 def scene_problem(scene: Scene) -> str | None:
-    """What makes a scene its world cannot play, or ``None``: its keys do not decode as
-    the world's, name an agent the scene does not hold, or are unplayable with its cast
-    (``SceneKeys.problem``). Checked of the scene a save holds; a world that cannot be
-    found here is no problem of the scene's (a replay says so: ``check_world``)."""
-    try:
-        kind = scene_keys(world_class(scene.spec.world))
-    except ContentError:
+    """What makes a scene of a built-in world unplayable, or ``None``: its keys do not
+    decode as the world's, name an agent the scene does not hold, or are unplayable with
+    its cast (``SceneKeys.problem``). Checked of the scene a save holds when the save is
+    read, which imports no module a save names: a user's world checks its scene when a
+    replay makes it (``from_scene``)."""
+    if (scene.spec.world or DEFAULT) not in BUILT_IN:
         return None
+    kind = scene_keys(world_class(scene.spec.world))
     try:
         keys = scene.keys(kind)
     except ValueError as exc:
