@@ -252,11 +252,12 @@ def _plan(context: BenchContext) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _gate_sizes(config: Config, scene: Scene) -> range:
-    """1..platform limit; with an unlimited platform, 1..the calls of the first tick
-    (the world's own plan: the manor's characters, narrator, summariser and beats)."""
+    """1..platform limit; with an unlimited platform, 1..the calls of a full tick: one
+    per agent, or the first tick's calls if it plans more (the manor's beats are calls
+    of characters who also speak)."""
     limit = config.settings.platform.limit
     if not limit:
-        limit = len(create_world(scene, scene_seed(config, scene)).plan())
+        limit = max(len(scene.agents), len(create_world(scene, scene_seed(config, scene)).plan()))
     return range(1, limit + 1)
 
 
