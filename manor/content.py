@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import random
 import tomllib
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Self, TypeVar
 
 import msgspec
@@ -280,7 +280,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise ContentError(f"{path}: malformed TOML: {one_line(exc)}") from None
 
 
-def _convert(path: Path, data: Mapping[str, Any], kind: type[_Keys] | type[_Content]) -> Any:
+def _convert(path: Path, data: Mapping[str, Any], kind: type[_Content]) -> Any:
     try:
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:
