@@ -26,6 +26,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".callers": ("Caller", "CallerStyle"),
     ".calls": ("Admitted", "Done", "Event", "Opened", "Released", "Request", "Started", "TextDelta", "Usage"),
     ".config": ("Config", "Settings", "Source", "resolve", "standard_sources"),
+    ".content": ("SceneKeys",),
     ".errors": (
         "ERROR_CHARS", "REASONS", "AccessRefused", "BudgetExceeded", "CallError", "CallTimeout", "CircuitOpen", "ConfigError", "ContentError", "FleetError",
         "GateTimeout", "GateUnavailable", "InvalidOutput", "ManorError", "PlatformClosed", "ProviderError", "RefusedBy", "SaveError", "SessionLimitError",
@@ -81,6 +82,7 @@ __all__ = [
     "Released",
     "Request",
     "SaveError",
+    "SceneKeys",
     "Session",
     "SessionLimitError",
     "SessionLimiter",

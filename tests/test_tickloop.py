@@ -23,7 +23,6 @@ from scenes_fixture import (
 )
 
 from manor.calls import Done, Event, Request
-from manor.content import load_scene
 from manor.errors import REASONS, ProviderError
 from manor.providers import Provider
 from manor.records import CallRecord, StoryEntry, TickRecord
@@ -31,6 +30,7 @@ from manor.run.engine import build_engine
 from manor.tick import loop as tickloop
 from manor.tick.instruments import Instrument
 from manor.tick.statistics import RunStatistics
+from manor.worlds import load_scene
 from manor.worlds.manor import CALLERS as MANOR_CALLERS
 from manor.worlds.manor import FALLBACKS
 

@@ -17,7 +17,7 @@ from ..admission.gate import Gate, SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
 from ..config import Config, Source, resolve, scene_source, with_backends
-from ..content import Scene, load_scene
+from ..content import Scene
 from ..layers import (
     BreakerLayer,
     CostLayer,
@@ -33,7 +33,7 @@ from ..tick.instruments import Instrument
 from ..tick.loop import TickLoop
 from ..tick.policies import make_policy
 from ..tick.prediction import LatencyPredictor
-from ..worlds import create_world, world_class
+from ..worlds import create_world, load_scene, world_class
 
 __all__ = ["Engine", "build_engine", "configure", "make_clock", "make_gate", "scene_seed", "scene_sim"]
 

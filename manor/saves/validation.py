@@ -3,7 +3,7 @@
 Checksums prove a save was not damaged, not that its values make sense: a crafted (or
 hand-edited and re-framed) save is input like any other. Its recorded settings go
 through the settings schema, its scene through the content schema (msgspec applies it
-when the header is decoded) and ``scene_problem``, each live change through the schema
+when the header is decoded) and its world's keys (``manor.worlds.scene_problem``), each live change through the schema
 of its key; every time is finite. A value a run could not have had is one
 ``SaveError`` line naming the file, the tick and the key — never a traceback or a hang
 in the replay it would feed.
@@ -18,8 +18,8 @@ import msgspec
 from ..admission.adaptive import LEARNED_KEY, Adjustment
 from ..config.layering import Source, check_value
 from ..config.schema import KEYS
-from ..content import scene_problem
 from ..errors import ConfigError, SaveError
+from ..worlds import scene_problem
 from .format import LIVE_KEYS, Header, TickFrame
 
 __all__ = ["check_changes", "check_header"]
