@@ -9,7 +9,7 @@ Each name is imported from its module on first use (PEP 562), so that importing 
 of Manor - ``manor --help`` imports ``manor.cli`` - does not load the whole engine.
 """
 
-from .startup import stop_at_once_if_command
+from .run.startup import stop_at_once_if_command
 
 # Before anything slow is imported: a signal while the command starts is one line (startup).
 stop_at_once_if_command()
@@ -26,6 +26,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".callers": ("Caller", "CallerStyle"),
     ".calls": ("Admitted", "Done", "Event", "Opened", "Released", "Request", "Started", "TextDelta", "Usage"),
     ".config": ("Config", "Settings", "Source", "resolve", "standard_sources"),
+    ".content": ("SceneKeys",),
     ".errors": (
         "ERROR_CHARS", "REASONS", "AccessRefused", "BudgetExceeded", "CallError", "CallTimeout", "CircuitOpen", "ConfigError", "ContentError", "FleetError",
         "GateTimeout", "GateUnavailable", "InvalidOutput", "ManorError", "PlatformClosed", "ProviderError", "RefusedBy", "SaveError", "SessionLimitError",
@@ -82,6 +83,7 @@ __all__ = [
     "Released",
     "Request",
     "SaveError",
+    "SceneKeys",
     "Session",
     "SessionLimitError",
     "SessionLimiter",

@@ -2,6 +2,13 @@
 
 A scene names its cast by agent file (``agents/<id>.toml``). Content is found next to
 the scene first (``<scene dir>/../agents``), then in Manor's bundled ``agents/``.
+
+A scene file holds the keys every world shares (``SceneSpec``: its name, world, seed,
+platform limit, cast and ``[rules]``) and the keys of its world's own, which the world
+declares as a ``SceneKeys`` Struct (the manor's ``rooms``, ``narrator``, ``summariser``
+and ``[beats]``: ``manor.worlds.manor.ManorKeys``). The world's keys are checked by its
+Struct when the file is read, and kept in the scene as plain data (``world_keys``), so
+that a scene, and the save that holds it, is read without the world's code.
 """
 
 from __future__ import annotations
@@ -9,30 +16,30 @@ from __future__ import annotations
 import os
 import random
 import tomllib
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 import msgspec
 from msgspec import Meta
 
 from .errors import ContentError, one_line
-from .limits import MAX_AGENTS, MAX_BEATS_PER_TICK, AgentId, Count, Seed
+from .limits import MAX_AGENTS, AgentId, Count, Seed
 from .providers.sim import SimProfile, line_problem
 
 __all__ = [
     "AgentSpec",
-    "BeatSpec",
     "Scene",
+    "SceneKeys",
     "SceneSpec",
     "agent_folders",
     "bundled_scenes",
     "generated_cast",
-    "load_scene",
-    "scene_problem",
+    "read_scene",
 ]
 
-NonEmpty = Annotated[str, Meta(min_length=1)]
+_Keys = TypeVar("_Keys", bound="SceneKeys")
 
 
 class _Content(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -63,23 +70,54 @@ class AgentSpec(_Content, kw_only=True):
                 raise ValueError(f"agent {one_line(self.name)!r}: sim.lines[{i}] {one_line(line)!r}: {problem}")
 
 
-class BeatSpec(_Content, kw_only=True):
-    """Scene beats: ``per_tick`` calls a tick, speakers and prompts taking turns."""
+class SceneKeys(_Content, kw_only=True):
+    """A world's own keys of a scene file, beside those every scene has: a world
+    subclasses it with the keys it takes and names it as its ``scene_keys``.
 
-    per_tick: Annotated[int, Meta(ge=0, le=MAX_BEATS_PER_TICK)] = 0
-    speakers: tuple[AgentId, ...] = ()
-    prompts: Annotated[tuple[str, ...], Meta(min_length=1)] = ("Something happens.",)
+    A key the world's Struct does not declare is an error naming the file and the key,
+    as any other is::
+
+        class ArenaKeys(SceneKeys, kw_only=True):
+            referee: AgentId = "referee"
+
+            def agents(self) -> dict[str, AgentId]:
+                return {"referee": self.referee}
+
+    ``SceneKeys`` itself takes no key: a world whose scenes need only the shared keys
+    (``cast`` and the ``[rules]`` table) names it as its ``scene_keys``.
+    """
+
+    def agents(self) -> dict[str, AgentId]:
+        """The agents these keys name besides the cast, by what they are to the world
+        (``{"narrator": "narrator"}``): their agent files are loaded with the cast's."""
+        return {}
+
+    def recast(self, cast: tuple[AgentId, ...]) -> Self:
+        """These keys for a cast of generated characters (``--agents N``): the manor
+        gives its scene beats to the new cast."""
+        return self
+
+    def start_room(self, index: int) -> str | None:
+        """Where generated character ``index`` (from 1) starts, or ``None``."""
+        return None
+
+    def problem(self, characters: Mapping[AgentId, AgentSpec]) -> str | None:
+        """What makes these keys unplayable with this cast (a beat speaker not in the
+        cast), or ``None``: checked of a scene file and of the scene a save holds."""
+        return None
 
 
 class SceneSpec(_Content, kw_only=True):
-    """A scene file.
+    """A scene file: the keys every world shares, and its world's own.
 
     Attributes:
         world: the game it plays: a built-in world's name ("werewolf"), or
             "module:Class" for your own; "" is the Wacky Manor (``manor.worlds``).
         rules: the world's own settings (the ``[rules]`` table), which the world reads
             and checks itself.
-        rooms: where the characters can be (a world may give them no meaning).
+        world_keys: the keys of the file that are the world's own (its ``SceneKeys``),
+            as plain data with the world's defaults filled in: the world decodes them
+            with ``Scene.keys``. Not a key of the file: the file's other keys.
     """
 
     name: str
@@ -87,12 +125,13 @@ class SceneSpec(_Content, kw_only=True):
     world: str = ""
     seed: Seed = 0
     platform_limit: Count = 6
-    rooms: Annotated[tuple[NonEmpty, ...], Meta(min_length=1)]
     cast: Annotated[tuple[AgentId, ...], Meta(max_length=MAX_AGENTS)]
-    narrator: AgentId = "narrator"
-    summariser: AgentId = "summariser"
-    beats: BeatSpec = BeatSpec()
     rules: dict[str, Any] = {}
+    world_keys: dict[str, Any] = {}
+
+
+#: The keys of a scene file that every world shares: the file's other keys are its world's.
+_SHARED_KEYS = frozenset(field.encode_name for field in msgspec.structs.fields(SceneSpec)) - {"world_keys"}
 
 
 class Scene(msgspec.Struct, frozen=True, kw_only=True):
@@ -102,13 +141,25 @@ class Scene(msgspec.Struct, frozen=True, kw_only=True):
     path: str
     #: Agent id -> agent, characters in cast order.
     characters: dict[AgentId, AgentSpec]
-    narrator: tuple[AgentId, AgentSpec]
-    summariser: tuple[AgentId, AgentSpec]
+    #: The other agents the world's keys name (``SceneKeys.agents``: the manor's narrator
+    #: and summariser), by id, in the order the keys name them.
+    others: dict[AgentId, AgentSpec] = {}
 
     @property
     def agents(self) -> dict[str, AgentSpec]:
-        """Every agent by id: characters, narrator, summariser."""
-        return {**self.characters, self.narrator[0]: self.narrator[1], self.summariser[0]: self.summariser[1]}
+        """Every agent by id: the characters, then the others."""
+        return {**self.characters, **self.others}
+
+    def keys(self, kind: type[_Keys]) -> _Keys:
+        """The world's keys (``spec.world_keys``) decoded as ``kind``.
+
+        Raises:
+            ValueError: they do not fit ``kind`` (msgspec's message, naming the key).
+        """
+        try:
+            return msgspec.convert(self.spec.world_keys, kind)
+        except msgspec.ValidationError as exc:
+            raise ValueError(str(exc)) from None
 
 
 def content_dir(kind: str) -> Path:
@@ -123,33 +174,37 @@ def bundled_scenes() -> list[str]:
     return sorted(path.stem for path in content_dir("scenes").glob("*.toml"))
 
 
-def load_scene(name_or_path: str, *, agents: int | None = None) -> Scene:
-    """Load a scene by bundled name (``wacky_manor``) or path, with its cast.
+def read_scene(name_or_path: str, keys_of: Callable[[SceneSpec], type[SceneKeys]], *, agents: int | None = None) -> Scene:
+    """Read a scene by bundled name (``wacky_manor``) or path, with its cast and the
+    other agents its world's keys name. ``manor.worlds.load_scene`` is this with the
+    keys of the scene's world.
 
     Args:
+        keys_of: the ``SceneKeys`` Struct of the world a scene's shared keys name.
         agents: replace the cast with this many generated characters (stress runs).
 
     Raises:
-        ContentError: a missing or malformed file, or a cast member with no agent file.
+        ContentError: a missing or malformed file, a key neither shared nor its
+            world's, or an agent with no agent file.
     """
     path = _scene_path(name_or_path)
-    spec = _decode(path, SceneSpec)
+    table = _read(path)
+    spec = _convert(path, {key: value for key, value in table.items() if key in _SHARED_KEYS}, SceneSpec)
+    keys = _convert(path, {key: value for key, value in table.items() if key not in _SHARED_KEYS}, keys_of(spec))
     search = agent_folders(path)
-    narrator = (spec.narrator, _load_agent(spec.narrator, search, path, "narrator"))
-    summariser = (spec.summariser, _load_agent(spec.summariser, search, path, "summariser"))
+    others = {agent_id: _load_agent(agent_id, search, path, what) for what, agent_id in keys.agents().items()}
     if agents is not None:
-        characters = generated_cast(agents, spec)
-        speakers = tuple(list(characters)[: max(1, len(spec.beats.speakers))])
-        spec = msgspec.structs.replace(
-            spec, cast=tuple(characters), beats=msgspec.structs.replace(spec.beats, speakers=speakers)
-        )
+        characters = generated_cast(agents, spec.seed, keys)
+        keys = keys.recast(tuple(characters))
+        spec = msgspec.structs.replace(spec, cast=tuple(characters))
     else:
         characters = {agent_id: _load_agent(agent_id, search, path, "cast member") for agent_id in spec.cast}
-    scene = Scene(spec=spec, path=str(path), characters=characters, narrator=narrator, summariser=summariser)
-    problem = scene_problem(scene)
+    problem = keys.problem(characters)
     if problem:
         raise ContentError(f"{path}: {problem}")
-    return scene
+    # As a save holds them (arrays as lists), so that a scene read again equals its save's.
+    spec = msgspec.structs.replace(spec, world_keys=msgspec.msgpack.decode(msgspec.msgpack.encode(keys)))
+    return Scene(spec=spec, path=str(path), characters=characters, others=others)
 
 
 def agent_folders(scene_path: Path) -> list[Path]:
@@ -162,27 +217,16 @@ def agent_folders(scene_path: Path) -> list[Path]:
     return list(dict.fromkeys(candidates))
 
 
-def scene_problem(scene: Scene) -> str | None:
-    """What makes a loaded scene unplayable (a beat speaker not in the cast, beats with
-    no speaker), or ``None``: checked of a scene file and of the scene a save holds."""
-    beats = scene.spec.beats
-    for speaker in beats.speakers:
-        if speaker not in scene.characters:
-            return f"beat speaker '{speaker}' is not in the cast"
-    if beats.per_tick and not beats.speakers:
-        return f"beats.per_tick is {beats.per_tick} but beats.speakers is empty"
-    return None
-
-
-def generated_cast(count: int, spec: SceneSpec) -> dict[str, AgentSpec]:
-    """``count`` characters with latency profiles drawn from the scene's seed."""
-    rng = random.Random(f"cast:{spec.seed}:{count}")
+def generated_cast(count: int, seed: int, keys: SceneKeys) -> dict[str, AgentSpec]:
+    """``count`` characters with latency profiles drawn from the scene's seed, each
+    starting where the world's keys say (``SceneKeys.start_room``)."""
+    rng = random.Random(f"cast:{seed}:{count}")
     width = len(str(count))
     return {
         f"guest_{i:0{width}d}": AgentSpec(
             name=f"Guest {i}",
             persona="A guest of the manor, one of very many.",
-            start_room=spec.rooms[i % len(spec.rooms)],
+            start_room=keys.start_room(i),
             sim=SimProfile(latency_s=round(rng.uniform(0.8, 2.4), 2), jitter=0.3),
         )
         for i in range(1, count + 1)
@@ -224,12 +268,19 @@ def _is_file(path: Path) -> bool:
 
 
 def _decode(path: Path, kind: type[_Content]) -> Any:
+    return _convert(path, _read(path), kind)
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ContentError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ContentError(f"{path}: malformed TOML: {one_line(exc)}") from None
+
+
+def _convert(path: Path, data: Mapping[str, Any], kind: type[_Content]) -> Any:
     try:
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:

@@ -18,7 +18,7 @@ import trio.testing
 from manor.calls import Event, Request
 from manor.config import Config, resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
-from manor.content import AgentSpec, BeatSpec, Scene, SceneSpec
+from manor.content import AgentSpec, Scene, SceneSpec
 from manor.errors import ProviderError
 from manor.providers import Provider, SimProfile
 from manor.records import StoryEntry, TickRecord
@@ -59,21 +59,15 @@ def fixed_scene(
 ) -> Scene:
     """A scene whose characters ``c0``, ``c1``... take exactly ``latencies[i]`` seconds."""
     characters = {f"c{i}": _agent(f"C{i}", latency) for i, latency in enumerate(latencies)}
-    spec = SceneSpec(
-        name="fixed",
-        seed=seed,
-        platform_limit=platform_limit,
-        rooms=tuple(rooms),
-        cast=tuple(characters),
-        beats=BeatSpec(per_tick=beats, speakers=tuple(speakers) or (("c0",) if beats else ())),
-    )
-    return Scene(
-        spec=spec,
-        path="<memory>",
-        characters=characters,
-        narrator=("narrator", _agent("Narrator", narrator, "narrator")),
-        summariser=("summariser", _agent("Summariser", summariser, "summariser")),
-    )
+    keys = {
+        "rooms": list(rooms),
+        "narrator": "narrator",
+        "summariser": "summariser",
+        "beats": {"per_tick": beats, "speakers": list(speakers) or (["c0"] if beats else [])},
+    }
+    spec = SceneSpec(name="fixed", seed=seed, platform_limit=platform_limit, cast=tuple(characters), world_keys=keys)
+    others = {"narrator": _agent("Narrator", narrator, "narrator"), "summariser": _agent("Summariser", summariser, "summariser")}
+    return Scene(spec=spec, path="<memory>", characters=characters, others=others)
 
 
 def settings(**values: Any) -> Config:

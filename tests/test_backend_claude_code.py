@@ -237,3 +237,23 @@ async def test_a_run_records_the_tokens_and_the_cost_claude_code_reports(stand_i
     assert summary["ok"] == summary["calls"] == 14
     assert summary["tokens"] == {"input": 14 * 15, "output": 14 * 5}
     assert summary["cost"] == pytest.approx(14 * 0.0123)
+
+
+@pytest.mark.trio
+async def test_a_final_refusal_stops_a_fleet_in_one_line_keeping_its_saves(stand_in: Path, tmp_path: Path) -> None:
+    """As ``manor run``: every world stops after the tick it came in, the saves replay."""
+    wrapper = tmp_path / "logged_out.py"
+    wrapper.write_text(f"import sys, runpy\nsys.argv = [sys.argv[0], '-p', '@logged-out']\nrunpy.run_path({str(stand_in)!r}, run_name='__main__')\n")
+    config = tmp_path / "manor.toml"
+    argv = json.dumps([sys.executable, str(wrapper), "-p", "{prompt}"])
+    config.write_text(f'[backends.cli]\nkind = "claude-code"\nargv = {argv}\n[backend]\ndefault = "cli"\n')
+    saves = tmp_path / "saves"
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
+    command = [sys.executable, "-m", "manor", "fleet", "--worlds", "2", "--json", "--config", str(config), "--ticks", "5", "--clock", "real", "--save-dir", str(saves)]
+    result = await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False, cwd=tmp_path, env=env)
+    lines = result.stderr.decode().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, lines
+    assert "Not logged in" in lines[0] and "no retry will help, so the run stopped after 1 tick of 2 worlds" in lines[0]
+    for save in sorted(saves.iterdir()):
+        replay = await trio.run_process([sys.executable, "-m", "manor", "replay", str(save), "--verify"], capture_stdout=True, capture_stderr=True, check=False, env=env)
+        assert replay.returncode == 0, replay.stderr.decode()

@@ -21,12 +21,12 @@ from manor.config.layering import (
     flags_source,
     layer_defaults_source,
 )
-from manor.content import load_scene
 from manor.errors import ConfigError
 from manor.providers import SimProvider
 from manor.providers.routing import RoutingProvider
 from manor.run.engine import build_engine, configure
 from manor.tick.statistics import RunStatistics
+from manor.worlds import load_scene
 
 LOCAL = '[backends.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "manor"\n'
 FLAKY = '[backends.flaky]\nkind = "sim"\nerror_rate = 1.0\n'
@@ -262,4 +262,4 @@ class TestConfigCommand:
         config = resolve([built_in_source(), layer_defaults_source()])
         assert dict((key, value) for key, value, _ in config.rows())["backend.default"] == "sim"
         assert config.table_rows() == []
-        assert load_scene("wacky_manor").narrator[1].backend == "sim"
+        assert load_scene("wacky_manor").others["narrator"].backend == "sim"

@@ -3,11 +3,13 @@ before the first tick by ``manor run`` and ``manor play``, marked by ``manor con
 
 from __future__ import annotations
 
+import base64  # noqa: F401 - the spellings below are eval-ed here
 import json
 import os
 import re
 import subprocess
 import sys
+import urllib.parse  # noqa: F401 - the spellings below are eval-ed here
 from pathlib import Path
 
 import pytest

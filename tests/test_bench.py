@@ -26,9 +26,11 @@ from manor.bench.suite import BenchContext, BenchError
 from manor.calls import Done, Request
 from manor.cli import main
 from manor.config import flags_source, standard_sources
-from manor.content import load_scene
+from manor.config.layering import built_in_source
 from manor.providers.base import DeadlineReached, by_deadline, call_deadline
 from manor.records import CallRecord, TickRecord
+from manor.run.engine import configure as run_configure
+from manor.worlds import load_scene
 from manor.worlds.manor import CallerKind
 
 POLICIES = ("batch", "pipeline", "fifo", "longest_first", "longest_first_mean", "longest_first_actual")
@@ -187,6 +189,16 @@ class TestSchedulingFigures:
         assert figures["efficiency"] == pytest.approx(0.75)
         assert figures["makespan_mean_s"] == pytest.approx(3.0)
         assert figures["lower_bound_mean_s"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(("scene", "calls"), [("wacky_manor", 14), ("tea_party", 6), ("werewolf_village", 10)])
+def test_on_an_unlimited_platform_the_gate_sweep_goes_to_a_full_tick(scene: str, calls: int) -> None:
+    """One call per agent, or the first tick's plan if it is longer: the manor's ten
+    characters, narrator, summariser and two beats; Werewolf's eight players, narrator
+    and summariser (its first night calls only five). The sweep read the manor's beats
+    from every scene before; the figures are those it gave."""
+    config, loaded = run_configure([built_in_source(), flags_source({"run.scene": scene, "platform.limit": 0}, {})])
+    assert scheduling._gate_sizes(config, loaded) == range(1, calls + 1)
 
 
 class TestTargets:

@@ -272,7 +272,7 @@ def test_a_bad_input_is_one_clear_line_and_a_non_zero_exit(
         (["config", "--bogus"], "manor: error: unrecognized arguments: --bogus (see 'manor --help')"),
         (
             ["config", "--gate-size", "five"],
-            "manor config: error: argument --gate-size: invalid int value: 'five' (see 'manor config --help')",
+            "manor config: error: argument --gate-size: invalid size value: 'five' (see 'manor config --help')",
         ),
         (["nonsense"], "manor: error: unknown command 'nonsense'"),
     ],

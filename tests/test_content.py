@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 from scenes_fixture import write_agent, write_scene
 
-from manor.content import bundled_scenes, content_dir, generated_cast, load_scene
+from manor.content import bundled_scenes, content_dir, generated_cast
 from manor.errors import ContentError
+from manor.worlds import load_scene
+from manor.worlds.manor import ManorKeys
+from manor.worlds.werewolf import WerewolfKeys
 
 SMALL_SCENE = """\
 name = "Small"
@@ -39,14 +42,15 @@ class TestBundled:
     def test_the_wacky_manor(self) -> None:
         """Ten characters, a narrator, a summariser and two beats a tick on six sessions."""
         scene = load_scene("wacky_manor")
+        keys = scene.keys(ManorKeys)
         assert len(scene.characters) == 10
-        assert scene.narrator[0] == "narrator" and scene.narrator[1].role == "narrator"
-        assert scene.summariser[0] == "summariser" and scene.summariser[1].role == "summariser"
-        assert scene.spec.beats.per_tick == 2
+        assert {agent_id: agent.role for agent_id, agent in scene.others.items()} == {"narrator": "narrator", "summariser": "summariser"}
+        assert (keys.narrator, keys.summariser) == ("narrator", "summariser")
+        assert keys.beats.per_tick == 2
         assert scene.spec.platform_limit == 6
         assert all(agent.role == "character" for agent in scene.characters.values())
         assert list(scene.characters) == list(scene.spec.cast)
-        assert set(scene.spec.beats.speakers) <= set(scene.characters)
+        assert set(keys.beats.speakers) <= set(scene.characters)
 
     def test_every_bundled_agent_file_loads(self) -> None:
         """Every agent file is some bundled scene's, and within a scene every name is
@@ -75,23 +79,26 @@ class TestLookup:
         assert scene.characters["alice"].name == "Alice"
         assert scene.characters["alice"].sim.latency_s == 0.5
         assert scene.characters["hobbes"].name == "Not Hobbes"
-        assert scene.narrator[1].name == "Narrator"  # bundled
+        assert scene.others["narrator"].name == "Narrator"  # bundled
 
     def test_generated_cast_replaces_the_scene_cast(self) -> None:
         scene = load_scene("wacky_manor", agents=25)
+        beats = scene.keys(ManorKeys).beats
         assert len(scene.characters) == 25
         assert scene.spec.cast == tuple(scene.characters)
-        assert set(scene.spec.beats.speakers) <= set(scene.characters)
-        assert len(scene.spec.beats.speakers) == 6
+        assert set(beats.speakers) <= set(scene.characters)
+        assert len(beats.speakers) == 6
 
     def test_generated_cast_is_the_same_for_the_same_seed(self) -> None:
-        spec = load_scene("wacky_manor").spec
-        first, second = generated_cast(12, spec), generated_cast(12, spec)
+        scene = load_scene("wacky_manor")
+        keys = scene.keys(ManorKeys)
+        first, second = generated_cast(12, scene.spec.seed, keys), generated_cast(12, scene.spec.seed, keys)
         assert first == second
         assert list(first) == [f"guest_{i:02d}" for i in range(1, 13)]
         assert all(0.8 <= agent.sim.latency_s <= 2.4 for agent in first.values())
-        assert all(agent.start_room in spec.rooms for agent in first.values())
-        other = generated_cast(12, load_scene("tea_party").spec)
+        assert [agent.start_room for agent in first.values()] == [keys.rooms[i % len(keys.rooms)] for i in range(1, 13)]
+        tea = load_scene("tea_party")
+        other = generated_cast(12, tea.spec.seed, tea.keys(ManorKeys))
         assert [a.sim.latency_s for a in other.values()] != [a.sim.latency_s for a in first.values()]
 
 
@@ -208,3 +215,59 @@ class TestAgentFilesOfAScene:
         with pytest.raises(ContentError) as caught:
             load_scene("auction.toml")
         assert str(caught.value) == expected
+
+
+WEREWOLF_SCENE = """\
+name = "Village"
+world = "werewolf"
+seed = 5
+cast = ["blacksmith", "miller", "innkeeper", "shepherd", "herbalist", "hunter"]
+narrator = "village_narrator"
+
+[rules]
+werewolves = 1
+"""
+
+
+class TestWorldKeys:
+    """A scene's keys are the shared ones and its world's own: each world says which."""
+
+    def test_a_werewolf_scene_needs_no_rooms(self, tmp_path: Path) -> None:
+        scene = load_scene(str(write_scene(tmp_path, WEREWOLF_SCENE)))
+        assert scene.keys(WerewolfKeys) == WerewolfKeys(narrator="village_narrator")
+        assert list(scene.others) == ["village_narrator", "summariser"]
+
+    def test_a_werewolf_scene_from_before_with_rooms_still_loads(self, tmp_path: Path) -> None:
+        """Every scene had to name its rooms: Werewolf takes them, and plays no room."""
+        scene = load_scene(str(write_scene(tmp_path, WEREWOLF_SCENE.replace("seed = 5", 'seed = 5\nrooms = ["village"]'))))
+        assert scene.keys(WerewolfKeys).rooms == ("village",)
+
+    def test_a_manor_key_in_a_werewolf_scene_is_refused_by_name(self, tmp_path: Path) -> None:
+        path = write_scene(tmp_path, WEREWOLF_SCENE + "[beats]\nper_tick = 1\n")
+        with pytest.raises(ContentError, match=rf"^{path}: Object contains unknown field `beats`$"):
+            load_scene(str(path))
+
+    def test_a_manor_scene_without_rooms_is_refused(self, tmp_path: Path) -> None:
+        path = write_scene(tmp_path, SMALL_SCENE.replace('rooms = ["hall", "cellar"]\n', ""), agents={"alice": ALICE})
+        with pytest.raises(ContentError, match=rf"^{path}: Object missing required field `rooms`$"):
+            load_scene(str(path))
+
+    def test_a_typo_in_a_manor_key_names_the_file_and_the_key(self, tmp_path: Path) -> None:
+        path = write_scene(tmp_path, SMALL_SCENE.replace("rooms =", "romos ="), agents={"alice": ALICE})
+        with pytest.raises(ContentError, match=rf"^{path}: Object contains unknown field `romos`$"):
+            load_scene(str(path))
+
+    def test_world_keys_is_no_key_of_a_file(self, tmp_path: Path) -> None:
+        path = write_scene(tmp_path, SMALL_SCENE.replace("seed = 3", "seed = 3\nworld_keys = {}"), agents={"alice": ALICE})
+        with pytest.raises(ContentError, match="unknown field `world_keys`"):
+            load_scene(str(path))
+
+    def test_the_world_keys_are_kept_as_a_save_holds_them(self) -> None:
+        """Plain data, the world's defaults filled in, arrays as lists."""
+        scene = load_scene("tea_party")
+        assert scene.spec.world_keys == {
+            "rooms": ["conservatory", "garden"],
+            "narrator": "narrator",
+            "summariser": "summariser",
+            "beats": {"per_tick": 1, "speakers": ["heiress"], "prompts": ["The teapot is empty again.", "A wasp lands on the scones."]},
+        }

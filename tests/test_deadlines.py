@@ -17,12 +17,12 @@ from strategies import overlapping_calls
 
 from manor.admission.limiter import SessionLimiter
 from manor.calls import Done, Event, Request
-from manor.content import load_scene
 from manor.errors import CallError, CallTimeout, error_line
 from manor.layers import Layer, PlatformLayer, Stack, TimeoutLayer
 from manor.layers.base import Inner, Listener
 from manor.providers import Provider, SimProfile, SimProvider
 from manor.providers.base import DeadlineReached, by_deadline, call_deadline
+from manor.worlds import load_scene
 from manor.worlds.manor import CallerKind
 
 

@@ -19,7 +19,6 @@ from manor.admission.gate import Gate
 from manor.admission.limiter import SessionLimiter
 from manor.calls import Request
 from manor.cli.run_cmd import print_summary
-from manor.content import load_scene
 from manor.errors import (
     ERROR_CHARS,
     ProviderError,
@@ -34,6 +33,7 @@ from manor.tick.loop import TickLoop
 from manor.tick.policies import Pipeline
 from manor.tick.prediction import LatencyPredictor
 from manor.tick.statistics import ErrorMessages, PlatformRejections, empty_degradations
+from manor.worlds import load_scene
 from manor.worlds.manor import CallerKind
 from manor.worlds.manor import ManorWorld as World
 

@@ -119,6 +119,37 @@ def test_a_stack_orders_its_layers_outermost_first_by_priority() -> None:
     assert Stack(Scripted(answering())).layer(GateLayer) is None
 
 
+class _Noting(Scripted):
+    """A backend whose class can answer by arrival order: it says so while ``crowded``,
+    and counts how often it is asked."""
+
+    def __init__(self) -> None:
+        super().__init__(answering())
+        self.crowded = False
+        self.asked = 0
+
+    def arrival_order_matters(self) -> bool:
+        self.asked += 1
+        return self.crowded
+
+
+def test_a_stack_asks_its_backend_about_arrival_order_only_if_its_class_can_care(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Provider.arrival_order_matters``: a backend that overrides it is asked every
+    time (a simulated capacity moves over a run); one that leaves it alone is never
+    asked, and the stack's answer is its layers'."""
+    noting = _Noting()
+    stack = Stack(noting, [GateLayer(Gate(size=1))])
+    assert not stack.arrival_order_matters() and noting.asked == 1
+    noting.crowded = True
+    assert stack.arrival_order_matters() and noting.asked == 2
+
+    def never(self: Provider) -> bool:
+        raise AssertionError("a backend that keeps the default was asked")
+
+    monkeypatch.setattr(Provider, "arrival_order_matters", never)
+    assert not Stack(Scripted(answering()), [BreakerLayer(failures=3, cooldown=1.0)]).arrival_order_matters()
+
+
 @pytest.mark.trio
 async def test_a_call_streams_admitted_opened_then_the_backend_s_events(autojump_clock: trio.testing.MockClock) -> None:
     """Through gate and platform, the listener hears Admitted and Opened, then the

@@ -18,10 +18,10 @@ from manor.admission.gate import Gate
 from manor.cli import main
 from manor.config import flags_source, resolve, standard_sources
 from manor.config.layering import built_in_source
-from manor.content import load_scene
 from manor.errors import ConfigError, ContentError
 from manor.limits import MAX_AGENTS, MAX_BEATS_PER_TICK, MAX_RATE, MAX_SECONDS
 from manor.tick.driver import TickDriver
+from manor.worlds import load_scene
 
 SCENE = """\
 name = "Small"

@@ -46,12 +46,13 @@ from manor.cli.options import SETTING_FLAGS
 from manor.config import KEYS, flags_source, resolve, standard_sources
 from manor.config.layering import built_in_source, layer_defaults_source
 from manor.config.schema import defaults
-from manor.content import content_dir, load_scene
+from manor.content import content_dir
 from manor.errors import ManorError
 from manor.replay import replay
 from manor.run.engine import Engine, build_engine, configure, scene_sim
 from manor.saves import decode_save
 from manor.saves.format import LIVE_KEYS
+from manor.worlds import load_scene
 
 _SETTINGS = settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -246,14 +247,16 @@ def crafted_edits(draw: st.DrawFn) -> Edit:
 
 def _scene_places() -> list[tuple[Any, ...]]:
     """Paths to the values of a saved scene that a crafted save might change."""
-    spec = ["seed", "platform_limit", "rooms", "cast", "narrator", "summariser"]
+    spec = ["seed", "platform_limit", "cast"]
+    keys = ["rooms", "narrator", "summariser"]
     beats = ["per_tick", "speakers", "prompts"]
     sim = ["latency_s", "jitter", "lines"]
     return [
         *(("spec", key) for key in spec),
-        *(("spec", "beats", key) for key in beats),
+        *(("spec", "world_keys", key) for key in keys),
+        *(("spec", "world_keys", "beats", key) for key in beats),
         *(("characters", "hobbes", "sim", key) for key in sim),
-        *(("narrator", 1, "sim", key) for key in sim),
+        *(("others", "narrator", "sim", key) for key in sim),
         ("characters", "hobbes", "name"),
     ]
 

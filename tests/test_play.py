@@ -29,7 +29,7 @@ from manor.calls import Request
 from manor.cli import main
 from manor.config import Config, resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
-from manor.content import Scene, load_scene
+from manor.content import Scene
 from manor.play import PlayApp, ReplayApp, build_app
 from manor.play.app import engine_failure
 from manor.play.clock import PacedClock
@@ -40,6 +40,7 @@ from manor.providers import MockProvider
 from manor.run.engine import build_engine
 from manor.saves import read_save
 from manor.tick.driver import TickDriver
+from manor.worlds import load_scene
 
 
 def settings(values: Mapping[str, object] | None = None) -> tuple[Config, Scene]:

@@ -14,7 +14,6 @@ import trio.testing
 from manor.calls import Request
 from manor.config import resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
-from manor.content import load_scene
 from manor.errors import REASONS
 from manor.play.clock import PacedClock
 from manor.play.speed import SPEEDS, describe, faster, nearest
@@ -26,7 +25,7 @@ from manor.tick.driver import TickDriver
 from manor.tick.instruments import Instrument
 from manor.tick.loop import TickLoop
 from manor.tick.statistics import RunStatistics
-from manor.worlds import create_world
+from manor.worlds import create_world, load_scene
 from manor.worlds.manor import CallerKind
 
 LEGACY = {"run.policy": "legacy"}

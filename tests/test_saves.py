@@ -23,7 +23,7 @@ from manor.saves import (
     decode_save,
     read_save,
 )
-from manor.saves.format import HeaderV3, probe_version
+from manor.saves.format import HeaderV4, probe_version
 from manor.saves.framing import (
     HEAD_SIZE,
     SIGNATURE,
@@ -42,6 +42,23 @@ def legacy_save(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     path = tmp_path_factory.mktemp("saves") / "legacy.msav"
     summary, _ = record(path, run__policy="legacy", platform__limit=3, run__batch_size=4, run__ticks=12)
     return path, summary
+
+
+def as_format_3(header: dict) -> dict:
+    """A format-4 header (plain data) as format 3 wrote it: the world's keys among the
+    scene's own, the agents they name as (id, agent) pairs."""
+    scene = header["scene"]
+    spec = dict(scene["spec"])
+    keys = spec.pop("world_keys")
+    others = scene["others"]
+    old_scene = {
+        "spec": {**spec, **keys},
+        "path": scene["path"],
+        "characters": scene["characters"],
+        "narrator": [keys["narrator"], others[keys["narrator"]]],
+        "summariser": [keys["summariser"], others[keys["summariser"]]],
+    }
+    return {**header, "format": 3, "scene": old_scene}
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -97,7 +114,7 @@ class TestWriting:
         path, summary = legacy_save
         save = read_save(path)
         header = save.header
-        assert isinstance(header, HeaderV3)
+        assert isinstance(header, HeaderV4)
         assert (header.world_name, header.world_version, header.world_callers) == ("manor", "1", tuple(MANOR_CALLERS))
         assert header.scene.spec.name == "The Wacky Manor"
         assert header.seed == 1789
@@ -174,16 +191,16 @@ class TestVersions:
 
     def test_the_header_says_its_version(self, legacy_save: tuple[Path, dict]) -> None:
         header = frames_of(legacy_save[0].read_bytes())[0]
-        assert probe_version(header) == FORMAT_VERSION == 3
-        assert msgspec.msgpack.decode(header)["format"] == 3
+        assert probe_version(header) == FORMAT_VERSION == 4
+        assert msgspec.msgpack.decode(header)["format"] == 4
 
     def test_frames_are_tagged_by_kind(self, legacy_save: tuple[Path, dict]) -> None:
         frames = frames_of(legacy_save[0].read_bytes())
         assert [msgspec.msgpack.decode(f)["kind"] for f in frames[1:]] == ["tick"] * 12 + ["end"]
 
     def test_a_newer_version_is_refused_by_name(self, legacy_save: tuple[Path, dict]) -> None:
-        newer = rewrite_payloads(legacy_save[0].read_bytes(), lambda i, d: {**d, "format": 4} if i == 0 else d)
-        with pytest.raises(SaveError, match=r"^x.msav: save format 4 is newer than this Manor .* reads \(format 3 and older\); upgrade Manor"):
+        newer = rewrite_payloads(legacy_save[0].read_bytes(), lambda i, d: {**d, "format": 5} if i == 0 else d)
+        with pytest.raises(SaveError, match=r"^x.msav: save format 5 is newer than this Manor .* reads \(format 4 and older\); upgrade Manor"):
             decode_save(newer, "x.msav")
 
     def test_an_unknown_older_version_is_refused(self, legacy_save: tuple[Path, dict]) -> None:
@@ -206,11 +223,28 @@ class TestVersions:
         example = SAVES / "wacky_manor_legacy.msav"
         assert probe_version(frames_of(example.read_bytes())[0]) == 1
         save = read_save(example)
-        assert isinstance(save.header, HeaderV3) and save.header.run_id == ""
+        assert isinstance(save.header, HeaderV4) and save.header.run_id == ""
         assert (save.header.world_name, save.header.world_version, save.header.world_callers) == ("manor", "1", tuple(MANOR_CALLERS))
         refused = [call for frame in save.ticks for call in frame.record.calls if call.reason == "platform_rejected"]
         assert len(refused) == 20 and {call.refused_by for call in refused} == {"limiter"}
         assert {call.error for frame in save.ticks for call in frame.record.calls} == {""}
+
+    @pytest.mark.parametrize("scene", ["tea_party", "werewolf_village"])
+    def test_a_format_3_save_is_upgraded_its_scene_the_same(self, tmp_path: Path, scene: str) -> None:
+        """A format-3 header held the scene of its time: the manor's rooms, narrator,
+        summariser and beats among every scene's keys, the narrator and summariser apart.
+        Read now, it is the scene this Manor loads from the same file — the world's keys
+        in ``world_keys`` (Werewolf's without beats, which it never played) — and the run
+        replays and verifies."""
+        path = tmp_path / "new.msav"
+        record(path, run__scene=scene, run__ticks=3)
+        old = tmp_path / "old.msav"
+        old.write_bytes(rewrite_payloads(path.read_bytes(), lambda i, d: as_format_3(d) if i == 0 else d))
+        assert probe_version(frames_of(old.read_bytes())[0]) == 3
+        upgraded, current = read_save(old), read_save(path)
+        assert isinstance(upgraded.header, HeaderV4)
+        assert upgraded.header.scene == current.header.scene
+        assert main(["replay", str(old), "--verify"]) == 0
 
     def test_the_package_exports_what_it_claims(self) -> None:
         assert all(hasattr(saves, name) for name in saves.__all__)

@@ -123,11 +123,14 @@ class TestRecordedValues:
     @pytest.mark.parametrize(
         ("path", "value", "says"),
         [
-            (("spec", "beats", "prompts"), [], "$.scene.spec.beats.prompts"),
-            (("spec", "beats", "per_tick"), 10**6, "$.scene.spec.beats.per_tick"),
+            (("spec", "world_keys", "beats", "prompts"), [], "the saved scene: its world's keys: Expected `array` of length >= 1 - at `$.beats.prompts`"),
+            (("spec", "world_keys", "beats", "per_tick"), 10**6, "its world's keys: Expected `int` <= 1000 - at `$.beats.per_tick`"),
+            (("spec", "world_keys", "rooms"), "hall", "its world's keys: Expected `array`, got `str` - at `$.rooms`"),
+            (("spec", "world_keys", "narrator"), "nobody", "the narrator 'nobody' it names is not in the saved scene"),
+            (("spec", "world"), "werewolf", "its world's keys: Object contains unknown field `beats`"),
             (("characters", "hobbes", "sim", "latency_s"), math.nan, "$.scene.characters[...].sim.latency_s"),
             (("characters", "hobbes", "sim", "lines"), ["{butler}"], "unknown placeholder {butler}"),
-            (("spec", "beats", "speakers"), ["nobody"], "beat speaker 'nobody' is not in the cast"),
+            (("spec", "world_keys", "beats", "speakers"), ["nobody"], "beat speaker 'nobody' is not in the cast"),
         ],
     )
     def test_a_bad_scene_value_is_refused(self, good_save: bytes, path: tuple[str, ...], value: Any, says: str) -> None:

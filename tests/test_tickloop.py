@@ -22,7 +22,6 @@ from scenes_fixture import (
 )
 
 from manor.calls import Request
-from manor.content import load_scene
 from manor.errors import REASONS, ProviderError
 from manor.providers import MockProvider
 from manor.records import CallRecord, StoryEntry, TickRecord
@@ -30,6 +29,7 @@ from manor.run.engine import build_engine
 from manor.tick import loop as tickloop
 from manor.tick.instruments import Instrument
 from manor.tick.statistics import RunStatistics
+from manor.worlds import load_scene
 from manor.worlds.manor import CALLERS as MANOR_CALLERS
 from manor.worlds.manor import FALLBACKS
 

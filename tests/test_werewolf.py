@@ -29,11 +29,11 @@ from scenes_fixture import (
 
 from manor.calls import Request
 from manor.cli import main
-from manor.content import Scene, load_scene
+from manor.content import Scene
 from manor.errors import REASONS, ContentError
 from manor.records import CallRecord, StoryEntry
 from manor.tick.driver import TickDriver
-from manor.worlds import create_world
+from manor.worlds import create_world, load_scene
 from manor.worlds.werewolf import CALLERS, MODERATOR
 from manor.worlds.werewolf import WerewolfWorld as World
 
@@ -44,7 +44,8 @@ VILLAGE = load_scene("werewolf_village")
 def village(players: int = 7, seed: int = 0, **rules: Any) -> Scene:
     """A werewolf scene of ``players`` characters c0.. (named C0..) with ``rules``."""
     scene = fixed_scene((1.0,) * players, seed=seed)
-    return msgspec.structs.replace(scene, spec=msgspec.structs.replace(scene.spec, world="werewolf", rules=rules))
+    keys = {"narrator": "narrator", "summariser": "summariser"}  # Werewolf's keys: no rooms, no beats
+    return msgspec.structs.replace(scene, spec=msgspec.structs.replace(scene.spec, world="werewolf", rules=rules, world_keys=keys))
 
 
 def dealt(roles: Mapping[str, str], **rules: Any) -> World:
@@ -115,7 +116,7 @@ class TestDeal:
     def test_the_shipped_village(self) -> None:
         """Eight players, two wolves, a seer, a doctor, six days; its own narrator."""
         world = create_world(VILLAGE, VILLAGE.spec.seed)
-        assert len(VILLAGE.characters) == 8 and VILLAGE.narrator[0] == "village_narrator"
+        assert len(VILLAGE.characters) == 8 and list(VILLAGE.others) == ["village_narrator", "summariser"]
         assert sorted(world.roles.values()).count("werewolf") == 2
         assert world.rules.max_days == 6 and world.rules.reveal_roles
 

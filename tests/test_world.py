@@ -8,8 +8,9 @@ import msgspec
 import pytest
 from scenes_fixture import fixed_scene
 
-from manor.content import AgentSpec, load_scene
+from manor.content import AgentSpec
 from manor.records import CallRecord
+from manor.worlds import load_scene
 from manor.worlds.manor import CallerKind
 from manor.worlds.manor import ManorWorld as World
 
@@ -46,7 +47,7 @@ class TestFromScene:
         scene = load_scene("wacky_manor")
         world = World.from_scene(scene, random.Random(0))
         assert set(world.positions) == set(scene.characters)
-        assert set(world.positions.values()) <= set(scene.spec.rooms)
+        assert set(world.positions.values()) <= set(world.keys.rooms)
 
 
 class TestPlan:

@@ -39,7 +39,8 @@ from manor.providers.agno import AgnoProvider, HttpAgentTransport
 from manor.providers.command import CommandProvider
 from manor.providers.openai import OpenAIProvider
 from manor.records import CallRecord, StoryEntry
-from manor.worlds import Caller, GameOver, chain_hash, create_world, start_hash
+from manor.worlds import Caller, GameOver, chain_hash, create_world, load_scene, start_hash
+from manor.worlds.manor import ManorKeys
 
 from agent_servers import serving
 from scenes_fixture import fixed_scene, make_engine, run_engine
@@ -276,6 +277,31 @@ class TestUserWorld:
         assert json.loads(capsys.readouterr().out)["verified"] is True
         assert main(["replay", str(save), "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["repairs"] == summary["repairs"]
+
+    def test_a_world_and_scene_from_before_scene_keys_still_run(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """The example as it was written before worlds had keys of their own: no
+        ``scene_keys``, and a scene naming its rooms (every scene had to). It takes the
+        manor's keys, loads its narrator and summariser as before, runs and replays."""
+        scene = documented_example(tmp_path)
+        module = tmp_path / "guessing.py"
+        module.write_text(module.read_text().replace("    scene_keys = SceneKeys  # no keys of its own: the cast is all it needs\n", ""))
+        scene.write_text(scene.read_text().replace("seed = 7\n", 'seed = 7\nrooms = ["parlour"]\n'))
+        assert "scene_keys" not in module.read_text() and "rooms" in scene.read_text()
+        loaded = load_scene(str(scene))
+        assert loaded.keys(ManorKeys).rooms == ("parlour",) and list(loaded.others) == ["narrator", "summariser"]
+        save = tmp_path / "g.msav"
+        assert main(["run", "--scene", str(scene), "--ticks", "50", "--save", str(save), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["world"]["over"]
+        assert main(["replay", str(save), "--verify"]) == 0
+
+    def test_the_example_needs_no_rooms(self, tmp_path: Path) -> None:
+        """It declares ``scene_keys = SceneKeys``: no key of its own, so a key of the
+        manor's is refused by name."""
+        scene = documented_example(tmp_path)
+        assert load_scene(str(scene)).spec.world_keys == {} and "rooms" not in scene.read_text()
+        scene.write_text(scene.read_text() + 'rooms = ["parlour"]\n')
+        with pytest.raises(ContentError, match="unknown field `rooms`"):
+            load_scene(str(scene))
 
     def test_a_world_that_cannot_be_found_is_one_line(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         scene = documented_example(tmp_path)

@@ -24,6 +24,7 @@ from manor import (
     Caller,
     GameOver,
     Request,
+    SceneKeys,
     StoryEntry,
     chain_hash,
     decode_answer,
@@ -31,13 +32,22 @@ from manor import (
 )
 from manor.answers import draw_answer
 from manor.cli import main
-from manor.content import Scene, load_scene
+from manor.content import Scene
 from manor.records import CallRecord
-from manor.worlds import World, create_world, world_marks
+from manor.worlds import World, create_world, load_scene, world_marks
 
 
 class Vote(msgspec.Struct):
     choice: Literal["tea", "coffee"]
+
+
+class TallyKeys(SceneKeys, kw_only=True):
+    """The tally's own key of a scene file: who hosts (an agent id)."""
+
+    host: str = "narrator"
+
+    def agents(self):
+        return {"host": self.host}
 
 
 class Tally:
@@ -45,6 +55,7 @@ class Tally:
     votes are all alike or after five ticks. A user's world, as the README writes one."""
 
     name, version = "tally", "1"
+    scene_keys = TallyKeys
     callers = {
         "vote": Caller(fallback="abstains", player=True, plural="voters"),
         "host": Caller(fallback="is silent", style="narration"),
@@ -56,7 +67,7 @@ class Tally:
 
     @classmethod
     def from_scene(cls, scene, rng):
-        return cls(list(scene.characters), scene.narrator[0])
+        return cls(list(scene.characters), scene.keys(TallyKeys).host)
 
     def plan(self):
         votes = [Request(caller="vote", agent=p, tick=self.tick + 1, prompt="Tea or coffee?", shape=Vote) for p in self.players]
@@ -88,7 +99,6 @@ _TALLY_SCENE = f"""\
 name = "Tea or coffee"
 world = "{__name__}:Tally"
 seed = 3
-rooms = ["parlour"]
 cast = ["hobbes", "cook", "maid"]
 """
 

@@ -81,7 +81,8 @@ class SharedGate(Protocol):
     """What the tick loop and the gate layer need of the one gate every caller shares:
     tickets issued up front (in lanes that take turns, for a fleet's worlds) and
     admitted in their order, a permit per call in flight, a size that can change while
-    running, and a snapshot of its figures.
+    running, a pause of admissions (a server's retry-after), and a snapshot of its
+    figures.
 
     ``connected()`` is entered around a run: the in-process gate needs nothing, a gate
     whose state lives on a server connects to it there (and says in one line when it
@@ -99,6 +100,9 @@ class SharedGate(Protocol):
     def issue(self, count: int = 1, lane: int = 0, costs: Sequence[float] | None = None) -> range: ...
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None: ...
     def withdraw(self, ticket: int) -> None: ...
+    @property
+    def paused_until(self) -> float | None: ...
+    def pause(self, until: float) -> None: ...
     async def acquire(self, ticket: int | None = None, *, timeout: float = math.inf) -> SharedPermit: ...
     def statistics(self) -> GateStatistics: ...
     def connected(self) -> AsyncContextManager[object]: ...
@@ -221,6 +225,8 @@ class Gate:
     _max_wait: float = attrs.field(default=0.0, init=False)
     _tokens: float = attrs.field(default=0.0, init=False)
     _refilled_at: float | None = attrs.field(default=None, init=False)
+    # Nothing is admitted before this instant (``pause``: a server's retry-after).
+    _paused_until: float = attrs.field(default=-math.inf, init=False)
     # Timekeeping (``_keep_time``): the waits it watches, how many are parked, whether
     # it runs, and its one timer.
     _watched: list[tuple[float, int, _Waiter]] = attrs.field(factory=list, init=False, repr=False)
@@ -254,6 +260,21 @@ class Gate:
             raise ValueError(f"gate size must be at least 1, not {size}")
         self._size = size
         self._dispatch()
+
+    # -- pauses -----------------------------------------------------------------------
+
+    @property
+    def paused_until(self) -> float | None:
+        """The instant admissions resume after a ``pause``; ``None`` if never paused."""
+        return None if self._paused_until == -math.inf else self._paused_until
+
+    def pause(self, until: float) -> None:
+        """Admit nothing before ``until`` (a server's ``retry-after``): calls in flight
+        go on, waiters wait, and at ``until`` they are admitted in ticket order. A pause
+        that ends sooner than one already set changes nothing."""
+        if until > self._paused_until:
+            self._paused_until = until
+            self._dispatch()
 
     # -- tickets ----------------------------------------------------------------------
 
@@ -353,7 +374,12 @@ class Gate:
         now = current_time()
         waiter.queued_at = now
         deadline = waiter.deadline = now + timeout
-        if not self._rate and self._in_flight < self._size and self._front(self._slot_line, _WAIT_SLOT, self._capped) is waiter:
+        if (
+            not self._rate
+            and self._in_flight < self._size
+            and now >= self._paused_until
+            and self._front(self._slot_line, _WAIT_SLOT, self._capped) is waiter
+        ):
             # Its turn, and a slot is free: admitted as it arrives, without the general
             # dispatch (tickets behind it that arrived first are dispatched after it).
             self._slot_line.served()
@@ -379,6 +405,10 @@ class Gate:
                 waited = True
                 if self._rate and self._is_token_head(waiter):
                     waiter.sleeping_until = self._token_eta()
+                    wake_at = min(deadline, waiter.sleeping_until)
+                elif self._paused_until != -math.inf and self._is_paused_head(waiter):
+                    # The pause's end is its wake-up: then it dispatches for everyone.
+                    waiter.sleeping_until = self._paused_until
                     wake_at = min(deadline, waiter.sleeping_until)
                 else:
                     waiter.sleeping_until = math.inf
@@ -590,6 +620,14 @@ class Gate:
             line.drop()
         return None
 
+    def _is_paused_head(self, waiter: _Waiter) -> bool:
+        """Whether ``waiter`` is first in line for a slot while a pause lasts."""
+        return (
+            waiter.stage == _WAIT_SLOT
+            and current_time() < self._paused_until
+            and self._front(self._slot_line, _WAIT_SLOT, self._capped) is waiter
+        )
+
     def _is_token_head(self, waiter: _Waiter) -> bool:
         return waiter.stage == _WAIT_TOKEN and self._front(self._token_line, _WAIT_TOKEN) is waiter
 
@@ -619,6 +657,14 @@ class Gate:
             head = self._front(self._slot_line, _WAIT_SLOT, self._capped)
             if head is None or head.stage != _WAIT_SLOT or head.aborted:
                 break
+            if self._paused_until != -math.inf:
+                if now is None:
+                    now = current_time()
+                if now < self._paused_until:
+                    # Wake the head to sleep until the pause ends, if it sleeps longer.
+                    if head.sleeping_until > self._paused_until:
+                        _wake(head)
+                    break
             if head.deadline != math.inf:
                 if now is None:
                     now = current_time()

@@ -246,6 +246,8 @@ class RedisGate:
     _timed_out: list[str] = attrs.field(factory=list, init=False, repr=False)
     _cancelled: list[str] = attrs.field(factory=list, init=False, repr=False)
     _resize_to: int | None = attrs.field(default=None, init=False)
+    # This process sends no call to the gate before this instant (``pause``).
+    _paused_until: float = attrs.field(default=-math.inf, init=False)
     _work: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
 
     _available: bool = attrs.field(default=False, init=False)
@@ -292,6 +294,17 @@ class RedisGate:
             raise ValueError(f"gate size must be at least 1, not {size}")
         self._size = self._resize_to = size
         self._kick()
+
+    @property
+    def paused_until(self) -> float | None:
+        """The instant this process's calls go to the gate again (``pause``)."""
+        return None if self._paused_until == -math.inf else self._paused_until
+
+    def pause(self, until: float) -> None:
+        """Send no call to the gate before ``until`` (a server's retry-after). The pause
+        is this process's: the calls of other processes behind its tickets wait for
+        them, the others go on (a size learned from a refusal is shared: ``size``)."""
+        self._paused_until = max(self._paused_until, until)
 
     @property
     def available(self) -> bool:
@@ -362,7 +375,14 @@ class RedisGate:
             del self._waiters[ticket]
             self._kick()
             raise self._unavailable()
-        waiter.queued_at = trio.current_time()
+        queued_at = trio.current_time()
+        while self._paused_until > trio.current_time():  # a pause may be made longer
+            if self._paused_until >= queued_at + timeout:
+                await trio.sleep_until(queued_at + timeout)
+                self.withdraw(ticket)
+                raise GateTimeout(f"no gate slot within {timeout:g}s (the server asked for a pause)")
+            await trio.sleep_until(self._paused_until)
+        waiter.queued_at = queued_at
         waiter.stage = _ARRIVED
         self._kick()
         try:

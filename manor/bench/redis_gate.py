@@ -85,7 +85,7 @@ def run(context: BenchContext) -> dict[str, Any]:
     with _redis(config) as url:
         if url is None:
             return {"available": False, "note": "no Redis reachable: set --gate-url (or MANOR_GATE_URL), or install redis-server"}
-        size = config.settings.gate.size
+        size = config.settings.gate.first_size
         seconds = ADMISSION_S_QUICK if context.quick else ADMISSION_S
         ticks = TICKS_QUICK if context.quick else TICKS
         admission = []

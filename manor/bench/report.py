@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..errors import REASONS
 from ..tick.statistics import PlatformRejections
+from .adaptive import adaptive_targets
 
 __all__ = ["evaluate_targets", "print_report"]
 
@@ -91,6 +92,9 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     fleet = result.get("fleet")
     if fleet:
         targets.extend(_fleet_targets(fleet))
+    adaptive = result.get("adaptive")
+    if adaptive:
+        targets.extend(_target(*target) for target in adaptive_targets(adaptive))
     return targets
 
 
@@ -211,6 +215,8 @@ def print_report(console: Console, result: Mapping[str, Any]) -> None:
         _fleet(console, result["fleet"])
     if "redis-gate" in result:
         _redis_gate(console, result["redis-gate"])
+    if "adaptive" in result:
+        _adaptive(console, result["adaptive"])
     for name, reason in result.get("skipped", {}).items():
         console.print(f"{name}: skipped: {reason}")
     _targets(console, result["targets"])
@@ -412,6 +418,36 @@ def _fleet(console: Console, figures: Mapping[str, Any]) -> None:
         "its weight's due; wait: mean gate wait (s); peak: its most calls in flight, from its records' admissions"
     )
     table.caption_justify = "left"
+    console.print(table)
+
+
+def _adaptive(console: Console, figures: Mapping[str, Any]) -> None:
+    steady, moving, waits = figures["steady"], figures["moving"], figures["retry_after"]
+    table = _table(
+        f"adaptive — steady capacity {steady['capacity']}, {steady['ticks']} ticks (virtual clock); the learned gate from 16 "
+        f"first at <= {steady['capacity']} after tick {steady['settled_at_tick']}",
+        "gate", "calls", "refused", "after settling", "mean tick (s)", "p95", "/ limit-1's", "size min/max/final",
+    )
+    for name, row in steady["runs"].items():
+        later = row["after_settling"]
+        sizes = row["sizes"]
+        table.add_row(
+            f"{name} ({row['gate']})", str(row["calls"]), str(row["refused"]), f"{later['refused']} of {later['calls']} ({later['refused_share']:.2%})",
+            f"{row['tick_seconds']['mean']:.3f}", f"{row['tick_seconds']['p95']:.3f}", f"{row['mean_vs_limit_minus_1']:.3f}",
+            f"{sizes['min']}/{sizes['max']}/{sizes['final']}",
+        )  # fmt: skip
+    console.print(table)
+    steps = ", ".join(f"{sessions} from tick {at:g}" for at, sessions in moving["steps"])
+    table = _table(f"adaptive — moving capacity ({steps}), {moving['ticks']} ticks", "gate", "calls", "refused", "while 3", "mean tick (s)", "ticks to stop refusals", "ticks to 7")
+    for name, row in moving["runs"].items():
+        table.add_row(
+            f"{name} ({row['gate']})", str(row["calls"]), str(row["refused"]), str(row["refused_while_3"]), f"{row['tick_seconds']['mean']:.3f}",
+            _optional(row["ticks_to_stop_refusals"]), _optional(row["ticks_to_reach_7"]),
+        )  # fmt: skip
+    console.print(table)
+    table = _table(f"adaptive — each refusal asks for retry-after {waits['retry_after_s']:g}s", "gate", "calls", "refusals", "let through during a wait", "mean tick (s)")
+    for name, row in waits["runs"].items():
+        table.add_row(f"{name} ({row['gate']})", str(row["calls"]), str(row["refusals"]), str(row["sent_during_the_wait"]), f"{row['tick_seconds']['mean']:.3f}")
     console.print(table)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from ..run import interrupts
-from . import fastforward, fleet, overhead, play, redis_gate, replay, scale, scheduling
+from . import adaptive, fastforward, fleet, overhead, play, redis_gate, replay, scale, scheduling
 from .report import evaluate_targets
 from .suite import BenchContext, Suite
 
@@ -18,7 +18,7 @@ __all__ = ["DEFAULT_SUITES", "SUITES", "Progress", "interruption", "run_bench"]
 #: Every suite, in the order ``manor bench`` runs them.
 SUITES: dict[str, Suite] = {
     suite.name: suite
-    for suite in (scheduling.SUITE, overhead.SUITE, fastforward.SUITE, scale.SUITE, replay.SUITE, play.SUITE, fleet.SUITE, redis_gate.SUITE)
+    for suite in (scheduling.SUITE, overhead.SUITE, fastforward.SUITE, scale.SUITE, replay.SUITE, play.SUITE, fleet.SUITE, redis_gate.SUITE, adaptive.SUITE)
 }
 #: The suites ``manor bench`` runs when none is named: those ``by_default`` (not
 #: ``fleet``, so that a plain ``manor bench`` is what it was, nor ``redis-gate``, which

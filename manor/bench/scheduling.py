@@ -41,6 +41,7 @@ from ..run import interrupts
 from ..run.engine import build_engine, scene_seed, scene_sim
 from ..tick.prediction import Predictor
 from ..tick.statistics import RunStatistics, percentile
+from ..worlds import create_world
 from .games import NextGame
 from .suite import BenchContext, Suite, TickCollector
 
@@ -251,11 +252,12 @@ def _plan(context: BenchContext) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _gate_sizes(config: Config, scene: Scene) -> range:
-    """1..platform limit; with an unlimited platform, 1..calls per tick."""
+    """1..platform limit; with an unlimited platform, 1..the calls of a full tick: one
+    per agent, or the first tick's calls if it plans more (the manor's beats are calls
+    of characters who also speak)."""
     limit = config.settings.platform.limit
     if not limit:
-        spec = scene.spec
-        limit = len(spec.cast) + 2 + spec.beats.per_tick
+        limit = max(len(scene.agents), len(create_world(scene, scene_seed(config, scene)).plan()))
     return range(1, limit + 1)
 
 

@@ -19,9 +19,8 @@ from typing import NoReturn
 
 import attrs
 
-from .. import startup
 from ..errors import ManorError, leaves, one_line
-from ..run import interrupts
+from ..run import interrupts, startup
 from .exit_statuses import NO_CALL_SUCCEEDED
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]

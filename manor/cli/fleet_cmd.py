@@ -40,6 +40,7 @@ from ..fleet.in_process import (
 from ..fleet.processes import Part, ProcessFleet
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
+from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
 from ..run.opening import open_run
 from ..saves import SaveWriter
@@ -147,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         return stopped_after(fleet.ticks, saves_state(args.save_dir, live.saves))
 
     async def main(fleet: Fleet) -> None:
+        for world in fleet.worlds:  # each stops after its own tick that met a final refusal
+            loop = world.engine.loop
+            loop.add_instrument(StopAtFinalRefusal(loop.gated.backend, loop.stop_after_tick))
         await fleet.run(ticks, interval)
 
     try:
@@ -161,6 +165,12 @@ def run(args: argparse.Namespace) -> int:
         if max(fleet.ticks):
             _report(args, fleet.summary(), stopped)
         raise
+    refusal = next((found for world in fleet.worlds if (found := final_refusal(world.engine.loop.gated.backend)) is not None), None)
+    if refusal is not None:
+        # The account is the worlds': one refusal no retry cures stops them all, their
+        # ticks recorded whole and their saves kept (each loop's run_finished).
+        _report(args, fleet.summary())
+        raise platform_closed(refusal, after())
     for writer in live.saves:
         writer.check()
     summary = fleet.summary()

@@ -37,6 +37,14 @@ def _seconds(text: str) -> float:
     return float(text)
 
 
+def _size_or_auto(text: str) -> int | str:
+    """A gate size, or "auto": learned from the platform's refusals."""
+    return text if text == "auto" else int(text)
+
+
+_size_or_auto.__name__ = "size"  # argparse's "invalid size value: 'x'"
+
+
 SETTING_FLAGS: dict[str, SettingFlag] = {
     flag.key: flag
     for flag in (
@@ -54,9 +62,14 @@ SETTING_FLAGS: dict[str, SettingFlag] = {
         SettingFlag("--tick-interval", "run.tick_interval_s", _seconds, "seconds between tick starts (0 = free-running)"),
         SettingFlag("--tick-deadline", "run.tick_deadline_s", _seconds, "cancel a tick's calls after S seconds (0 = never)"),
         SettingFlag(
-            "--gate-size", "gate.size", int, "calls in flight at the shared gate",
+            "--gate-size", "gate.size", _size_or_auto, "calls in flight at the shared gate, or 'auto': learned from the platform's refusals",
             derived="platform limit - 1, at least 1; 8 when the platform is unlimited",
         ),
+        SettingFlag(
+            "--gate-max", "gate.max", int, "with --gate-size auto: the size it starts at and never grows past",
+            derived="platform limit - 1, at least 1; 16 when the platform is unlimited",
+        ),
+        SettingFlag("--gate-min", "gate.min", int, "with --gate-size auto: the size it never shrinks below"),
         SettingFlag("--gate-rate", "gate.rate", float, "token bucket: calls per second (0 = no bucket)"),
         SettingFlag("--gate-timeout", "gate.timeout_s", _seconds, "longest wait at the gate, seconds"),
         SettingFlag(

@@ -21,12 +21,12 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import REASONS, PlatformClosed, SharedGateError, WorldError, error_line
+from ..errors import REASONS, SharedGateError, WorldError, error_line
 from ..output import check_not_read
-from ..providers.routing import RoutingProvider
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.engine import Engine, build_engine, configure
+from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
 from ..run.opening import open_run
 from ..saves import SaveWriter
@@ -51,20 +51,6 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="let --save overwrite an existing file")
     add_setting_flags(parser)
     parser.set_defaults(handler=run)
-
-
-class _StopAtFinalRefusal(Instrument):
-    """Cancels ``scope`` (around the tick loop's run) when a tick finishes after a backend
-    met a refusal no retry can cure (``RoutingProvider.final_refusal``): every later call
-    would be refused the same way, so the run stops with that tick recorded whole."""
-
-    def __init__(self, backend: object, scope: trio.CancelScope) -> None:
-        self.backend = backend
-        self.scope = scope
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        if isinstance(self.backend, RoutingProvider) and self.backend.final_refusal is not None:
-            self.scope.cancel()
 
 
 class _ProgressBar(Instrument):
@@ -99,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main(engine: Engine) -> None:
         with trio.CancelScope() as stop:  # cancelled after a tick that met a final refusal
-            engine.loop.add_instrument(_StopAtFinalRefusal(engine.loop.gated.backend, stop))
+            engine.loop.add_instrument(StopAtFinalRefusal(engine.loop.gated.backend, stop.cancel))
             await engine.loop.run(ticks, interval)
 
     def report(summary: dict[str, Any]) -> None:
@@ -134,12 +120,11 @@ def run(args: argparse.Namespace) -> int:
         for writer in live.saves:
             report_saved(writer)
         raise
-    backend = engine.loop.gated.backend
-    if isinstance(backend, RoutingProvider) and (refusal := backend.final_refusal) is not None:
+    if (refusal := final_refusal(engine.loop.gated.backend)) is not None:
         # The ticks that finished keep their figures and their save, as after Ctrl-C.
         close()
         report(stats.summary(engine) | {"stopped": error_line(refusal)})
-        raise PlatformClosed(f"{error_line(refusal)}; no retry will help, so the run stopped {after()}")
+        raise platform_closed(refusal, after())
     for writer in live.saves:
         writer.check()
     summary = stats.summary(engine)
@@ -173,6 +158,9 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     repairs = summary.get("repairs")  # a summary from before structured answers has none
     if repairs and repairs["asked"]:
         rows.insert(6, ("answers re-asked / repaired", f"{repairs['asked']} / {repairs['repaired']}"))
+    sizes = summary.get("gate_sizes")  # a learned gate's (gate.size = "auto")
+    if sizes:
+        rows.insert(1, ("learned gate: start / min / max / final (changes)", f"{sizes['start']} / {sizes['min']} / {sizes['max']} / {sizes['final']} ({sizes['changes']})"))
     for row in rows:
         table.add_row(*row)
     console.print(table)

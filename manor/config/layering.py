@@ -46,6 +46,7 @@ from .schema import (
 )
 
 __all__ = [
+    "LEARNED_MAX_UNLIMITED",
     "Config",
     "Source",
     "check_value",
@@ -72,6 +73,8 @@ FLAGS = 400
 GATE_LAYER_DEFAULTS: Mapping[str, Any] = {"backend.sessions": 0}
 
 ENV_PREFIX = "MANOR_"
+#: The learned gate's largest size (``gate.max``) when the platform is unlimited.
+LEARNED_MAX_UNLIMITED = 16
 #: Environment variables that are not settings.
 ENV_RESERVED = frozenset({"MANOR_CONFIG", "MANOR_DEBUG"})  # MANOR_DEBUG: manor.cli.main
 _ENV_NAMES = {ENV_PREFIX + key.replace(".", "_").upper(): key for key in KEYS}
@@ -252,12 +255,20 @@ def resolve(sources: Iterable[Source]) -> Config:
             if key == "backend.default":  # its ordinal is weighed against [agent_backends] lines
                 default_at = (source.ordinal, source.describe(key))
     gate = merged.setdefault("gate", {})
+    limit = merged.get("platform", {}).get("limit", PlatformSettings().limit)
     if gate.get("size") is None:
-        limit = merged.get("platform", {}).get("limit", PlatformSettings().limit)
         gate["size"] = max(1, limit - 1) if limit else 8
         origins["gate.size"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
+    if gate["size"] == "auto" and gate.get("max") is None:
+        gate["max"] = max(1, limit - 1) if limit else LEARNED_MAX_UNLIMITED
+        origins["gate.max"] = "derived: platform.limit - 1" if limit else "derived: platform unlimited"
     settings = msgspec.convert(merged, Settings)
     default = Named(settings.backend.default, origins.get("backend.default", "built-in defaults"), *default_at)
+    if settings.gate.learns and settings.gate.min > settings.gate.first_size:
+        raise ConfigError(
+            f"gate.min {settings.gate.min} ({origins.get('gate.min', 'built-in defaults')}) is above gate.max "
+            f"{settings.gate.max} ({origins['gate.max']}): the learned gate would have no size to take"
+        )
     return Config(settings, origins, tables.resolve(default))
 
 

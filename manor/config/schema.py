@@ -50,11 +50,18 @@ class PlatformSettings(Section):
 
 
 class GateValues(Section):
-    """What the sources may say of the gate: its size may be left unset (``resolve``
-    derives it), so ``GateSettings`` is what a resolved configuration holds."""
+    """What the sources may say of the gate: its size, and the learned gate's largest,
+    may be left unset (``resolve`` derives them), so ``GateSettings`` is what a resolved
+    configuration holds."""
 
-    #: Calls in flight at once; unset means platform.limit - 1.
-    size: Size | None = None
+    #: Calls in flight at once; unset means platform.limit - 1; "auto": learned from
+    #: the platform's refusals, between gate.min and gate.max (manor.admission.adaptive).
+    size: Size | Literal["auto"] | None = None
+    #: With size "auto": the size the gate starts at and never grows past; unset, it is
+    #: derived as platform.limit - 1 (16 when the platform is unlimited).
+    max: Size | None = None
+    #: With size "auto": the size the gate never shrinks below.
+    min: Size = 1
     #: Token bucket refill, calls per second (0 = no bucket).
     rate: Rate = 0.0
     #: Token bucket capacity.
@@ -72,9 +79,24 @@ class GateValues(Section):
 
 
 class GateSettings(GateValues):
-    """The gate's settings, resolved: its size always known."""
+    """The gate's settings, resolved: its size always known — a number, or "auto" with
+    its ``max`` derived when unset."""
 
-    size: Size
+    size: Size | Literal["auto"]
+
+    @property
+    def learns(self) -> bool:
+        """Whether the size is learned from the platform's refusals ("auto")."""
+        return self.size == "auto"
+
+    @property
+    def first_size(self) -> int:
+        """The size the gate starts at: its size, or when learned, ``max`` (derived by
+        ``resolve`` when left unset)."""
+        if self.size != "auto":
+            return self.size
+        assert self.max is not None, "resolve() derives gate.max for a learned size"
+        return self.max
 
 
 class CallSettings(Section):
@@ -164,8 +186,9 @@ FORMER_DEFAULTS: dict[str, Any] = {
 }
 
 #: Keys the configuration derives from others when they are left unset (origin
-#: "derived: ..."): the gate size from the platform limit, the clock from the backends.
-DERIVED_KEYS = frozenset({"gate.size", "run.clock"})
+#: "derived: ..."): the gate size and the learned gate's largest from the platform
+#: limit, the clock from the backends.
+DERIVED_KEYS = frozenset({"gate.size", "gate.max", "run.clock"})
 
 #: Each section's type as the sources fill it (a derived key may be left unset).
 _SECTIONS: dict[str, type[Section]] = {f.name: f.type for f in msgspec.structs.fields(Settings)} | {"gate": GateValues}

@@ -340,6 +340,11 @@ def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
             )
     config = configured[0][0]
     limit, size = config.settings.platform.limit, config.settings.gate.size
+    if size == "auto":
+        raise ConfigError(
+            f"{config.origins['gate.size']}: gate.size = auto: a fleet's worlds share one gate, and its learning is not "
+            "shared between them yet; set a size (one below the platform's limit), or run the worlds one by one with 'manor run'"
+        )
     if limit and size > limit:
         raise ConfigError(
             f"{config.origins['gate.size']}: gate.size {size} is above platform.limit {limit}: in a fleet, which world's "

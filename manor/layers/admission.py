@@ -7,9 +7,11 @@ from typing import final
 
 import attrs
 
-from ..admission.gate import SharedGate
+from ..admission.adaptive import GateAdjuster
+from ..admission.gate import SharedGate, SharedPermit
 from ..calls import Admitted, Done, Released, Request
 from ..clock import current_time
+from ..errors import CallError
 from .base import Inner, Layer, Listener
 
 __all__ = ["GateLayer"]
@@ -25,15 +27,20 @@ class GateLayer(Layer):
     Args:
         gate: the one gate every caller shares.
         timeout: seconds a call may wait at the gate before ``GateTimeout``.
+        adjuster: hears every call it lets through and how it ended, before its slot
+            is given back (a learned gate's size, ``manor.admission.adaptive``).
     """
 
     priority = 50
 
     gate: SharedGate
     timeout: float = math.inf
+    adjuster: GateAdjuster | None = None
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         permit = await self.gate.acquire(request.ticket, timeout=self.timeout)
+        if self.adjuster is not None:
+            return await self._adjusted(permit, request, listener, inner)
         try:
             listener(Admitted(ticket=permit.ticket, queued_at=permit.queued_at, admitted_at=permit.admitted_at))
             return await inner(request, listener)
@@ -41,5 +48,25 @@ class GateLayer(Layer):
             # The call ends now, before its slot is freed: the admission the release
             # makes comes after it, on any clock.
             ended = current_time()
+            permit.release()
+            listener(Released(released_at=ended))
+
+    async def _adjusted(self, permit: SharedPermit, request: Request, listener: Listener, inner: Inner) -> Done:
+        """``call``'s, telling the adjuster how the call ended before its slot is given
+        back: a shrink made on a refusal holds back the next waiter."""
+        adjuster = self.adjuster
+        assert adjuster is not None
+        admitted = adjuster.admitted()
+        outcome: Done | CallError | None = None
+        try:
+            listener(Admitted(ticket=permit.ticket, queued_at=permit.queued_at, admitted_at=permit.admitted_at))
+            outcome = await inner(request, listener)
+            return outcome
+        except CallError as exc:
+            outcome = exc
+            raise
+        finally:
+            ended = current_time()
+            adjuster.ended(permit.ticket, admitted, outcome)
             permit.release()
             listener(Released(released_at=ended))

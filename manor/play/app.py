@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import attrs
 import outcome
+import trio
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
@@ -33,7 +34,9 @@ from ..config.schema import POLICIES
 from ..content import Scene
 from ..errors import ManorError, leaves
 from ..records import CallRecord
+from ..run import interrupts
 from ..run.engine import Engine, build_engine, scene_seed
+from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
 from ..run.opening import gate_connected, open_run
 from ..saves import SaveWriter
@@ -240,7 +243,13 @@ class PlayApp(App[None]):
     async def engine_main(self) -> None:
         """What the guest trio run runs: the tick driver, with the gate connected."""
         async with gate_connected(self.engine.loop.gate, self._gate_notice):
-            await self.driver.run(self.ticks)
+            backend = self.engine.loop.gated.backend
+            with trio.CancelScope() as stop:  # cancelled after a tick that met a final refusal
+                self.engine.loop.add_instrument(StopAtFinalRefusal(backend, stop.cancel))
+                await self.driver.run(self.ticks)
+        if (refusal := final_refusal(backend)) is not None:
+            # The tick is recorded and the save closed (the driver's run_finished).
+            raise platform_closed(refusal, interrupts.ran(self.driver.statistics().ticks, self.writer))
 
     def _gate_notice(self, notice: str) -> None:
         self.notify(notice, title="shared gate", severity="warning", timeout=20, markup=False)
@@ -447,6 +456,7 @@ class PlayApp(App[None]):
             gated=loop.policy.name != "legacy",
             burst=loop.gate.burst,
             tick=tick,
+            learned=False if self.engine.learning is None else self.engine.learning.last,
         )
         # Drawn again when the state changed, or the panels' row was laid out at a new
         # width (the degraded panel's columns depend on the room its neighbours leave).

@@ -1,19 +1,22 @@
-"""The recorded live changes (gate size, policy), made again as a save replays."""
+"""The recorded live changes (gate size, policy), made again as a save replays; and a
+learned gate's, made again at the ends of the calls that made them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import final
 
+import msgspec
 import trio
 
+from ..admission.adaptive import LEARNED_KEY, Adjustment
 from ..calls import Request
 from ..saves.format import SettingChange, TickFrame
 from ..tick.instruments import Instrument
 from ..tick.loop import TickLoop
 from ..tick.policies import make_policy
 
-__all__ = ["LiveChanges"]
+__all__ = ["LiveChanges", "recorded_adjustments"]
 
 
 @final
@@ -32,7 +35,7 @@ class LiveChanges(Instrument):
         self._during: list[SettingChange] = []
         for frame in frames:
             for change in frame.changes:
-                if change.key in skip:
+                if change.key in skip or change.key == LEARNED_KEY:  # those: recorded_adjustments
                     continue
                 if change.at is None:
                     self._between.setdefault(frame.record.tick, []).append(change)
@@ -62,3 +65,15 @@ class LiveChanges(Instrument):
             name = str(values.get("run.policy", loop.policy.name))
             size = values.get("run.batch_size", getattr(loop.policy, "size", self._batch_size))
             loop.switch_policy(make_policy(name, int(size), self._seed))
+
+
+def recorded_adjustments(frames: Iterable[TickFrame]) -> dict[int, list[Adjustment]]:
+    """A learned gate's recorded changes, by the ticket of the call whose end made them
+    (``manor.admission.adaptive``)."""
+    found: dict[int, list[Adjustment]] = {}
+    for frame in frames:
+        for change in frame.changes:
+            if change.key == LEARNED_KEY:
+                adjustment = msgspec.convert(change.value, Adjustment)
+                found.setdefault(adjustment.ticket, []).append(adjustment)
+    return found

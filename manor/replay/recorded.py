@@ -19,7 +19,7 @@ from ..tick.instruments import Instrument
 from ..tick.statistics import RunStatistics
 from ..worlds import create_world, world_class
 from .admissions import RecordedAdmissions
-from .changes import LiveChanges
+from .changes import LiveChanges, recorded_adjustments
 from .checking import RecordingCheck
 from .responses import ReplayBackend, reached_backend, recorded_responses
 
@@ -200,7 +200,12 @@ class RecordedRun:
         # late there, a call is let through a moment after the release that freed its slot.
         check = RecordingCheck(save.records, times=bool(admissions) and not recorded_on_real_clock(save))
         changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=config.settings.run.batch_size, skip=self.overridden)
-        engine = build_engine(config, scene, backend=backend, instruments=[*instruments, check, changes, *admissions], layers=admissions)
+        # A learned gate's changes are made again at the ends of the calls that made them;
+        # a what-if of the gate's size learns anew, or keeps the size it is given.
+        adjustments = None if "gate.size" in self.overridden else recorded_adjustments(save.ticks)
+        engine = build_engine(
+            config, scene, backend=backend, instruments=[*instruments, check, changes, *admissions], layers=admissions, adjustments=adjustments,
+        )  # fmt: skip
         # The recorded admissions are times on the recording's clock: its replay starts
         # where it started (a real clock's times are far from 0), not one long first
         # tick away.
@@ -220,6 +225,6 @@ class RecordedRun:
         calls = [call for frame in save.ticks for call in (*frame.record.calls, *frame.superseded)]
         return stats.figures(
             scene=save.scene.spec.name, policy=settings.run.policy, order=settings.run.order, seed=settings.run.seed,
-            platform_limit=settings.platform.limit, gate_size=settings.gate.size,
+            platform_limit=settings.platform.limit, gate_size=settings.gate.first_size, learns=settings.gate.learns,
             peak_platform_sessions=peak_platform_sessions(calls), world=world,
         )  # fmt: skip

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import final
 
 import attrs
 import msgspec
 
+from ..admission.adaptive import Adjustment, LearnedSize, RecordedAdjustments
 from ..admission.gate import Gate, SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
 from ..config import Config, Source, resolve, scene_source, with_backends
 from ..config.schema import GateSettings
-from ..content import Scene, load_scene
+from ..content import Scene
 from ..layers import (
     BreakerLayer,
     CostLayer,
@@ -31,7 +32,7 @@ from ..tick.instruments import Instrument
 from ..tick.loop import TickLoop
 from ..tick.policies import make_policy
 from ..tick.prediction import LatencyPredictor
-from ..worlds import create_world, world_class
+from ..worlds import create_world, load_scene, world_class
 
 __all__ = ["Engine", "build_engine", "configure", "gate_for", "scene_seed", "scene_sim"]
 
@@ -48,6 +49,8 @@ class Engine:
         run_id: names this run to the outside (an Agno session is per run). Random,
             so it never enters the world, its hash or a record: a run is still the
             same every time.
+        learning: what sizes the gate when ``gate.size`` is "auto" (the recorded
+            adjustments, in a replay); ``None`` for a gate of a set size.
     """
 
     loop: TickLoop
@@ -56,6 +59,7 @@ class Engine:
     cost: CostLayer | None
     breaker: BreakerLayer
     run_id: str
+    learning: LearnedSize | RecordedAdjustments | None = None
 
     @property
     def seed(self) -> int:
@@ -91,6 +95,7 @@ def build_engine(
     limiter: SessionLimiter | None = None,
     tickets: Tickets | None = None,
     layers: Iterable[Layer] = (),
+    adjustments: Mapping[int, Sequence[Adjustment]] | None = None,
 ) -> Engine:
     """Build the engine the settings describe, for ``scene``.
 
@@ -106,6 +111,8 @@ def build_engine(
             (``manor.run.opening``).
         layers: more layers for the calls through the gate (a replay's recorded
             admissions).
+        adjustments: with ``gate.size`` "auto", the recorded run's adjustments of its
+            gate, by ticket, to make again instead of learning (a replay).
 
     Raises:
         ConfigError: (only without ``backend``) an agent on a backend no table defines,
@@ -122,6 +129,10 @@ def build_engine(
         backend = routing_provider(assignment, config.backends, scene_sim(config, scene), run_id)
     if gate is None:
         gate = gate_for(s.gate)
+    learning: LearnedSize | RecordedAdjustments | None = None
+    if s.gate.learns:
+        assert s.gate.max is not None  # resolve() derives it
+        learning = LearnedSize(gate, s.gate.min, s.gate.max) if adjustments is None else RecordedAdjustments(adjustments, gate)
     if limiter is None:
         limiter = SessionLimiter(s.platform.limit)
     # Only layers that act on a call: what calls cost and how long they took is counted
@@ -134,7 +145,7 @@ def build_engine(
         world=create_world(scene, seed),
         gate=gate,
         limiter=limiter,
-        gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s), *layers]),
+        gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s, adjuster=learning), *layers]),
         direct=Stack(backend, shared),
         policy=make_policy(s.run.policy, s.run.batch_size, seed),
         predictor=LatencyPredictor({agent_id: agent.sim.latency_s for agent_id, agent in scene.agents.items()}),
@@ -145,7 +156,9 @@ def build_engine(
         tickets=tickets,
         instruments=instruments,
     )
-    return Engine(loop, scene, config, cost, breaker, run_id)
+    if learning is not None:
+        learning.apply = loop.adjust_gate  # recorded as live changes (a save's, a replay's)
+    return Engine(loop, scene, config, cost, breaker, run_id, learning)
 
 
 def gate_for(s: GateSettings, *, world: str | None = None) -> SharedGate:
@@ -157,12 +170,12 @@ def gate_for(s: GateSettings, *, world: str | None = None) -> SharedGate:
         world: what this process runs, as ``manor gate status`` lists it.
     """
     if world is None or not s.url:
-        return Gate(size=s.size, rate=s.rate, burst=s.burst)
+        return Gate(size=s.first_size, rate=s.rate, burst=s.burst)
     from ..admission.redis_gate import (
         RedisGate,  # Redis is touched only for a shared gate
     )
 
-    return RedisGate(s.url, s.name, size=s.size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
+    return RedisGate(s.url, s.name, size=s.first_size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
 
 
 def scene_seed(config: Config, scene: Scene) -> int:

@@ -23,6 +23,12 @@ Versions:
        ``world_version``: a scene may play any world, ``manor.worlds``). Formats 1 and 2
        only ever played the manor world, version 1. It may say the run was one world of
        a fleet (``fleet``; added with a default, ``None`` for a single run).
+    4: the scene is world-neutral: the keys of its world's own (the manor's ``rooms``,
+       ``narrator``, ``summariser`` and ``beats``) are its ``spec.world_keys``, plain
+       data the world decodes, and the agents they name are its ``others``, by id. A
+       format 1–3 scene is read with the scene schema of its time (``_SceneV1``, frozen
+       here) and its four keys moved into ``world_keys`` (its ``beats`` left out when
+       they were the default: no world but the manor played beats).
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ from collections.abc import Callable
 from typing import Annotated, Any, Union
 
 import msgspec
+from msgspec import Meta
 
-from ..content import Scene
+from ..content import AgentSpec, Scene, SceneSpec
+from ..limits import MAX_AGENTS, MAX_BEATS_PER_TICK, AgentId, Count, Seed
 from ..records import CallRecord, TickRecord
 
 __all__ = [
@@ -45,6 +53,7 @@ __all__ = [
     "HeaderV1",
     "HeaderV2",
     "HeaderV3",
+    "HeaderV4",
     "LIVE_KEYS",
     "SettingChange",
     "SettingRow",
@@ -64,7 +73,54 @@ __all__ = [
 _FORMAT_2_CALLERS: tuple[str, ...] = ("character", "narrator", "summariser", "scene_beat")
 
 #: The format version this Manor writes.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+
+
+class _BeatSpecV1(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Scene beats as formats 1–3 held them (the scene schema of their time, frozen)."""
+
+    per_tick: Annotated[int, Meta(ge=0, le=MAX_BEATS_PER_TICK)] = 0
+    speakers: tuple[AgentId, ...] = ()
+    prompts: Annotated[tuple[str, ...], Meta(min_length=1)] = ("Something happens.",)
+
+
+class _SceneSpecV1(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """A scene file as formats 1–3 held it: every world's scene had the manor's keys."""
+
+    name: str
+    description: str = ""
+    world: str = ""
+    seed: Seed = 0
+    platform_limit: Count = 6
+    rooms: Annotated[tuple[Annotated[str, Meta(min_length=1)], ...], Meta(min_length=1)]
+    cast: Annotated[tuple[AgentId, ...], Meta(max_length=MAX_AGENTS)]
+    narrator: AgentId = "narrator"
+    summariser: AgentId = "summariser"
+    beats: _BeatSpecV1 = _BeatSpecV1()
+    rules: dict[str, Any] = {}
+
+
+class _SceneV1(msgspec.Struct, frozen=True, kw_only=True):
+    """A loaded scene as formats 1–3 held it: the narrator and summariser apart."""
+
+    spec: _SceneSpecV1
+    path: str
+    characters: dict[AgentId, AgentSpec]
+    narrator: tuple[AgentId, AgentSpec]
+    summariser: tuple[AgentId, AgentSpec]
+
+
+def _scene_v1_to_v2(scene: _SceneV1) -> Scene:
+    old = scene.spec
+    keys: dict[str, Any] = {"rooms": old.rooms, "narrator": old.narrator, "summariser": old.summariser}
+    if old.beats != _BeatSpecV1():
+        keys["beats"] = old.beats
+    spec = SceneSpec(
+        name=old.name, description=old.description, world=old.world, seed=old.seed, platform_limit=old.platform_limit,
+        cast=old.cast, rules=old.rules, world_keys=msgspec.msgpack.decode(msgspec.msgpack.encode(keys)),  # as format 4 holds them
+    )  # fmt: skip
+    others = {scene.narrator[0]: scene.narrator[1], scene.summariser[0]: scene.summariser[1]}
+    return Scene(spec=spec, path=scene.path, characters=scene.characters, others=others)
 
 
 class SettingRow(msgspec.Struct, frozen=True, array_like=True):
@@ -102,7 +158,7 @@ class HeaderV1(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
 
     engine_version: str
     created_at: str
-    scene: Scene
+    scene: _SceneV1
     settings: tuple[SettingRow, ...]
     seed: int
     world: WorldAtStart
@@ -118,7 +174,7 @@ class HeaderV2(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
 
     engine_version: str
     created_at: str
-    scene: Scene
+    scene: _SceneV1
     settings: tuple[SettingRow, ...]
     seed: int
     world: WorldAtStart
@@ -149,6 +205,23 @@ class HeaderV3(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
 
     engine_version: str
     created_at: str
+    scene: _SceneV1
+    settings: tuple[SettingRow, ...]
+    seed: int
+    world: WorldAtStart
+    run_id: str = ""
+    world_name: str = "manor"
+    world_version: str = "1"
+    world_callers: tuple[str, ...] = _FORMAT_2_CALLERS
+    fleet: FleetSeat | None = None
+
+
+class HeaderV4(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", tag=4):
+    """The first frame of a format-4 save: format 3's fields, the scene world-neutral
+    (its world's keys in ``scene.spec.world_keys``)."""
+
+    engine_version: str
+    created_at: str
     scene: Scene
     settings: tuple[SettingRow, ...]
     seed: int
@@ -161,10 +234,10 @@ class HeaderV3(msgspec.Struct, frozen=True, kw_only=True, tag_field="format", ta
 
 
 #: Every header version, oldest first; the last is the one written.
-HEADERS: tuple[type, ...] = (HeaderV1, HeaderV2, HeaderV3)
+HEADERS: tuple[type, ...] = (HeaderV1, HeaderV2, HeaderV3, HeaderV4)
 
 #: The current header.
-Header = HeaderV3
+Header = HeaderV4
 
 
 def _v1_to_v2(header: HeaderV1) -> HeaderV2:
@@ -176,8 +249,13 @@ def _v2_to_v3(header: HeaderV2) -> HeaderV3:
     return HeaderV3(**msgspec.structs.asdict(header))
 
 
+def _v3_to_v4(header: HeaderV3) -> HeaderV4:
+    fields = msgspec.structs.asdict(header)
+    return HeaderV4(**{**fields, "scene": _scene_v1_to_v2(header.scene)})
+
+
 #: Upgrade steps: a header class -> the function that turns it into the next version.
-_UPGRADES: dict[type, Callable[[Any], Any]] = {HeaderV1: _v1_to_v2, HeaderV2: _v2_to_v3}
+_UPGRADES: dict[type, Callable[[Any], Any]] = {HeaderV1: _v1_to_v2, HeaderV2: _v2_to_v3, HeaderV3: _v3_to_v4}
 
 
 #: The settings a running loop can change (the dashboard's keys).
@@ -227,8 +305,9 @@ Frame = TickFrame | EndFrame
 # Decoders are built once: building one costs far more than decoding a frame.
 _HEADER_DECODER = msgspec.msgpack.Decoder(Union[HEADERS])  # type: ignore[valid-type]  # noqa: UP007
 #: Format version -> the decoder of its tick and end frames (format 2 added fields with
-#: defaults to the call records, format 3 changed only the header: one decoder reads all).
-_FRAME_DECODERS = dict.fromkeys((1, 2, 3), msgspec.msgpack.Decoder(Frame))
+#: defaults to the call records, formats 3 and 4 changed only the header: one decoder
+#: reads all).
+_FRAME_DECODERS = dict.fromkeys((1, 2, 3, 4), msgspec.msgpack.Decoder(Frame))
 
 #: Every format version this Manor reads.
 VERSIONS: tuple[int, ...] = tuple(sorted(_FRAME_DECODERS))

@@ -3,7 +3,7 @@
 Checksums prove a save was not damaged, not that its values make sense: a crafted (or
 hand-edited and re-framed) save is input like any other. Its recorded settings go
 through the settings schema, its scene through the content schema (msgspec applies it
-when the header is decoded) and ``scene_problem``, each live change through the schema
+when the header is decoded) and its world's keys (``manor.worlds.scene_problem``), each live change through the schema
 of its key; every time is finite. A value a run could not have had is one
 ``SaveError`` line naming the file, the tick and the key — never a traceback or a hang
 in the replay it would feed.
@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import math
 
+import msgspec
+
+from ..admission.adaptive import LEARNED_KEY, Adjustment
 from ..config.layering import Source, check_value
 from ..config.schema import KEYS
-from ..content import scene_problem
 from ..errors import ConfigError, SaveError
+from ..worlds import scene_problem
 from .format import LIVE_KEYS, Header, TickFrame
 
 __all__ = ["check_changes", "check_header"]
@@ -53,6 +56,9 @@ def check_changes(frame: TickFrame, name: str) -> None:
     tick = frame.record.tick
     source = Source(f"{name}: tick {tick}", 0, {}, spelling={key: f"live change {key}" for key in LIVE_KEYS})
     for change in frame.changes:
+        if change.key == LEARNED_KEY:
+            _check_adjustment(source, change.value, change.at)
+            continue
         if change.key not in LIVE_KEYS:
             raise SaveError(f"{source.name}: live change of {change.key!r}, which is no setting that changes live")
         if change.at is not None and not math.isfinite(change.at):
@@ -67,3 +73,19 @@ def _check(source: Source, key: str, value: object) -> None:
         check_value(source, key, value)
     except ConfigError as exc:
         raise SaveError(str(exc)) from None
+
+
+def _check_adjustment(source: Source, value: object, at: float | None) -> None:
+    """A learned gate's adjustment: an ``Adjustment``, made while a tick ran, to a size
+    of at least 1 and a pause at a finite instant."""
+    where = f"{source.name}: the learned gate's change"
+    try:
+        adjustment = msgspec.convert(value, Adjustment)
+    except msgspec.ValidationError as exc:
+        raise SaveError(f"{where}: {exc}") from None
+    if at is None or not math.isfinite(at):
+        raise SaveError(f"{where}: its time {at} is not that of a call's end")
+    if adjustment.size is not None and adjustment.size < 1:
+        raise SaveError(f"{where}: size {adjustment.size} is below 1")
+    if adjustment.paused_until is not None and not math.isfinite(adjustment.paused_until):
+        raise SaveError(f"{where}: a pause until {adjustment.paused_until}, which never comes")

@@ -11,6 +11,7 @@ import attrs
 import msgspec
 import trio
 
+from ..admission.adaptive import LEARNED_KEY, Adjustment, apply_to_gate
 from ..admission.gate import SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
@@ -132,6 +133,7 @@ class TickLoop:
     _deadline: float = attrs.field(default=math.inf, init=False)
     _started: bool = attrs.field(default=False, init=False)
     _in_tick: bool = attrs.field(default=False, init=False)
+    _stopping: bool = attrs.field(default=False, init=False)
 
     def add_instrument(self, instrument: Instrument) -> None:
         self.instruments.add(instrument)
@@ -145,6 +147,12 @@ class TickLoop:
         effect as calls finish."""
         self.gate.size = size
         self.instruments.call("setting_changed", "gate.size", size, self._in_tick)
+
+    def adjust_gate(self, adjustment: Adjustment) -> None:
+        """Make a learned gate's change now (``manor.admission.adaptive``); the
+        instruments hear it as a change of ``LEARNED_KEY``."""
+        apply_to_gate(self.gate, adjustment)
+        self.instruments.call("setting_changed", LEARNED_KEY, adjustment, self._in_tick)
 
     def switch_policy(self, policy: Policy) -> None:
         """Use ``policy`` from the next tick on (a tick keeps the policy it started with)."""
@@ -264,17 +272,21 @@ class TickLoop:
             raise ValueError(f"tick interval must be a finite number of seconds >= 0, not {interval}")
         try:
             for tick in range(ticks):
-                if self.world.over is not None:
+                if self.world.over is not None or self._stopping:
                     break
                 started = trio.current_time()
                 record = await self.step()
-                if tick < ticks - 1 and self.world.over is None:
+                if tick < ticks - 1 and self.world.over is None and not self._stopping:
                     if record.calls and all(call.reason == "gate_unavailable" for call in record.calls):
                         await self._wait_for_gate(record)
                     if interval:
                         await trio.sleep_until(started + interval)
         finally:
             self.instruments.call("run_finished", self)
+
+    def stop_after_tick(self) -> None:
+        """End ``run`` once the tick under way is applied (a refusal no retry cures)."""
+        self._stopping = True
 
     async def _wait_for_gate(self, record: TickRecord) -> None:
         """Every call of the tick found no gate (its server is lost): rather than burn

@@ -8,7 +8,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, final
 
 import attrs
+import trio
 
+from ..admission.adaptive import LEARNED_KEY, Adjustment
+from ..calls import Request
 from ..errors import REASONS
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..worlds.base import World
@@ -20,7 +23,7 @@ if TYPE_CHECKING:
     from .loop import TickLoop
 
 __all__ = [
-    "ErrorMessages", "PlatformRejections", "Reported", "RunStatistics", "empty_degradations", "no_call_succeeded", "percentile",
+    "ErrorMessages", "GateSizes", "PlatformRejections", "Reported", "RunStatistics", "empty_degradations", "no_call_succeeded", "percentile",
     "tick_seconds",
 ]  # fmt: skip
 
@@ -163,6 +166,25 @@ class ErrorMessages:
 
 
 @final
+@attrs.define
+class GateSizes:
+    """The gate's size over a run: where it started and every change, a learned gate's
+    (``manor.admission.adaptive``) and those made by hand, each with its tick, its time
+    (``None``: between ticks) and why."""
+
+    start: int | None = None
+    history: list[dict[str, Any]] = attrs.field(factory=list)
+
+    def changed(self, tick: int, at: float | None, size: int, why: str) -> None:
+        self.history.append({"tick": tick, "at": at, "size": size, "why": why})
+
+    def as_dict(self, final: int) -> dict[str, Any]:
+        """``start``, ``min``, ``max``, ``final``, ``changes`` (how many) and ``history``."""
+        sizes = [self.start if self.start is not None else final, *(change["size"] for change in self.history)]
+        return {"start": sizes[0], "min": min(sizes), "max": max(sizes), "final": final, "changes": len(self.history), "history": self.history}
+
+
+@final
 class RunStatistics(Instrument):
     """Counts every call's outcome and every tick's makespan, as ticks finish."""
 
@@ -186,10 +208,24 @@ class RunStatistics(Instrument):
         #: The first call that degraded (the earliest to end, of the first tick with
         #: one): with a breaker, the cause, where the most common is ``circuit_open``.
         self.first_error: CallRecord | None = None
+        self.gate_sizes = GateSizes()
+        self._tick = 0
 
     def run_started(self, loop: TickLoop) -> None:
         if not self.calls:
             self.degradations = empty_degradations(loop.world.callers)
+        if self.gate_sizes.start is None:
+            self.gate_sizes.start = loop.gate.size
+
+    def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
+        self._tick = tick
+
+    def setting_changed(self, key: str, value: object, during_tick: bool) -> None:
+        at = trio.current_time() if during_tick else None
+        if key == "gate.size":
+            self.gate_sizes.changed(self._tick, at, int(value), "set by hand")  # type: ignore[call-overload]
+        elif key == LEARNED_KEY and isinstance(value, Adjustment) and value.size is not None:
+            self.gate_sizes.changed(self._tick, at, value.size, value.why)
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         self.ticks += 1
@@ -236,16 +272,18 @@ class RunStatistics(Instrument):
         platform = loop.limiter.statistics()
         return self.figures(
             scene=engine.scene.spec.name, policy=loop.policy.name, order=loop.order, seed=engine.config.settings.run.seed,
-            platform_limit=platform.limit, gate_size=loop.gate.size, peak_platform_sessions=platform.peak, world=loop.world,
+            platform_limit=platform.limit, gate_size=loop.gate.size, learns=engine.config.settings.gate.learns,
+            peak_platform_sessions=platform.peak, world=loop.world,
         )  # fmt: skip
 
     def figures(
-        self, *, scene: str, policy: str, order: str, seed: int | None, platform_limit: int, gate_size: int,
+        self, *, scene: str, policy: str, order: str, seed: int | None, platform_limit: int, gate_size: int, learns: bool,
         peak_platform_sessions: int, world: World,
     ) -> dict[str, Any]:  # fmt: skip
         """The run's figures, as ``manor run --json`` prints them, for a run of these
         settings that left ``world`` (``summary`` takes them from its engine; a save's
-        recorded figures from the save)."""
+        recorded figures from the save). ``learns``: the gate's size was learned
+        (``gate.size = auto``): its sizes over the run are given too."""
         kinds = list(world.callers)
         over = world.over
         return {
@@ -256,6 +294,7 @@ class RunStatistics(Instrument):
             "seed": seed,
             "platform_limit": platform_limit,
             "gate_size": gate_size,
+            **({"gate_sizes": self.gate_sizes.as_dict(gate_size)} if learns else {}),
             "calls": self.calls,
             "ok": self.ok,
             "degraded": self.degraded,

@@ -1,5 +1,6 @@
 """Worlds: the games Manor runs. ``base`` says what a world is to the engine; the
-Wacky Manor (``manor``) is the default one; ``loading`` finds a scene's world."""
+Wacky Manor (``manor``) is the default one; ``loading`` finds a scene's world and loads
+a scene with the keys its world takes."""
 
 from .base import (
     Caller,
@@ -11,7 +12,7 @@ from .base import (
     world_marks,
     world_positions,
 )
-from .loading import BUILT_IN, create_world, world_class
+from .loading import BUILT_IN, create_world, load_scene, scene_keys, scene_problem, world_class
 from .manor import ManorWorld
 
 __all__ = [
@@ -22,6 +23,9 @@ __all__ = [
     "World",
     "chain_hash",
     "create_world",
+    "load_scene",
+    "scene_keys",
+    "scene_problem",
     "start_hash",
     "undeclared_caller",
     "world_class",

@@ -69,6 +69,9 @@ class World(Protocol):
             another story or hash, so that old saves say so instead of failing to verify.
         callers: every caller kind it plans calls for, in the order reports show them,
             each with its fallback, labels and story style (``manor.callers.Caller``).
+        scene_keys (optional): the keys of a scene file it takes besides the shared
+            ones, a ``manor.content.SceneKeys`` Struct; a world without one takes the
+            manor's (``manor.worlds.loading.scene_keys``).
 
     Attributes:
         tick: the last tick applied (0 before the first).

@@ -1,6 +1,8 @@
 """The Wacky Manor: characters in rooms, a narrator, a summariser and scene beats.
 
-Manor's first world and the default one (a scene with no ``world`` key plays it).
+Manor's first world and the default one (a scene with no ``world`` key plays it). Its
+keys of a scene file — ``rooms``, ``narrator``, ``summariser``, ``[beats]`` — are its
+own (``ManorKeys``), not every scene's.
 """
 
 from __future__ import annotations
@@ -9,16 +11,21 @@ import enum
 import random
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, final
+from typing import Annotated, ClassVar, Self, final
 
 import attrs
+import msgspec
+from msgspec import Meta
 
 from ..calls import Request
-from ..content import Scene
+from ..content import AgentSpec, Scene, SceneKeys
+from ..limits import MAX_BEATS_PER_TICK, AgentId
 from ..records import CallRecord, StoryEntry
 from .base import Caller, GameOver, chain_hash, start_hash
 
-__all__ = ["CALLERS", "FALLBACKS", "CallerKind", "ManorWorld"]
+__all__ = ["CALLERS", "FALLBACKS", "BeatSpec", "CallerKind", "ManorKeys", "ManorWorld"]
+
+NonEmpty = Annotated[str, Meta(min_length=1)]
 
 
 class CallerKind(enum.StrEnum):
@@ -47,6 +54,50 @@ CALLERS: dict[str, Caller] = {
 #: What a degraded call of each caller kind leaves in the story instead of its text.
 FALLBACKS: dict[str, str] = {kind: caller.fallback for kind, caller in CALLERS.items()}
 
+class BeatSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Scene beats: ``per_tick`` calls a tick, speakers and prompts taking turns."""
+
+    per_tick: Annotated[int, Meta(ge=0, le=MAX_BEATS_PER_TICK)] = 0
+    speakers: tuple[AgentId, ...] = ()
+    prompts: Annotated[tuple[str, ...], Meta(min_length=1)] = ("Something happens.",)
+
+
+class ManorKeys(SceneKeys, kw_only=True):
+    """The manor's keys of a scene file.
+
+    Attributes:
+        rooms: where the characters can be; a character who names one moves there.
+        narrator, summariser: their agent ids (``agents/<id>.toml``).
+        beats: the ``[beats]`` table.
+    """
+
+    rooms: Annotated[tuple[NonEmpty, ...], Meta(min_length=1)]
+    narrator: AgentId = "narrator"
+    summariser: AgentId = "summariser"
+    beats: BeatSpec = BeatSpec()
+
+    def agents(self) -> dict[str, AgentId]:
+        return {"narrator": self.narrator, "summariser": self.summariser}
+
+    def recast(self, cast: tuple[AgentId, ...]) -> Self:
+        """The beats' speakers: the first of the new cast, as many as there were (one at least)."""
+        speakers = cast[: max(1, len(self.beats.speakers))]
+        return msgspec.structs.replace(self, beats=msgspec.structs.replace(self.beats, speakers=speakers))
+
+    def start_room(self, index: int) -> str | None:
+        return self.rooms[index % len(self.rooms)]
+
+    def problem(self, characters: Mapping[AgentId, AgentSpec]) -> str | None:
+        """A beat speaker not in the cast, or beats with no speaker."""
+        beats = self.beats
+        for speaker in beats.speakers:
+            if speaker not in characters:
+                return f"beat speaker '{speaker}' is not in the cast"
+        if beats.per_tick and not beats.speakers:
+            return f"beats.per_tick is {beats.per_tick} but beats.speakers is empty"
+        return None
+
+
 #: How many recent lines the narrator and summariser see.
 _PROMPT_LINES = 24
 #: How much of the story stays in memory (save files keep all of it).
@@ -65,8 +116,10 @@ class ManorWorld:
     name: ClassVar[str] = "manor"
     version: ClassVar[str] = "1"
     callers: ClassVar[Mapping[str, Caller]] = CALLERS
+    scene_keys: ClassVar[type[SceneKeys]] = ManorKeys
 
     scene: Scene
+    keys: ManorKeys
     tick: int = 0
     positions: dict[str, str] = attrs.field(factory=dict)
     last_lines: dict[str, str] = attrs.field(factory=dict)
@@ -80,13 +133,21 @@ class ManorWorld:
     @classmethod
     def from_scene(cls, scene: Scene, rng: random.Random) -> ManorWorld:
         """The characters at their start rooms (``rng`` is not drawn from: the manor's
-        only chance is in its calls' answers)."""
-        rooms = scene.spec.rooms
+        only chance is in its calls' answers).
+
+        Raises:
+            ValueError: the scene's keys are not the manor's (``ManorKeys``).
+        """
+        keys = scene.keys(ManorKeys)
+        problem = keys.problem(scene.characters)
+        if problem:
+            raise ValueError(problem)
+        rooms = keys.rooms
         positions = {
             agent_id: agent.start_room if agent.start_room in rooms else rooms[i % len(rooms)]
             for i, (agent_id, agent) in enumerate(scene.characters.items())
         }
-        return cls(scene=scene, positions=positions, hash=start_hash([scene.spec.name, scene.spec.seed, sorted(positions.items())]))
+        return cls(scene=scene, keys=keys, positions=positions, hash=start_hash([scene.spec.name, scene.spec.seed, sorted(positions.items())]))
 
     @property
     def over(self) -> GameOver | None:
@@ -104,11 +165,11 @@ class ManorWorld:
             for agent_id, agent in scene.characters.items()
         ]
         recent = "\n".join(self._recent[-_PROMPT_LINES:])
-        narrator_id, narrator = scene.narrator
-        summariser_id, summariser = scene.summariser
-        requests.append(Request(caller=_NARRATOR, agent=narrator_id, tick=tick, model=narrator.model, prompt=f"Narrate what just happened:\n{recent}"))
-        requests.append(Request(caller=_SUMMARISER, agent=summariser_id, tick=tick, model=summariser.model, prompt=f"Summarise what was observed:\n{recent}"))
-        beats = scene.spec.beats
+        keys = self.keys
+        narrator, summariser = scene.others[keys.narrator], scene.others[keys.summariser]
+        requests.append(Request(caller=_NARRATOR, agent=keys.narrator, tick=tick, model=narrator.model, prompt=f"Narrate what just happened:\n{recent}"))
+        requests.append(Request(caller=_SUMMARISER, agent=keys.summariser, tick=tick, model=summariser.model, prompt=f"Summarise what was observed:\n{recent}"))
+        beats = keys.beats
         for i in range(beats.per_tick):
             turn = (tick - 1) * beats.per_tick + i
             speaker = beats.speakers[turn % len(beats.speakers)]
@@ -169,4 +230,4 @@ class ManorWorld:
 
     def _room_named(self, text: str) -> str | None:
         lowered = text.lower()
-        return next((room for room in self.scene.spec.rooms if room in lowered), None)
+        return next((room for room in self.keys.rooms if room in lowered), None)

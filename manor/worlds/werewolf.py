@@ -36,11 +36,12 @@ from msgspec import Meta
 
 from ..answers import InvalidAnswer, decode_answer
 from ..calls import Request
-from ..content import Scene
+from ..content import Scene, SceneKeys
+from ..limits import AgentId
 from ..records import CallRecord, StoryEntry
 from .base import Caller, GameOver, chain_hash, start_hash
 
-__all__ = ["CALLERS", "MAX_PLAYERS", "MODERATOR", "Rules", "WerewolfWorld"]
+__all__ = ["CALLERS", "MAX_PLAYERS", "MODERATOR", "Rules", "WerewolfKeys", "WerewolfWorld"]
 
 Role = Literal["werewolf", "seer", "doctor", "villager"]
 Phase = Literal["night", "talk", "vote"]
@@ -93,6 +94,23 @@ class Rules(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
     reveal_roles: bool = True
 
 
+class WerewolfKeys(SceneKeys, kw_only=True):
+    """Werewolf's keys of a scene file, beside the shared ones and ``[rules]``.
+
+    Attributes:
+        narrator, summariser: their agent ids (``agents/<id>.toml``).
+        rooms: taken and ignored, so that a scene file written when every scene had to
+            name its rooms still loads: the village has no rooms.
+    """
+
+    narrator: AgentId = "narrator"
+    summariser: AgentId = "summariser"
+    rooms: tuple[str, ...] = ()
+
+    def agents(self) -> dict[str, AgentId]:
+        return {"narrator": self.narrator, "summariser": self.summariser}
+
+
 class _RulesTable(msgspec.Struct, frozen=True):
     """The ``[rules]`` table where it is in the scene file: msgspec's errors then name
     its keys as the scene's other errors do (``$.rules.werewolves``)."""
@@ -127,8 +145,10 @@ class WerewolfWorld:
     name: ClassVar[str] = "werewolf"
     version: ClassVar[str] = "1"
     callers: ClassVar[Mapping[str, Caller]] = CALLERS
+    scene_keys: ClassVar[type[SceneKeys]] = WerewolfKeys
 
     scene: Scene
+    keys: WerewolfKeys
     rules: Rules
     #: Agent id -> role, in cast order.
     roles: dict[str, Role]
@@ -157,9 +177,10 @@ class WerewolfWorld:
 
         Raises:
             ValueError: a bad ``[rules]`` table, more players than ``MAX_PLAYERS``,
-                more special roles than players, werewolves not outnumbered, two
-                players of one name, or scene beats.
+                more special roles than players, werewolves not outnumbered, or two
+                players of one name.
         """
+        keys = scene.keys(WerewolfKeys)
         try:
             rules = msgspec.convert({"rules": scene.spec.rules}, _RulesTable).rules
         except msgspec.ValidationError as exc:
@@ -176,8 +197,6 @@ class WerewolfWorld:
         twice = next((name for name in names if names.count(name) > 1 or not name), None)
         if twice is not None:
             raise ValueError(f"every player needs a name of their own ({twice!r} is not)")
-        if scene.spec.beats.per_tick:
-            raise ValueError("werewolf has no scene beats: leave out [beats]")
         dealt = cast.copy()
         rng.shuffle(dealt)
         counts: tuple[tuple[Role, int], ...] = (("werewolf", rules.werewolves), ("seer", rules.seers), ("doctor", rules.doctors))
@@ -186,7 +205,7 @@ class WerewolfWorld:
         by_agent = dict(zip(dealt, deck, strict=True))
         roles = {agent: by_agent[agent] for agent in cast}
         material = [scene.spec.name, msgspec.to_builtins(rules), list(roles.items())]
-        return cls(scene=scene, rules=rules, roles=roles, rng=rng, hash=start_hash(material))
+        return cls(scene=scene, keys=keys, rules=rules, roles=roles, rng=rng, hash=start_hash(material))
 
     # -- state ------------------------------------------------------------------------
 
@@ -240,13 +259,13 @@ class WerewolfWorld:
             shape, names = self.shape(caller, agent) if caller in _SHAPE_NAMES else (None, {})
             prompt = self._player_prompt(agent, caller, day, public, ", ".join(names))
             requests.append(self._request(caller, agent, tick, prompt, shape))
-        narrator = self.scene.narrator[0]
+        narrator = self.keys.narrator
         requests.append(self._request("narrator", narrator, tick, (
             f"You narrate a game of Werewolf: {self.scene.spec.name}. In a short paragraph, tell what "
             f"just happened, from these facts alone (never guess anyone's role):\n{public}"
         ), None))  # fmt: skip
         if tick > 1:
-            summariser = self.scene.summariser[0]
+            summariser = self.keys.summariser
             requests.append(self._request("summariser", summariser, tick, (
                 f"Keep the public record of this game of Werewolf: who died, who was voted out, who "
                 f"accused whom. The record so far: {self.summary or '(empty)'}\nWhat happened since:\n{public}"

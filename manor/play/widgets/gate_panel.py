@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from ...admission.adaptive import Adjustment
 from ...admission.gate import GateStatistics
 from ...admission.limiter import SessionLimiterStatistics
 from ...tick.statistics import PlatformRejections
@@ -22,6 +23,10 @@ class GatePanel(Static):
 
     A row too long for the panel takes its short label, then its value abbreviated
     (``rej. 18.9k (3 srv)``): its figure is never cut.
+
+    A learned gate (``gate.size = "auto"``) shows its last change in short instead of
+    the gate's peak (``↓6 refused``, ``↑7 full use``, ``paused``); the panel's tooltip
+    says it whole.
     """
 
     BORDER_TITLE = "gate"
@@ -37,9 +42,12 @@ class GatePanel(Static):
         gated: bool,
         burst: int,
         tick: str,
+        learned: Adjustment | None | bool = False,
     ) -> None:
-        """Redraw if a figure changed; ``tick`` says which tick they belong to."""
-        shown = (gate, platform, rejections.by_limiter, rejections.by_server, gated, burst, tick)
+        """Redraw if a figure changed; ``tick`` says which tick they belong to;
+        ``learned``: a learned gate's last change (``None``: none yet), or ``False``
+        for a gate of a set size."""
+        shown = (gate, platform, rejections.by_limiter, rejections.by_server, gated, burst, tick, learned)
         if shown == self._shown:
             return
         self._shown = shown
@@ -57,6 +65,9 @@ class GatePanel(Static):
             ("gate peak", "g. peak", count(gate.peak_in_flight), ""),
             ("rejected", "rej.", _rejected(rejections), "bold red" if rejections.total else ""),
         ]  # fmt: skip
+        if learned is not False:  # in the gate peak's row: the panel has room for seven
+            rows[5] = ("learned", "lrn.", [_change(learned)], "bold")
+            self.tooltip = f"the gate's size is learned; last: {learned.why}" if learned is not None else "the gate's size is learned; no change yet"
         # Plain aligned text: a rich Table costs ten times as much to draw, every frame.
         width = self.content_size.width or 24
         text = Text(no_wrap=True, overflow="crop")
@@ -88,3 +99,12 @@ def _rejected(rejections: PlatformRejections) -> list[str]:
         return count(rejections.total)
     totals, servers = count(rejections.total), count(rejections.by_server)
     return _pair(totals, servers, "{} ({} srv)") + _pair(totals, servers, "{}/{}srv")
+
+
+def _change(adjustment: Adjustment | None) -> str:
+    """A learned gate's last change, in short."""
+    if adjustment is None:
+        return "no change"
+    if adjustment.size is None:
+        return "paused"
+    return f"↓{adjustment.size} refused" if adjustment.why.startswith("refused") else f"↑{adjustment.size} full use"
