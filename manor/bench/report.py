@@ -113,6 +113,8 @@ def _fleet_targets(fleet: Mapping[str, Any]) -> list[dict[str, Any]]:
             name = f"fleet.in_process {point['worlds']} worlds: {what}"
             targets.append(_target(name, f">= {bar}", value, None if value is None else value >= bar))
     for row in fleet.get("mixed", ()):
+        if "claim_s" in row:
+            continue  # the trade-off's other side: no targets
         value = row["jain_share_per_weight"]
         name = f"fleet.mixed {row['fleet']}: Jain's index of share / weight"
         targets.append(_target(name, f">= {FLEET_FAIRNESS}", value, None if value is None else value >= FLEET_FAIRNESS))
@@ -404,10 +406,11 @@ def _fleet(console: Console, figures: Mapping[str, Any]) -> None:
     )  # fmt: skip
     for row in figures["mixed"]:
         for number, world in enumerate(row["worlds"]):
+            fleet = row["fleet"] + (f" (claim_s {row['claim_s']:g})" if "claim_s" in row else "")
             cap = "" if world["max_sessions"] is None else f" ≤{world['max_sessions']}"
             twin = f"{world['vs_twin_mean']:.2f} / {world['vs_twin_p95']:.2f}" if "vs_twin_mean" in world else ""
             table.add_row(
-                row["fleet"] if not number else "", world["tenant"], f"{world['weight']:g}{cap}", f"{world['calls_per_tick']:g}",
+                fleet if not number else "", world["tenant"], f"{world['weight']:g}{cap}", f"{world['calls_per_tick']:g}",
                 f"{world['tick_mean_s']:.2f}", f"{world['tick_p95_s']:.2f}", f"{world['alone_tick_mean_s']:.2f}", twin,
                 str(world["degraded"]), _optional(world["backlogged_share"]), _optional(world["share_per_weight"]),
                 f"{world['gate_wait_s']['mean']:.2f}", str(world["peak_held"]), _optional(row["jain_share_per_weight"]) if not number else "",

@@ -72,6 +72,10 @@ class GateSettings(Section):
     #: How long a shared gate's permit lasts unless its process renews it (a process
     #: killed while calls run loses their permits within this).
     lease_s: LeaseSeconds = 5.0
+    #: How long a tenant that shares the gate with others (a world of a fleet) keeps a
+    #: claim on its share of the slots after its last call ended: others may borrow
+    #: beyond their own share only slots nobody claims (0: lend every idle slot at once).
+    claim_s: Seconds = 2.0
 
     @property
     def learns(self) -> bool:
@@ -168,6 +172,7 @@ RETIRED_KEYS: dict[str, str] = {
 #: with it (a save written since records every key, its default included).
 FORMER_DEFAULTS: dict[str, Any] = {
     "run.order": "fifo",  # longest-first became the default (issue 15)
+    "gate.claim_s": 0.0,  # claims on a share came with issue 23's long calls
 }
 
 #: Keys the configuration derives from others when they are left unset (origin

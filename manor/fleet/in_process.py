@@ -384,7 +384,7 @@ def build_fleet(
     """
     s = configured[0][0].settings
     if gate is None:
-        gate = Gate(size=s.gate.first_size, rate=s.gate.rate, burst=s.gate.burst)
+        gate = Gate(size=s.gate.first_size, rate=s.gate.rate, burst=s.gate.burst, claim_s=s.gate.claim_s)
     limiter = SessionLimiter(s.platform.limit)
     office = TicketOffice(gate)
     if tenants is None:

@@ -128,7 +128,7 @@ def build_engine(
         config.backends.check_environment((chosen.backend for chosen in assignment.values()), os.environ)
         backend = routing_provider(assignment, config.backends, scene_sim(config, scene), run_id)
     if gate is None:
-        gate = Gate(size=s.gate.first_size, rate=s.gate.rate, burst=s.gate.burst)
+        gate = Gate(size=s.gate.first_size, rate=s.gate.rate, burst=s.gate.burst, claim_s=s.gate.claim_s)
     learning: LearnedSize | RecordedAdjustments | None = None
     if s.gate.learns:
         assert s.gate.max is not None  # resolve() derives it
@@ -179,7 +179,7 @@ def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> Shar
     """
     s = config.settings.gate
     if not s.url:
-        return Gate(size=s.first_size, rate=s.rate, burst=s.burst)
+        return Gate(size=s.first_size, rate=s.rate, burst=s.burst, claim_s=s.claim_s)
     from ..admission.redis_gate import (
         RedisGate,  # Redis is touched only for a shared gate
     )
