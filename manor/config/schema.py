@@ -19,6 +19,8 @@ from ..limits import (
     Burst,
     Count,
     GateName,
+    TenantName,
+    Weight,
     GateUrl,
     LeaseSeconds,
     Money,
@@ -76,6 +78,14 @@ class GateSettings(Section):
     #: claim on its share of the slots after its last call ended: others may borrow
     #: beyond their own share only slots nobody claims (0: lend every idle slot at once).
     claim_s: Seconds = 2.0
+    #: This process's tenant at a shared gate (gate.url): processes with the same tenant
+    #: share its share; unset or empty: this host and process id.
+    tenant: TenantName = ""
+    #: This process's tenant's weight at a shared gate, against the other tenants'.
+    weight: Weight = 1.0
+    #: The most calls this process's tenant may have in flight at a shared gate (0: no
+    #: cap but the gate's size).
+    max_sessions: Count = 0
 
     @property
     def learns(self) -> bool:

@@ -186,7 +186,10 @@ def make_gate(config: Config, scene: Scene, *, world: str | None = None) -> Shar
 
     if world is None:
         world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
-    gate = RedisGate(s.url, s.name, size=s.first_size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
+    gate = RedisGate(
+        s.url, s.name, size=s.first_size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, claim_s=s.claim_s, world=world,
+        tenant=s.tenant, weight=s.weight, max_sessions=s.max_sessions or None,
+    )  # fmt: skip
     gate.check_reachable()
     return gate
 
