@@ -16,7 +16,7 @@ proportion to each lane's weight (``set_share``), corrected by what each call re
 held when it ends; a lane may have a cap on its calls in flight. With ``claim_s``, a
 lane that is waiting, holding a slot or had a call end within ``claim_s`` keeps a claim
 on its share of the slots, and the other lanes borrow beyond their own shares only the
-slots nobody claims (``_lends_to``). With one lane it is plain ticket order.
+slots nobody claims (``manor.admission.claims``). With one lane it is plain ticket order.
 
 ``SharedGate`` is what the tick loop and the gate layer need of a gate. ``Gate`` is the
 in-process one, exact and deterministic; ``manor.admission.redis_gate.RedisGate`` keeps the same
@@ -36,6 +36,7 @@ import trio
 
 from ..clock import current_time
 from ..errors import GateTimeout
+from .claims import Claimant, lends_to
 from .lanes import Lanes
 
 __all__ = ["Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
@@ -198,7 +199,7 @@ class Gate:
         burst: the bucket's capacity (and its initial level).
         claim_s: how long a tenant that shares the gate with others keeps a claim on
             its share of the slots after its last call ended (0: no claims, every
-            idle slot is lent at once). See ``_lends_to``.
+            idle slot is lent at once). See ``manor.admission.claims``.
     """
 
     _size: int = attrs.field(alias="size", validator=attrs.validators.ge(1))
@@ -629,56 +630,19 @@ class Gate:
             self._capped.discard(lane)
 
     def _lends_to(self, lane: int, now: float | None) -> float:
-        """``0.0`` when ``lane`` may take a free slot now; otherwise the instant the
-        claims that keep it out lapse by themselves (``math.inf``: only when a call
-        ends or a ticket comes).
-
-        Lending an idle slot is right (the gate is work-conserving), but a call once
-        admitted runs to its end: a slot lent for 18 s to a tenant already over its
-        share is still held when the tenant it was lent from comes back. So every lane
-        that has tickets in line, holds a slot, or saw a call end within ``claim_s``
-        (between two of its ticks) *claims* its share of the slots: size × its weight
-        over the claiming lanes' weights, or its cap if that is less. A lane takes a
-        slot while it holds less than its share; beyond it, only a slot no claim
-        needs: the free slots must exceed what the other claiming lanes are short of
-        their shares. Within their shares, and for the slots nobody claims, the fair
-        queue decides.
-        """
+        """``0.0`` when ``lane`` may take a free slot now; otherwise when the claims of
+        the other lanes that keep it out lapse (``manor.admission.claims``)."""
         if now is None:
             now = current_time()
-        holding, claim_s, weight = self._holding, self._claim_s, self._slot_line.weight
-        claims: list[tuple[int, float, float]] = []  # (lane, weight, when its claim lapses)
-        total = 0.0
-        for other in self._lanes:
-            if other == lane or holding.get(other, 0) or other in self._slot_line or other in self._token_line:
-                lapses = math.inf
-            else:
-                ended = self._released_at.get(other)
-                if ended is None or now - ended >= claim_s:
-                    continue
-                lapses = ended + claim_s
-            w = weight(other)
-            total += w
-            claims.append((other, w, lapses))
-        share = self._size / total
-        if holding.get(lane, 0) < share * weight(lane) - _EPSILON:
-            return 0.0
-        short = 0.0
-        lapses_at = math.inf
-        for other, w, lapses in claims:
-            if other == lane:
-                continue
-            due = share * w
-            cap = self._caps.get(other)
-            if cap is not None and cap < due:
-                due = cap
-            missing = due - holding.get(other, 0)
-            if missing > 0:
-                short += missing
-                lapses_at = min(lapses_at, lapses)
-        if self._size - self._in_flight - short >= 1.0 - _EPSILON:
-            return 0.0
-        return lapses_at
+        holding, weight, caps = self._holding, self._slot_line.weight, self._caps
+        tenants = {
+            other: Claimant(
+                weight(other), caps.get(other), holding.get(other, 0),
+                other in self._slot_line or other in self._token_line, self._released_at.get(other),
+            )
+            for other in self._lanes
+        }  # fmt: skip
+        return lends_to(lane, tenants, size=self._size, in_flight=self._in_flight, now=now, claim_s=self._claim_s)
 
     def _front(self, line: Lanes, stage: int, capped: set[int] | tuple[()] = ()) -> _Waiter | None:
         """The waiter whose turn it is in ``line``, dropping those that have passed

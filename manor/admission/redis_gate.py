@@ -15,8 +15,9 @@ the in-process ``manor.admission.gate.Gate``:
   (a ticket issued ahead of time holds back the ones behind it, as in the in-process
   gate), so a tick keeps its planned order; the worlds of a fleet in one process take
   turns in lanes (``manor.admission.lanes``), and while it has more than one, a process
-  keeps no more of its waiters at the server than the gate has slots, so that the turns
-  are taken as slots free, not all at once as the waiters arrive;
+  keeps no more waiters at the server and permits together than the gate has slots, so
+  that the turns are taken as slots free, not all at once as the waiters arrive, with a
+  claim on each lane's share (``manor.admission.claims``);
 - a wait longer than ``gate.timeout_s`` degrades as ``gate_timeout``; the optional token
   bucket is shared, and a token taken by a waiter that then gives up is refunded;
 - ``size`` can be changed from any process (or ``manor gate resize``); every process
@@ -68,6 +69,7 @@ from ..errors import (
     one_line,
     redacted_url,
 )
+from .claims import Claimant, lends_to
 from .gate import GateStatistics
 from .lanes import Lanes
 
@@ -122,6 +124,7 @@ class _Waiter:
     ticket: int
     #: The seconds it is expected to hold its slot, as its tenant is charged.
     cost: float = 1.0
+    lane: int = 0
     stage: int = _ISSUED
     queued_at: float = 0.0
     done: trio.Event = attrs.field(factory=trio.Event)
@@ -272,6 +275,12 @@ class RedisGate:
     # at the server.
     _line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
     _lanes: set[int] = attrs.field(factory=set, init=False, repr=False)
+    # The lane of each waiter sent and permit held, and when each lane's last call
+    # ended: the lanes' claims on their shares of what this process sends (``claims``),
+    # and when the sender looks again for a claim that lapses.
+    _lane_of: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+    _lane_ended_at: dict[int, float] = attrs.field(factory=dict, init=False, repr=False)
+    _send_at: float = attrs.field(default=math.inf, init=False, repr=False)
     _waiting: dict[str, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
     # The waiters sent to the server, in the order sent: the order it grants them.
     _in_line: deque[_Waiter] = attrs.field(factory=deque, init=False, repr=False)
@@ -375,7 +384,7 @@ class RedisGate:
         self._lanes.add(lane)
         for index, ticket in enumerate(tickets):
             cost = 1.0 if costs is None else costs[index]
-            self._waiters[ticket] = _Waiter(ticket, cost)
+            self._waiters[ticket] = _Waiter(ticket, cost, lane)
             self._line.append(ticket, lane, cost)
         return tickets
 
@@ -569,8 +578,10 @@ class RedisGate:
         """Send what this process did (releases, waiters that gave up, arrivals in
         ticket order, a new size) to the server, as it happens, batched."""
         while True:
-            await self._work.wait()
+            with trio.move_on_at(self._send_at):
+                await self._work.wait()
             self._work = trio.Event()
+            self._send_at = math.inf
             if not self._available:
                 continue
             try:
@@ -601,18 +612,31 @@ class RedisGate:
         lane in turn, before the first issued ticket whose caller has not arrived."""
         arrivals = []
         line, waiters = self._line, self._waiters
-        # With lanes to take turns, no more at the server than the gate has slots: the
-        # rest take their turns here as grants come back.
-        window = self._size if len(self._lanes) > 1 else math.inf
-        while line and len(self._waiting) < window:
-            waiter = waiters.get(line.head())
+        lanes = len(self._lanes) > 1
+        # With lanes to take turns, no more waiting at the server and holding together
+        # than the gate has slots: the rest take their turns here as slots free (a
+        # release and the arrival it lets go share one transition). And a lane over its
+        # share of them sends no more while another lane claims its own (``claims``).
+        window = self._size if lanes else math.inf
+        claims = lanes and self.claim_s > 0
+        passed: set[int] = set()
+        while line and len(self._lane_of) < window:
+            ticket = line.head(passed)
+            if ticket is None:
+                break  # every lane with waiters is kept out by a claim
+            waiter = waiters.get(ticket)
             if waiter is None or waiter.stage == _FAILED:
                 line.drop()  # withdrawn, gave up, or failed: it holds nobody back
             elif waiter.stage == _ARRIVED:
+                if claims and (lapses := self._lends_to(waiter.lane)):
+                    passed.add(waiter.lane)
+                    self._send_at = min(self._send_at, lapses)
+                    continue
                 line.served()
                 waiter.stage = _SENT
                 waiter.id = f"{self._pid}:{waiter.ticket}"
                 self._waiting[waiter.id] = waiter
+                self._lane_of[waiter.id] = waiter.lane
                 self._in_line.append(waiter)
                 arrivals.append(waiter)
             else:
@@ -743,7 +767,30 @@ class RedisGate:
                 waiter.admitted_at = now
                 waiter.done.set()
 
+    def _lends_to(self, lane: int) -> float:
+        """``0.0`` when ``lane`` may send a waiter now; otherwise when the claims of
+        the other lanes that keep it out lapse (``manor.admission.claims``): the lanes
+        share what this process may have at the server, the gate's size (or its cap)."""
+        outstanding: dict[int, int] = {}
+        for of in self._lane_of.values():
+            outstanding[of] = outstanding.get(of, 0) + 1
+        tenants = {
+            other: Claimant(self._line.weight(other), None, outstanding.get(other, 0), other in self._line, self._lane_ended_at.get(other))
+            for other in self._lanes
+        }
+        size = self._size if self.max_sessions is None else min(self._size, self.max_sessions)
+        return lends_to(lane, tenants, size=size, in_flight=len(self._lane_of), now=trio.current_time(), claim_s=self.claim_s)
+
+    def _ended(self, id: str) -> None:
+        """The waiter or permit ``id`` has left this process's share (``_lends_to``)."""
+        lane = self._lane_of.pop(id, None)
+        if lane is not None:
+            self._lane_ended_at[lane] = trio.current_time()
+            if len(self._lanes) > 1:
+                self._kick()
+
     def _release(self, id: str) -> None:
+        self._ended(id)
         if id in self._held:
             self._held.discard(id)
             if self._available:
@@ -756,6 +803,7 @@ class RedisGate:
         """A waiter stops waiting (timed out, or cancelled): it holds nothing after.
         At the server it leaves the line, or gives back the slot granted meanwhile."""
         self._waiters.pop(waiter.ticket, None)
+        self._ended(waiter.id)
         if waiter.stage == _SENT:
             del self._waiting[waiter.id]
         elif waiter.stage == _GRANTED:
@@ -786,6 +834,7 @@ class RedisGate:
         self._cancelled.clear()
         for waiter in self._waiters.values():
             if waiter.stage in (_ARRIVED, _SENT):
+                self._lane_of.pop(waiter.id, None)
                 waiter.stage = _FAILED
                 waiter.failure = self._unavailable()
                 waiter.done.set()

@@ -43,7 +43,7 @@ from ..run import interrupts
 from ..run.engine import scene_sim
 from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector
 
-__all__ = ["CLAIMS_OFF", "MIXED", "SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound", "idle_while_waiting"]
+__all__ = ["CLAIMS_OFF", "MIXED", "SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound", "idle_while_waiting", "mixed_scenes"]
 
 #: The fleet sizes the suite runs.
 WORLDS = (1, 4, 16)
@@ -100,7 +100,7 @@ def _fleet(context: BenchContext, worlds: int) -> dict[str, Any]:
 
 
 #: The mixed fleets: (name, the worlds' scenes as ``--scenes`` entries). ``manor`` is
-#: the bundled Wacky Manor; ``crowd`` and ``oracle`` are generated (``_mixed_scenes``).
+#: the bundled Wacky Manor; ``crowd`` and ``oracle`` are generated (``mixed_scenes``).
 MIXED = (
     ("manor beside its twin", ("wacky_manor", "wacky_manor")),
     ("manor beside a crowd (>= 200 calls a tick)", ("wacky_manor", "crowd")),
@@ -142,7 +142,7 @@ jitter = 0.0
 """
 
 
-def _mixed_scenes(folder: Path) -> dict[str, str]:
+def mixed_scenes(folder: Path) -> dict[str, str]:
     """The generated scenes, written to ``folder``: name -> path."""
     (folder / "scenes").mkdir()
     (folder / "agents").mkdir()
@@ -214,7 +214,7 @@ def _mixed(context: BenchContext) -> list[dict[str, Any]]:
     """Each mixed fleet, and each of its worlds alone, with the manor's slowdowns."""
     ticks = MIXED_TICKS_QUICK if context.quick else MIXED_TICKS
     with tempfile.TemporaryDirectory() as folder:
-        generated = _mixed_scenes(Path(folder))
+        generated = mixed_scenes(Path(folder))
 
         def entry(text: str) -> str:
             scene, _, share = text.partition(":")
