@@ -288,6 +288,7 @@ class TestCommandLine:
 class TestBenchmark:
     def test_the_suite_measures_admissions_and_makespans_across_processes(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
         from manor.bench import redis_gate
+        from manor.bench.report import evaluate_targets
         from manor.bench.suite import BenchContext
         from manor.config import standard_sources
         from manor.config.layering import flags_source
@@ -295,6 +296,7 @@ class TestBenchmark:
         monkeypatch.setattr(redis_gate, "PROCESSES", (1, 2))
         monkeypatch.setattr(redis_gate, "ADMISSION_S_QUICK", 0.5)
         monkeypatch.setattr(redis_gate, "TICKS_QUICK", 1)
+        monkeypatch.setattr(redis_gate, "MIXED_TICKS_QUICK", 1)
         sources = standard_sources(flags=flags_source({"gate.url": redis_url}, {}), environ={})
         figures = redis_gate.run(BenchContext(sources=sources, quick=True))
         assert figures["available"] and figures["url"] == redis_url
@@ -309,6 +311,14 @@ class TestBenchmark:
         assert (fleet["worlds"], fleet["processes"], fleet["degraded"]) == (4, 2, 0)
         assert fleet["ratio"] > 0 and 1 <= fleet["peak_platform_sessions"] <= figures["gate_size"]
         assert fleet["fairness"]["jain_share_per_weight"] is None and 0 < fleet["in_process_fairness"]["jain_share_per_weight"] <= 1
+        mixed = figures["mixed"]  # the mixed fleets in process, in one process on Redis, in two
+        assert [row["fleet"] for row in mixed["fleets"]] == [name for name, _ in redis_gate.MIXED]
+        for row in mixed["fleets"]:
+            assert row["in_process"]["manor_vs_twin_mean"] > 0 and row["in_process"]["manor_degraded"] == 0
+            for way in ("redis_one_process", "redis_two_processes"):
+                assert row[way]["manor_vs_twin_mean_vs_in_process"] > 0
+        targets = evaluate_targets({"redis-gate": figures})
+        assert sum("redis-gate.mixed" in target["target"] for target in targets) == 2 * 2 * 2  # crowd, oracle; two ways; mean, p95
 
     def test_without_redis_the_suite_says_so(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from manor.bench import redis_gate

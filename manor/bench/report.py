@@ -82,6 +82,12 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
                 fleet = shared["fleet"]
                 what = f"redis-gate.fleet.ratio ({fleet['worlds']} worlds over {fleet['processes']} processes)"
                 targets.append(_target(what, goal, fleet["ratio"], fleet["ratio"] >= REDIS_GATE_RATIO))
+            for row in shared.get("mixed", {}).get("fleets", ())[1:]:
+                for way in ("redis_one_process", "redis_two_processes"):
+                    for key in ("mean", "p95"):
+                        value = row[way][f"manor_vs_twin_{key}_vs_in_process"]
+                        what = f"redis-gate.mixed {row['fleet']}, {way.removeprefix('redis_').replace('_', ' ')}: the manor's {key} slowdown / in process"
+                        targets.append(_target(what, "1 ± 10 %", value, abs(value - 1) <= 0.1))
         else:
             targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, None, None, shared["note"]))
     play = result.get("play")
@@ -496,6 +502,17 @@ def _redis_gate(console: Console, figures: Mapping[str, Any]) -> None:
             table.add_row(name, f"{mean:.3f}", _optional(fairness["jain_share_per_weight"]), _optional(fairness["makespan_min_max"]))
         table.caption = f"ratio (in one process / over processes): {fleet['ratio']:.3f}; peak platform sessions {fleet['peak_platform_sessions']}"
         table.caption_justify = "left"
+        console.print(table)
+    if "mixed" in figures:
+        mixed = figures["mixed"]
+        table = _table(
+            f"redis-gate — mixed fleets, {mixed['ticks']} ticks, latencies x {mixed['latency_scale']:g}: the manor's mean / p95 "
+            "tick beside the other world over beside its twin",
+            "fleet", "in process", "Redis, one process", "Redis, two processes",
+        )
+        for row in mixed["fleets"]:
+            cells = [f"{row[way]['manor_vs_twin_mean']:.3f} / {row[way]['manor_vs_twin_p95']:.3f}" for way in ("in_process", "redis_one_process", "redis_two_processes")]
+            table.add_row(row["fleet"], *cells)
         console.print(table)
 
 
