@@ -24,6 +24,9 @@ __all__ = [
     "Burst",
     "Count",
     "GateName",
+    "MAX_WEIGHT",
+    "TenantName",
+    "Weight",
     "GateUrl",
     "gate_url_problem",
     "LeaseSeconds",
@@ -77,6 +80,8 @@ MAX_MONEY = 1e12
 MAX_JITTER = 3.0
 #: An agent's id: it names its file, ``agents/<id>.toml``.
 MAX_ID_LENGTH = 64
+#: The largest weight a tenant of a shared gate may have.
+MAX_WEIGHT = 1_000_000.0
 #: The widest field in a simulated line template (``{someone:>20}``).
 MAX_LINE_WIDTH = 200
 #: A shared gate's lease: long enough to be renewed over a loaded network, short
@@ -130,4 +135,8 @@ def gate_url_problem(url: str) -> str | None:
     return None
 #: Part of every key of the gate at the server.
 GateName = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_.-]+$")]
+#: A tenant of a shared gate: empty (this host and process) or a name without '|'.
+TenantName = Annotated[str, Meta(max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9_.:@#-]*$")]
+#: A tenant's weight against the others'.
+Weight = Annotated[float, Meta(gt=0, le=MAX_WEIGHT)]
 LeaseSeconds = Annotated[float, Meta(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from manor.bench.fleet import MIXED, WORLDS, fair_share_bound
+from manor.bench.fleet import CLAIMS_OFF, MIXED, WORLDS, fair_share_bound, idle_while_waiting
 from manor.bench.report import evaluate_targets
 from manor.bench.runner import DEFAULT_SUITES
 from manor.cli import main
@@ -55,7 +55,11 @@ def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
     ]
     assert all(target["met"] for target in result["targets"][:4])
     mixed = fleet["mixed"]
-    assert [row["fleet"] for row in mixed] == [name for name, _ in MIXED]
+    assert [row["fleet"] for row in mixed] == [name for name, _ in MIXED] + list(CLAIMS_OFF)
+    assert [row.get("claim_s") for row in mixed] == [None] * len(MIXED) + [0.0] * len(CLAIMS_OFF)
+    # Without claims every idle slot is lent at once: no slot is left free while a call waits.
+    assert all(row["idle_slot_s_while_waiting"] == 0 for row in mixed[len(MIXED):])
+    assert not any("claim_s" in target["target"] for target in result["targets"])
     assert mixed[1]["worlds"][1]["calls_per_tick"] >= 200  # the crowd
     for row in mixed:  # caps hold, from the records' admissions
         for world in row["worlds"]:
@@ -88,6 +92,16 @@ def test_the_fair_share_bound() -> None:
     record = TickRecord(tick=1, started_at=0.0, finished_at=9.0, calls=(_call(4.0), _call(1.0), _call(1.0)), world_hash="")
     assert fair_share_bound(record, 5, 1) == 4.0
     assert fair_share_bound(record, 5, 4) == pytest.approx(6.0 * 4 / 5)
+
+
+def test_idle_while_waiting() -> None:
+    """Slot-seconds free while a call waited: one of a gate of 2 waits 1 s while the other
+    slot holds a call; then both slots are busy."""
+    held = CallRecord(tick=1, ticket=0, caller="character", agent="a", queued_at=0.0, admitted_at=0.0, finished_at=3.0, outcome="ok")
+    waits = CallRecord(tick=1, ticket=1, caller="character", agent="b", queued_at=0.0, admitted_at=1.0, finished_at=3.0, outcome="ok")
+    record = TickRecord(tick=1, started_at=0.0, finished_at=3.0, calls=(held, waits), world_hash="")
+    assert idle_while_waiting([[record]], 2) == 1.0
+    assert idle_while_waiting([[record]], 3) == 2.0
 
 
 @pytest.mark.parametrize(

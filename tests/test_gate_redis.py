@@ -143,6 +143,103 @@ class TestTheSharedGateProtocol:
                 permit.release()
 
 
+@asynccontextmanager
+async def _tenants(kind: str, redis_url: str, size: int, shares: list[tuple[float, int | None]]) -> AsyncIterator[list[tuple[SharedGate, int]]]:
+    """Tenants of one gate, each with its (weight, cap): lanes of one in-process gate, or
+    processes (each a ``RedisGate`` with a tenant of its own) on one Redis gate. Each is
+    given as (its gate, its lane)."""
+    if kind == "in-process":
+        gate = Gate(size=size, claim_s=0.5)
+        for lane, (weight, cap) in enumerate(shares):
+            gate.set_share(lane, weight, cap)
+        yield [(gate, lane) for lane in range(len(shares))]
+        return
+    name = _name()
+    async with AsyncExitStack() as stack:
+        gates = []
+        for index, (weight, cap) in enumerate(shares):
+            gate = RedisGate(redis_url, name, size=size, claim_s=0.5, tenant=f"tenant-{index}", weight=weight, max_sessions=cap)
+            gates.append((await stack.enter_async_context(gate.connected()), 0))
+        yield gates
+
+
+async def _hold_all(tenant: tuple[SharedGate, int], count: int, seconds: float, spans: list[tuple[float, float]], holding: list[int], peak: list[int]) -> None:
+    """``count`` calls of ``tenant``, issued at once, each holding its slot ``seconds``."""
+    gate, lane = tenant
+
+    async def call(ticket: int) -> None:
+        permit = await gate.acquire(ticket, timeout=30)
+        holding[0] += 1
+        peak[0] = max(peak[0], holding[0])
+        began = trio.current_time()
+        await trio.sleep(seconds)
+        holding[0] -= 1
+        permit.release()
+        spans.append((began, trio.current_time()))
+
+    async with trio.open_nursery() as nursery:
+        for ticket in gate.issue(count, lane=lane, costs=[seconds] * count):
+            nursery.start_soon(call, ticket)
+
+
+class TestTenants:
+    """Tenants share the gate by session-time, the same on both gates (in real time)."""
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("kind", ["in-process", "redis"])
+    async def test_a_tenant_of_long_calls_does_not_take_the_gate(self, kind: str, redis_url: str) -> None:
+        """A gate of 2. Tenant 0: eight calls of 0.5 s; tenant 1, a moment later: eight
+        of 0.05 s. First come, first served, tenant 1 would wait 2 s for the long ones;
+        by session-time its calls go as the first long ones end (some 0.9 s)."""
+        async with _tenants(kind, redis_url, 2, [(1.0, None), (1.0, None)]) as (long, short):
+            spans: list[list[tuple[float, float]]] = [[], []]
+            start = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_hold_all, long, 8, 0.5, spans[0], [0], [0])
+                await trio.sleep(0.02)
+                nursery.start_soon(_hold_all, short, 8, 0.05, spans[1], [0], [0])
+        assert max(end for _, end in spans[1]) - start < 1.5, spans[1]
+
+    @pytest.mark.trio
+    async def test_a_cap_holds_across_processes(self, redis_url: str) -> None:
+        """Two processes of one tenant capped at 1, on a gate of 3: never two at once."""
+        name = _name()
+        async with AsyncExitStack() as stack:
+            gates = [
+                await stack.enter_async_context(RedisGate(redis_url, name, size=3, tenant="capped", max_sessions=1).connected())
+                for _ in range(2)
+            ]
+            holding, peak = [0], [0]
+            spans: list[tuple[float, float]] = []
+            async with trio.open_nursery() as nursery:
+                for gate in gates:
+                    nursery.start_soon(_hold_all, (gate, 0), 4, 0.03, spans, holding, peak)
+            assert peak == [1] and len(spans) == 8
+            status = await gate_status(redis_url, name)
+            assert status is not None
+            (tenant,) = [tenant for tenant in status.tenants if tenant.name == "capped"]
+            assert (tenant.max_sessions, tenant.weight) == (1, 1.0)
+            assert tenant.session_s_last_minute >= 0.2 and tenant.share_last_minute == 1.0
+
+    @pytest.mark.trio
+    async def test_a_process_s_lanes_keep_their_turns_at_the_server(self, redis_url: str) -> None:
+        """One process, a gate of 2, two lanes: forty calls of 0.1 s of lane 0 arrive
+        first, then, 0.05 s later, four of lane 1. Sent to the server as they arrived,
+        lane 1's would wait behind all forty (2 s); the process keeps no more at the
+        server than the gate's size, so they take their turns as slots free (some 0.6 s)."""
+        async with RedisGate(redis_url, _name(), size=2).connected() as gate:
+            spans: list[list[tuple[float, float]]] = [[], []]
+            start = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                # Both lanes' first ticks come together (a fleet's first deal); lane 1's
+                # is one call, and its next tick comes while lane 0's is still out.
+                nursery.start_soon(_hold_all, (gate, 0), 40, 0.1, spans[0], [0], [0])
+                nursery.start_soon(_hold_all, (gate, 1), 1, 0.01, [], [0], [0])
+                await trio.sleep(0.05)
+                nursery.start_soon(_hold_all, (gate, 1), 4, 0.1, spans[1], [0], [0])
+        assert max(end for _, end in spans[1]) - start < 1.2, spans[1]
+
+
 # -- across processes ---------------------------------------------------------------------
 
 #: One waiter: which process, how long it holds its permit (ms), its timeout (ms, or

@@ -35,13 +35,16 @@ def _environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
 
 
-def _manor_run(config: Path, redis_url: str, gate: str, size: int, seed: int, *flags: str) -> subprocess.Popen[bytes]:
-    """``manor run --json``, one world (``seed``), sharing the gate ``gate``."""
+def _manor_run(
+    config: Path, redis_url: str, gate: str, size: int, seed: int, *flags: str, environment: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``manor run --json``, one world (``seed``), sharing the gate ``gate`` (with more
+    ``environment`` variables)."""
     argv = [
         sys.executable, "-m", "manor", "run", "--json", "--config", str(config), "--seed", str(seed),
         "--gate-url", redis_url, "--gate-name", gate, "--gate-size", str(size), "--platform-limit", "0", *flags,
     ]  # fmt: skip
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=config.parent, env=_environment())
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=config.parent, env={**_environment(), **(environment or {})})
 
 
 async def _finished(process: subprocess.Popen[bytes], timeout: float = 120.0) -> tuple[dict[str, Any], str]:
@@ -110,6 +113,38 @@ class TestProcessesShareOneGate:
         assert fleet_summary["total"]["gate_size"] == size
         status = await _status(redis_url, gate)
         assert status.holders == () and status.statistics.admitted == 3 * ticks * CALLS_PER_TICK
+
+    @pytest.mark.trio
+    async def test_two_invocations_are_two_tenants_without_a_flag(self, tmp_path: Path, redis_url: str) -> None:
+        """Two ``manor run`` on one gate: each is a tenant of its own (its host and
+        process id) with no flag; ``--tenant`` names one, whose weight and cap come from
+        its settings, and the cap holds at the server."""
+        gate, size, ticks = f"tenants-{uuid.uuid4().hex[:8]}", 3, 2
+        async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
+            config = _config(tmp_path, url)
+            plain = _manor_run(config, redis_url, gate, size, 1, "--ticks", str(ticks))
+            guests = _manor_run(
+                config, redis_url, gate, size, 2, "--ticks", str(ticks), "--tenant", "guests",
+                environment={"MANOR_GATE_WEIGHT": "2", "MANOR_GATE_MAX_SESSIONS": "1"},
+            )  # fmt: skip
+            seen: dict[str, Any] = {}
+            guests_held = 0
+            while plain.poll() is None or guests.poll() is None:
+                status = await gate_status(redis_url, gate)
+                for tenant in status.tenants if status is not None else ():
+                    seen[tenant.name] = tenant
+                    if tenant.name == "guests":
+                        guests_held = max(guests_held, tenant.holding)
+                await trio.sleep(0.01)
+            await _finished(plain)
+            await _finished(guests)
+            server = await stats(url)
+        assert server["rejected"] == 0 and server["peak_running"] <= size
+        host = os.uname().nodename
+        assert set(seen) == {f"{host}:{plain.pid}", "guests"}
+        assert (seen["guests"].weight, seen["guests"].max_sessions) == (2.0, 1)
+        assert (seen[f"{host}:{plain.pid}"].weight, seen[f"{host}:{plain.pid}"].max_sessions) == (1.0, None)
+        assert guests_held <= 1
 
     @pytest.mark.trio
     async def test_a_process_killed_holding_permits_gives_them_back_within_the_lease(self, tmp_path: Path, redis_url: str) -> None:
@@ -253,6 +288,7 @@ class TestCommandLine:
 class TestBenchmark:
     def test_the_suite_measures_admissions_and_makespans_across_processes(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
         from manor.bench import redis_gate
+        from manor.bench.report import evaluate_targets
         from manor.bench.suite import BenchContext
         from manor.config import standard_sources
         from manor.config.layering import flags_source
@@ -260,6 +296,7 @@ class TestBenchmark:
         monkeypatch.setattr(redis_gate, "PROCESSES", (1, 2))
         monkeypatch.setattr(redis_gate, "ADMISSION_S_QUICK", 0.5)
         monkeypatch.setattr(redis_gate, "TICKS_QUICK", 1)
+        monkeypatch.setattr(redis_gate, "MIXED_TICKS_QUICK", 1)
         sources = standard_sources(flags=flags_source({"gate.url": redis_url}, {}), environ={})
         figures = redis_gate.run(BenchContext(sources=sources, quick=True))
         assert figures["available"] and figures["url"] == redis_url
@@ -274,6 +311,14 @@ class TestBenchmark:
         assert (fleet["worlds"], fleet["processes"], fleet["degraded"]) == (4, 2, 0)
         assert fleet["ratio"] > 0 and 1 <= fleet["peak_platform_sessions"] <= figures["gate_size"]
         assert fleet["fairness"]["jain_share_per_weight"] is None and 0 < fleet["in_process_fairness"]["jain_share_per_weight"] <= 1
+        mixed = figures["mixed"]  # the mixed fleets in process, in one process on Redis, in two
+        assert [row["fleet"] for row in mixed["fleets"]] == [name for name, _ in redis_gate.MIXED]
+        for row in mixed["fleets"]:
+            assert row["in_process"]["manor_vs_twin_mean"] > 0 and row["in_process"]["manor_degraded"] == 0
+            for way in ("redis_one_process", "redis_two_processes"):
+                assert row[way]["manor_vs_twin_mean_vs_in_process"] > 0
+        targets = evaluate_targets({"redis-gate": figures})
+        assert sum("redis-gate.mixed" in target["target"] for target in targets) == 2 * 2 * 2  # crowd, oracle; two ways; mean, p95
 
     def test_without_redis_the_suite_says_so(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from manor.bench import redis_gate

@@ -17,10 +17,12 @@ from manor.fleet.shares import Tenant, tenant_shares
 Call = tuple[int, float]
 
 
-def _run(size: int, calls: list[Call], *, weights: dict[int, float] | None = None, caps: dict[int, int] | None = None) -> dict[str, object]:
+def _run(
+    size: int, calls: list[Call], *, weights: dict[int, float] | None = None, caps: dict[int, int] | None = None, claim_s: float = 0.0
+) -> dict[str, object]:
     """Issue every call's ticket up front, lane by lane in lane order (as the ticket
     office deals them), run them all, and say what happened."""
-    gate = Gate(size=size)
+    gate = Gate(size=size, claim_s=claim_s)
     for lane, weight in (weights or {}).items():
         gate.set_share(lane, weight, (caps or {}).get(lane))
     for lane, cap in (caps or {}).items():
@@ -124,3 +126,92 @@ class TestShares:
         ratio = shares[0]["session_s_backlogged"] / shares[1]["session_s_backlogged"]
         assert math.isclose(ratio, 2.0, rel_tol=0.05), ratio
         assert math.isclose(shares[0]["share_per_weight"], 1.0, rel_tol=0.05)
+
+
+def _ticks(claim_s: float, *, ticks: int = 5, stop: bool = False) -> dict[str, object]:
+    """Lane 0: forty calls of 20 s, all issued at 0. Lane 1: ``ticks`` ticks of four
+    calls of 1 s, each issued when the last one's calls have ended (as a world's tick
+    loop does). A gate of 4. Returns each of lane 1's tick makespans, lane 0's most
+    calls in flight while lane 1 had a tick out, and lane 0's admission times."""
+    gate = Gate(size=4, claim_s=claim_s)
+    holding = {0: 0, 1: 0}
+    peak_beside = []
+    admitted_0: list[float] = []
+    makespans: list[float] = []
+
+    async def one(lane: int, ticket: int, latency: float) -> None:
+        permit = await gate.acquire(ticket)
+        holding[lane] += 1
+        if lane == 0:
+            admitted_0.append(trio.current_time())
+        try:
+            await trio.sleep(latency)
+        finally:
+            holding[lane] -= 1
+            permit.release()
+
+    async def small(first: range) -> None:
+        for tick in range(ticks):
+            began = trio.current_time()
+            async with trio.open_nursery() as calls:
+                for ticket in first if not tick else gate.issue(4, lane=1, costs=[1.0] * 4):
+                    calls.start_soon(one, 1, ticket, 1.0)
+                await trio.sleep(0)
+                peak_beside.append(holding[0])
+            makespans.append(trio.current_time() - began)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            # Both lanes' first tickets at one instant, as the ticket office deals them.
+            long = gate.issue(40, lane=0, costs=[20.0] * 40)
+            nursery.start_soon(small, gate.issue(4, lane=1, costs=[1.0] * 4))
+            for ticket in long:
+                nursery.start_soon(one, 0, ticket, 20.0)
+            if not stop:
+                await trio.sleep(25.0)
+                nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return {"makespans": makespans, "peak_beside": peak_beside, "admitted_0": admitted_0}
+
+
+class TestClaims:
+    """A tenant between its ticks keeps a claim on its share (``claim_s``)."""
+
+    def test_a_tenant_between_ticks_finds_its_share_free(self) -> None:
+        """Without claims, the slots the small lane frees at the end of each tick go to
+        the long lane for 20 s, and its next ticks crawl on what is left; with them, the
+        long lane holds at most its share (2 of 4) and every tick takes 2 s."""
+        claimed = _ticks(2.0)
+        assert claimed["makespans"] == [2.0] * 5
+        assert max(claimed["peak_beside"]) == 2
+        lent = _ticks(0.0)
+        assert max(lent["makespans"]) > 2.0 and max(lent["peak_beside"]) > 2
+
+    def test_a_claim_lapses_claim_s_after_the_last_call(self) -> None:
+        """The small lane's one tick ends at 2 s: the long lane takes its other two
+        slots at 2 + claim_s, when the claim lapses (nothing else happens then)."""
+        result = _ticks(3.0, ticks=1, stop=True)
+        assert result["makespans"] == [2.0]
+        assert sorted(result["admitted_0"])[:4] == [0.0, 0.0, 5.0, 5.0]
+
+    @settings(max_examples=40, deadline=None)
+    @given(calls=calls_strategy, size=st.integers(1, 5), caps=st.dictionaries(st.integers(0, 3), st.integers(1, 3), max_size=2))
+    def test_with_claims_caps_and_the_bound_hold_and_every_call_is_admitted(self, calls: list[Call], size: int, caps: dict[int, int]) -> None:
+        result = _run(size, calls, caps=caps, claim_s=1.5)
+        assert len(result["admitted"]) == len(calls)
+        for lane, cap in caps.items():
+            assert result["peaks"].get(lane, 0) <= cap
+        assert all(peak <= size for peak in result["peaks"].values())
+
+    @settings(max_examples=15, deadline=None)
+    @given(calls=calls_strategy, size=st.integers(1, 4))
+    def test_with_claims_the_same_admissions_every_run(self, calls: list[Call], size: int) -> None:
+        first = _run(size, calls, claim_s=1.5)["admitted"]
+        assert all(_run(size, calls, claim_s=1.5)["admitted"] == first for _ in range(4))
+
+    @settings(max_examples=20, deadline=None)
+    @given(latencies=st.lists(st.sampled_from([0.5, 1.0, 3.0]), min_size=1, max_size=20), size=st.integers(1, 4))
+    def test_one_lane_claims_nothing(self, latencies: list[float], size: int) -> None:
+        calls = [(0, latency) for latency in latencies]
+        assert _run(size, calls, claim_s=2.0)["admitted"] == _run(size, calls)["admitted"]

@@ -13,8 +13,10 @@ call is expected to hold a slot. The tenants of a gate (the worlds of a fleet) q
 lane each, and the lanes share the slots by start-time fair queuing on those costs
 (``manor.admission.lanes``): ticket order within a lane; across lanes, slot-time in
 proportion to each lane's weight (``set_share``), corrected by what each call really
-held when it ends; a lane may have a cap on its calls in flight. With one lane it is
-plain ticket order.
+held when it ends; a lane may have a cap on its calls in flight. With ``claim_s``, a
+lane that is waiting, holding a slot or had a call end within ``claim_s`` keeps a claim
+on its share of the slots, and the other lanes borrow beyond their own shares only the
+slots nobody claims (``manor.admission.claims``). With one lane it is plain ticket order.
 
 ``SharedGate`` is what the tick loop and the gate layer need of a gate. ``Gate`` is the
 in-process one, exact and deterministic; ``manor.admission.redis_gate.RedisGate`` keeps the same
@@ -34,6 +36,7 @@ import trio
 
 from ..clock import current_time
 from ..errors import GateTimeout
+from .claims import Claimant, lends_to
 from .lanes import Lanes
 
 __all__ = ["Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
@@ -171,8 +174,11 @@ class Permit:
         gate = self._gate
         gate._in_flight -= 1
         if gate._fair:
-            gate._ended(self._lane, current_time() - self.admitted_at - self._cost)
-        if gate._caps and self._lane in gate._caps:
+            now = current_time()
+            gate._ended(self._lane, now - self.admitted_at - self._cost)
+            gate._released_at[self._lane] = now
+            gate._unhold(self._lane)
+        elif gate._caps and self._lane in gate._caps:
             gate._unhold(self._lane)
         if gate._waiting or gate._rate:  # nobody waiting for the slot: nothing to hand out
             gate._dispatch()
@@ -190,11 +196,15 @@ class Gate:
         size: calls in flight at once (>= 1). Can be changed while running.
         rate: tokens per second, finite; ``0`` means no token bucket.
         burst: the bucket's capacity (and its initial level).
+        claim_s: how long a tenant that shares the gate with others keeps a claim on
+            its share of the slots after its last call ended (0: no claims, every
+            idle slot is lent at once). See ``manor.admission.claims``.
     """
 
     _size: int = attrs.field(alias="size", validator=attrs.validators.ge(1))
     _rate: float = attrs.field(alias="rate", default=0.0, validator=[attrs.validators.ge(0), attrs.validators.lt(math.inf)])
     _burst: int = attrs.field(alias="burst", default=1, validator=attrs.validators.ge(1))
+    _claim_s: float = attrs.field(alias="claim_s", default=0.0, validator=[attrs.validators.ge(0), attrs.validators.lt(math.inf)])
 
     _waiters: dict[int, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
     # Tickets in the order they are served, for the token stage and the slot stage;
@@ -214,6 +224,11 @@ class Gate:
     _holding: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
     _capped: set[int] = attrs.field(factory=set, init=False, repr=False)
     _corrections: dict[int, list[float]] = attrs.field(factory=dict, init=False, repr=False)
+    # Claims (``_lends_to``), with more than one lane and ``claim_s``: when each lane's
+    # last call ended, and the waiter held back by a claim that lapses with time alone,
+    # with the instant it lapses (that waiter sleeps until then, to look again).
+    _released_at: dict[int, float] = attrs.field(factory=dict, init=False, repr=False)
+    _claim_wake: tuple[_Waiter, float] | None = attrs.field(default=None, init=False, repr=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _waiting: int = attrs.field(default=0, init=False)
     _peak: int = attrs.field(default=0, init=False)
@@ -290,8 +305,7 @@ class Gate:
                 which its lane is charged when it is admitted; by default 1 each.
         """
         if lane not in self._lanes:
-            self._lanes.add(lane)
-            self._fair = len(self._lanes) > 1
+            self._see(lane)
         # What the lane's ended calls held beyond (or short of) their costs is charged
         # here, not as each ends: tickets are issued when every task of the instant has
         # run (``TicketOffice``), so the charge cannot depend on trio's order of the
@@ -327,8 +341,8 @@ class Gate:
             raise ValueError(f"a lane's max_sessions must be at least 1, not {max_sessions}")
         self._slot_line.weigh(lane, weight)
         self._token_line.weigh(lane, weight)
-        self._lanes.add(lane)
-        self._fair = len(self._lanes) > 1
+        if lane not in self._lanes:
+            self._see(lane)
         if max_sessions is None:
             self._caps.pop(lane, None)
             self._capped.discard(lane)
@@ -379,13 +393,14 @@ class Gate:
             and self._in_flight < self._size
             and now >= self._paused_until
             and self._front(self._slot_line, _WAIT_SLOT, self._capped) is waiter
+            and not (self._fair and self._claim_s and self._lends_to(waiter.lane, now))
         ):
             # Its turn, and a slot is free: admitted as it arrives, without the general
             # dispatch (tickets behind it that arrived first are dispatched after it).
             self._slot_line.served()
             del self._waiters[ticket]
             waiter.stage = _ADMITTED
-            if self._caps:
+            if self._caps or self._fair:
                 self._hold(waiter.lane)
             self._in_flight += 1
             if self._in_flight > self._peak:
@@ -409,6 +424,9 @@ class Gate:
                 elif self._paused_until != -math.inf and self._is_paused_head(waiter):
                     # The pause's end is its wake-up: then it dispatches for everyone.
                     waiter.sleeping_until = self._paused_until
+                    wake_at = min(deadline, waiter.sleeping_until)
+                elif self._claim_wake is not None and self._claim_wake[0] is waiter:
+                    waiter.sleeping_until = self._claim_wake[1]
                     wake_at = min(deadline, waiter.sleeping_until)
                 else:
                     waiter.sleeping_until = math.inf
@@ -546,7 +564,8 @@ class Gate:
         self._in_flight -= 1
         if self._fair:
             self._ended(waiter.lane, -waiter.cost)  # it held nothing
-        if waiter.lane in self._caps:
+            self._unhold(waiter.lane)
+        elif waiter.lane in self._caps:
             self._unhold(waiter.lane)
         if self._rate:
             self._refund()
@@ -594,18 +613,45 @@ class Gate:
         else:
             overruns.append(overrun)
 
+    def _see(self, lane: int) -> None:
+        """A lane new to the gate. With a second, the gate starts sharing: from then on
+        every lane's calls in flight are counted (until then, the one lane's are all of
+        them)."""
+        if len(self._lanes) == 1 and not self._fair:
+            (first,) = self._lanes
+            if first not in self._caps:  # a capped lane's are counted already
+                self._holding[first] = self._in_flight
+        self._lanes.add(lane)
+        self._fair = len(self._lanes) > 1
+
     def _hold(self, lane: int) -> None:
-        """A call of ``lane`` was admitted (the lanes with a cap are counted)."""
+        """A call of ``lane`` was admitted (every lane's are counted once the gate is
+        shared, before that the lanes with a cap)."""
+        holding = self._holding[lane] = self._holding.get(lane, 0) + 1
         cap = self._caps.get(lane)
-        if cap is not None:
-            holding = self._holding[lane] = self._holding.get(lane, 0) + 1
-            if holding >= cap:
-                self._capped.add(lane)
+        if cap is not None and holding >= cap:
+            self._capped.add(lane)
 
     def _unhold(self, lane: int) -> None:
         holding = self._holding[lane] = self._holding[lane] - 1
-        if holding < self._caps[lane]:
+        cap = self._caps.get(lane)
+        if cap is not None and holding < cap:
             self._capped.discard(lane)
+
+    def _lends_to(self, lane: int, now: float | None) -> float:
+        """``0.0`` when ``lane`` may take a free slot now; otherwise when the claims of
+        the other lanes that keep it out lapse (``manor.admission.claims``)."""
+        if now is None:
+            now = current_time()
+        holding, weight, caps = self._holding, self._slot_line.weight, self._caps
+        tenants = {
+            other: Claimant(
+                weight(other), caps.get(other), holding.get(other, 0),
+                other in self._slot_line or other in self._token_line, self._released_at.get(other),
+            )
+            for other in self._lanes
+        }  # fmt: skip
+        return lends_to(lane, tenants, size=self._size, in_flight=self._in_flight, now=now, claim_s=self._claim_s)
 
     def _front(self, line: Lanes, stage: int, capped: set[int] | tuple[()] = ()) -> _Waiter | None:
         """The waiter whose turn it is in ``line``, dropping those that have passed
@@ -653,8 +699,11 @@ class Gate:
                 head.stage = _WAIT_SLOT
                 self._token_line.served()
                 self._slot_line.append(head.ticket, head.lane, head.cost)
+        claims = self._fair and self._claim_s > 0
+        passed = self._capped
+        held_back: tuple[_Waiter, float] | None = None
         while self._in_flight < self._size:
-            head = self._front(self._slot_line, _WAIT_SLOT, self._capped)
+            head = self._front(self._slot_line, _WAIT_SLOT, passed)
             if head is None or head.stage != _WAIT_SLOT or head.aborted:
                 break
             if self._paused_until != -math.inf:
@@ -665,22 +714,42 @@ class Gate:
                     if head.sleeping_until > self._paused_until:
                         _wake(head)
                     break
-            if head.deadline != math.inf:
+            if head.deadline != math.inf or claims:
                 if now is None:
                     now = current_time()
                 if _expired(head, now):
                     break
+            if claims and (lapses := self._lends_to(head.lane, now)):
+                # Its lane is over its share and the free slots are claimed: the other
+                # lanes may take them. It looks again when the claims lapse.
+                if held_back is None or lapses < held_back[1]:
+                    held_back = (head, lapses)
+                passed = {*passed, head.lane}
+                continue
             self._slot_line.served()
             del self._waiters[head.ticket]
             head.stage = _ADMITTED
             head.admitted_at = now
-            if self._caps:
+            if self._caps or self._fair:
                 self._hold(head.lane)
             self._waiting -= 1
             self._in_flight += 1
             if self._in_flight > self._peak:
                 self._peak = self._in_flight
             _wake(head)
+        if claims:
+            self._hold_back(held_back)
+
+    def _hold_back(self, held_back: tuple[_Waiter, float] | None) -> None:
+        """``held_back``'s waiter sleeps until the claims that keep it out lapse (when
+        they lapse with time alone), then looks again."""
+        if held_back is not None and held_back[1] == math.inf:
+            held_back = None
+        self._claim_wake = held_back
+        if held_back is not None:
+            waiter, lapses = held_back
+            if lapses < waiter.sleeping_until:
+                _wake(waiter)  # parked until later: it sleeps again, until then
 
 
 def _wake(waiter: _Waiter) -> None:

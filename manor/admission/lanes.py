@@ -93,6 +93,10 @@ class Lanes:
     def weight(self, lane: int) -> float:
         return self._weights.get(lane, 1.0)
 
+    def __contains__(self, lane: object) -> bool:
+        """Whether ``lane`` has tickets in the line."""
+        return lane in self._active
+
     def append(self, ticket: int, lane: int = 0, cost: float = 1.0) -> None:
         """``ticket`` joins the back of ``lane``, expected to hold its slot ``cost``
         seconds; a lane new to the line starts at the virtual time (or its own finish,

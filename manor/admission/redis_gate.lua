@@ -7,13 +7,27 @@
 -- ARGV[1]  the transition: join, step, poll, resize, leave, status
 --
 -- The gate's keys (after the prefix):
---   cfg          hash: size, rate, burst, lease_ms, hold_until (ms)
---   seq          the global ticket counter: admission order across processes
+--   cfg          hash: size, rate, burst, lease_ms, hold_until (ms), claim_ms, vtime
+--   seq          the global ticket counter: the order of a tenant's waiters
 --   admissions   the admission counter: a grant's place among all the gate's grants
 --                (one undone, its caller gone, keeps its place: unlike stats' admitted)
 --   line:token   zset waiter id -> ticket: waiting for a token (only with a bucket)
---   line:slot    zset waiter id -> ticket: waiting for a slot
---   since        hash waiter id -> when it joined the line (ms), for the wait figures
+--   line:slot:T  zset waiter id -> ticket: tenant T's waiters for a slot, in their order
+--   since        hash waiter id -> "when it joined the line (ms)|its cost": the wait figures,
+--                and the seconds it is expected to hold its slot (its predicted latency)
+--   held         hash permit id -> "TENANT|admitted (ms)|cost": what a lease is charged
+--   tenants      zset tenant -> when it was last seen (ms)
+--   tenant:T     hash: weight, cap (0: none), finish (its virtual finish), holding,
+--                ended (ms: when its last call ended)
+--   backlog      zset tenant -> the start tag of its head: the tenants with waiters
+--   used:T       hash ten-second bucket -> the session-ms its calls ended in it held
+--
+-- Tenants share the slots by start-time fair queuing on each call's cost, with a claim
+-- on each tenant's share (the in-process gate's policy: manor/admission/gate.py and
+-- lanes.py): the next slot goes to the tenant whose head starts first (at max(virtual
+-- time, the tenant's finish)); its finish moves on by cost / weight, corrected by what
+-- the call really held when its lease ends. A tenant at its cap is passed over; so is one
+-- holding its share of the slots while other claiming tenants are short of theirs.
 --   leases       zset permit id -> expiry (ms): the calls in flight
 --   procs        zset process id -> heartbeat expiry (ms): the processes alive
 --   proc:PID     hash: host, pid, world, started, of one process
@@ -25,9 +39,14 @@
 
 local P = KEYS[1]
 local op = ARGV[1]
-local CFG, SEQ, TOKLINE, SLOTLINE, SINCE = P .. 'cfg', P .. 'seq', P .. 'line:token', P .. 'line:slot', P .. 'since'
+local CFG, SEQ, TOKLINE, SINCE = P .. 'cfg', P .. 'seq', P .. 'line:token', P .. 'since'
 local ADMISSIONS = P .. 'admissions'
 local LEASES, PROCS, BUCKET, STATS = P .. 'leases', P .. 'procs', P .. 'bucket', P .. 'stats'
+local HELD, TENANTS, BACKLOG = P .. 'held', P .. 'tenants', P .. 'backlog'
+-- A tenant's share "of the last minute" counts the calls that ended in the last six
+-- ten-second buckets and this one, and the time held so far by the calls in flight.
+local SHARE_WINDOW_MS, BUCKET_MS = 60000, 10000
+local EPSILON = 1e-9
 -- A list of grants nobody reads (its process died) goes away on its own.
 local GRANTS_TTL_MS = 60000
 
@@ -41,9 +60,130 @@ local function grants_key(pid) return P .. 'grants:' .. pid end
 local function pid_of(id) return string.match(id, '^[^:]+') end
 
 local function config()
-  local v = redis.call('HMGET', CFG, 'size', 'rate', 'burst', 'lease_ms', 'hold_until')
+  local v = redis.call('HMGET', CFG, 'size', 'rate', 'burst', 'lease_ms', 'hold_until', 'claim_ms')
   if not v[1] then return nil end
-  return {size = tonumber(v[1]), rate = tonumber(v[2]), burst = tonumber(v[3]), lease = tonumber(v[4]), hold = tonumber(v[5]) or 0}
+  return {size = tonumber(v[1]), rate = tonumber(v[2]), burst = tonumber(v[3]), lease = tonumber(v[4]), hold = tonumber(v[5]) or 0,
+          claim = tonumber(v[6]) or 0}
+end
+
+-- -- tenants ---------------------------------------------------------------------------
+
+local function slot_line(tenant) return P .. 'line:slot:' .. tenant end
+local function tenant_key(tenant) return P .. 'tenant:' .. tenant end
+local function used_key(tenant) return P .. 'used:' .. tenant end
+
+-- The tenant of process PID (its proc hash says; a process gone: its pid).
+local tenant_cache = {}
+local function tenant_of_pid(pid)
+  local known = tenant_cache[pid]
+  if known == nil then
+    known = redis.call('HGET', P .. 'proc:' .. pid, 'tenant') or pid
+    tenant_cache[pid] = known
+  end
+  return known
+end
+
+local function tenant_number(tenant, field, default)
+  return tonumber(redis.call('HGET', tenant_key(tenant), field)) or default
+end
+
+local function vtime() return tonumber(redis.call('HGET', CFG, 'vtime')) or 0 end
+
+-- A waiter of TENANT joins its line; a tenant with no waiter before joins the backlog at
+-- max(virtual time, its finish): no credit saved up while it was away.
+local function enqueue(tenant, id, ticket)
+  local line = slot_line(tenant)
+  if redis.call('ZCARD', line) == 0 then
+    local start = math.max(vtime(), tenant_number(tenant, 'finish', 0))
+    redis.call('ZADD', BACKLOG, string.format('%.9f', start), tenant)
+  end
+  redis.call('ZADD', line, ticket, id)
+end
+
+-- Take waiter ID out of TENANT's line (not served); an empty line leaves the backlog.
+local function dequeue(tenant, id)
+  local line = slot_line(tenant)
+  if redis.call('ZREM', line, id) == 1 then
+    if redis.call('ZCARD', line) == 0 then redis.call('ZREM', BACKLOG, tenant) end
+    return true
+  end
+  return false
+end
+
+-- When waiter ID joined the line (ms) and its cost (s).
+local function since_and_cost(id)
+  local entry = redis.call('HGET', SINCE, id)
+  if not entry then return now, 1 end
+  local since, cost = string.match(entry, '^([^|]*)|(.*)$')
+  return tonumber(since), tonumber(cost)
+end
+
+-- A lease ends (released, expired, given back): the tenant holds one fewer, and its
+-- finish moves by what the call held beyond its cost (CHARGE false: it held nothing
+-- worth charging, its cost is taken back).
+local function ended(id, charge)
+  local entry = redis.call('HGET', HELD, id)
+  if not entry then return end
+  redis.call('HDEL', HELD, id)
+  local tenant, admitted, cost = string.match(entry, '^(.*)|([^|]*)|([^|]*)$')
+  admitted, cost = tonumber(admitted), tonumber(cost)
+  local key = tenant_key(tenant)
+  local v = redis.call('HMGET', key, 'weight', 'finish', 'holding')
+  local held = 0
+  if charge then held = (now - admitted) / 1000 end
+  local shift = (held - cost) / (tonumber(v[1]) or 1)
+  redis.call('HSET', key, 'holding', (tonumber(v[3]) or 1) - 1, 'ended', ms(now),
+             'finish', string.format('%.9f', (tonumber(v[2]) or 0) + shift))
+  if shift ~= 0 and redis.call('ZSCORE', BACKLOG, tenant) then
+    redis.call('ZINCRBY', BACKLOG, string.format('%.9f', shift), tenant)
+  end
+  if held > 0 then
+    redis.call('HINCRBYFLOAT', used_key(tenant), math.floor(now / BUCKET_MS), ms(now - admitted))
+  end
+end
+
+-- 0 when TENANT may take a free slot now; else when the claims keeping it out lapse by
+-- themselves (-1: only when a call ends or a waiter comes). Every tenant that waits,
+-- holds a slot, or saw a call end within claim_ms claims its share of the slots (size x
+-- its weight over the claiming tenants', or its cap if less); a tenant takes a slot
+-- while it holds less than its share, beyond it only one no claim needs.
+local function lends_to(c, tenant, in_flight)
+  if c.claim <= 0 or redis.call('ZCARD', TENANTS) < 2 then return 0 end
+  local claims, total = {}, 0
+  for _, other in ipairs(redis.call('ZRANGE', TENANTS, 0, -1)) do
+    local v = redis.call('HMGET', tenant_key(other), 'weight', 'cap', 'holding', 'ended')
+    local holding = tonumber(v[3]) or 0
+    local lapses = nil
+    if other == tenant or holding > 0 or redis.call('ZSCORE', BACKLOG, other) then
+      lapses = -1
+    else
+      local last = tonumber(v[4])
+      if last and now - last < c.claim then lapses = last + c.claim end
+    end
+    if lapses then
+      local w = tonumber(v[1]) or 1
+      total = total + w
+      table.insert(claims, {other, w, tonumber(v[2]) or 0, holding, lapses})
+    end
+  end
+  if #claims < 2 then return 0 end
+  local share = c.size / total
+  local short, lapses_at = 0, -1
+  for _, claim in ipairs(claims) do
+    local other, w, cap, holding, lapses = claim[1], claim[2], claim[3], claim[4], claim[5]
+    if other == tenant then
+      if holding < share * w - EPSILON then return 0 end
+    else
+      local due = share * w
+      if cap > 0 and cap < due then due = cap end
+      if due - holding > 0 then
+        short = short + due - holding
+        if lapses >= 0 and (lapses_at < 0 or lapses < lapses_at) then lapses_at = lapses end
+      end
+    end
+  end
+  if c.size - in_flight - short >= 1 - EPSILON then return 0 end
+  return lapses_at
 end
 
 local function existing_config()
@@ -85,15 +225,20 @@ local function refund(c)
   end
 end
 
--- Take every waiter for which owned(id) is true out of the lines (its token refunded).
-local function purge_lines(c, owned)
-  for _, line in ipairs({TOKLINE, SLOTLINE}) do
-    for _, id in ipairs(redis.call('ZRANGE', line, 0, -1)) do
-      if owned(id) then
-        redis.call('ZREM', line, id)
-        redis.call('HDEL', SINCE, id)
-        if line == SLOTLINE then refund(c) end
-      end
+-- Take every waiter of PID out of the lines (its token refunded).
+local function purge_lines(c, pid, owned)
+  for _, id in ipairs(redis.call('ZRANGE', TOKLINE, 0, -1)) do
+    if owned(id) then
+      redis.call('ZREM', TOKLINE, id)
+      redis.call('HDEL', SINCE, id)
+    end
+  end
+  local tenant = tenant_of_pid(pid)
+  for _, id in ipairs(redis.call('ZRANGE', slot_line(tenant), 0, -1)) do
+    if owned(id) then
+      dequeue(tenant, id)
+      redis.call('HDEL', SINCE, id)
+      refund(c)
     end
   end
 end
@@ -105,12 +250,16 @@ end
 
 -- Expired leases free their slots; dead processes leave the line.
 local function reap(c)
-  local expired = redis.call('ZREMRANGEBYSCORE', LEASES, '-inf', '(' .. ms(now))
-  if expired > 0 then redis.call('HINCRBY', STATS, 'expired', expired) end
+  local expired = redis.call('ZRANGEBYSCORE', LEASES, '-inf', '(' .. ms(now))
+  if #expired > 0 then
+    redis.call('ZREMRANGEBYSCORE', LEASES, '-inf', '(' .. ms(now))
+    redis.call('HINCRBY', STATS, 'expired', #expired)
+    for _, id in ipairs(expired) do ended(id, true) end
+  end
   for _, pid in ipairs(redis.call('ZRANGEBYSCORE', PROCS, '-inf', '(' .. ms(now))) do
     redis.call('ZREM', PROCS, pid)
+    purge_lines(c, pid, prefixed(pid))
     redis.call('DEL', proc_key(pid), grants_key(pid))
-    purge_lines(c, prefixed(pid))
   end
 end
 
@@ -138,7 +287,7 @@ local function dispatch(c, caller, cause)
       elseif tokens >= 1 - 1e-9 then
         tokens = math.max(0, tokens - 1)
         redis.call('ZREM', TOKLINE, head[1])
-        redis.call('ZADD', SLOTLINE, head[2], head[1])
+        enqueue(tenant_of_pid(pid_of(head[1])), head[1], head[2])
       else
         wake = now + (1 - tokens) * 1000 / c.rate
         break
@@ -149,15 +298,51 @@ local function dispatch(c, caller, cause)
   local in_flight = redis.call('ZCARD', LEASES)
   local grants = {}
   local expiry = now + c.lease
+  local passed = {}
+  local virtual = vtime()
   while in_flight < c.size do
-    local head = redis.call('ZRANGE', SLOTLINE, 0, 0, 'WITHSCORES')
-    if #head == 0 then break end
+    -- The tenant whose head starts first (ties: the lower name), passing over those at
+    -- their cap and those a claim keeps out.
+    local tenant, start, tenant_holding, tenant_weight = nil, nil, 0, 1
+    local backlog = redis.call('ZRANGE', BACKLOG, 0, -1, 'WITHSCORES')
+    for k = 1, #backlog, 2 do
+      local candidate = backlog[k]
+      if not passed[candidate] then
+        local v = redis.call('HMGET', tenant_key(candidate), 'cap', 'holding', 'weight')
+        local cap, holding = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+        if cap > 0 and holding >= cap then
+          passed[candidate] = true
+        else
+          local lapses = 0
+          if #backlog > 2 or c.claim > 0 then lapses = lends_to(c, candidate, in_flight) end
+          if lapses == 0 then
+            tenant, start, tenant_holding, tenant_weight = candidate, tonumber(backlog[k + 1]), holding, tonumber(v[3]) or 1
+            break
+          end
+          passed[candidate] = true
+          if lapses > 0 and (wake < 0 or lapses < wake) then wake = lapses end
+        end
+      end
+    end
+    if not tenant then break end
+    local line = slot_line(tenant)
+    local head = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
     local id, ticket = head[1], head[2]
     local pid = pid_of(id)
-    local since = tonumber(redis.call('HGET', SINCE, id)) or now
-    redis.call('ZREM', SLOTLINE, id)
+    local since, cost = since_and_cost(id)
+    redis.call('ZREM', line, id)
     redis.call('HDEL', SINCE, id)
     if alive(pid) then
+      -- Served: the virtual time moves to its start, the tenant's finish past its cost.
+      local finish = start + cost / tenant_weight
+      redis.call('HSET', tenant_key(tenant), 'finish', string.format('%.9f', finish), 'holding', tenant_holding + 1)
+      if start > virtual then virtual = start end
+      if redis.call('ZCARD', line) > 0 then
+        redis.call('ZADD', BACKLOG, string.format('%.9f', finish), tenant)
+      else
+        redis.call('ZREM', BACKLOG, tenant)
+      end
+      redis.call('HSET', HELD, id, tenant .. '|' .. ms(now) .. '|' .. cost)
       redis.call('ZADD', LEASES, expiry, id)
       in_flight = in_flight + 1
       redis.call('HINCRBY', STATS, 'admitted', 1)
@@ -170,9 +355,11 @@ local function dispatch(c, caller, cause)
       grants[pid] = grants[pid] or {}
       table.insert(grants[pid], id .. '|' .. ticket .. '|' .. order .. '|' .. ms(now) .. '|' .. cause)
     else
+      if redis.call('ZCARD', line) == 0 then redis.call('ZREM', BACKLOG, tenant) end
       refund(c)
     end
   end
+  if virtual > vtime() then redis.call('HSET', CFG, 'vtime', string.format('%.9f', virtual)) end
   if in_flight > (tonumber(redis.call('HGET', STATS, 'peak')) or 0) then
     redis.call('HSET', STATS, 'peak', in_flight)
   end
@@ -185,6 +372,12 @@ local function dispatch(c, caller, cause)
   return grants[caller] or {}, wake
 end
 
+local function waiting_for_slots()
+  local n = 0
+  for _, tenant in ipairs(redis.call('ZRANGE', BACKLOG, 0, -1)) do n = n + redis.call('ZCARD', slot_line(tenant)) end
+  return n
+end
+
 -- What every transition answers: the gate's figures, when to look again, the grants.
 local function reply(c, wake, grants, extra)
   local s = redis.call('HMGET', STATS, 'admitted', 'timeouts', 'cancelled', 'refunds', 'expired', 'peak', 'wait_ms', 'max_wait_ms')
@@ -193,7 +386,7 @@ local function reply(c, wake, grants, extra)
   local figures = {
     tostring(c.size), tostring(c.rate), tostring(c.burst), tostring(c.lease),
     tostring(redis.call('ZCARD', LEASES)),
-    tostring(redis.call('ZCARD', TOKLINE) + redis.call('ZCARD', SLOTLINE)),
+    tostring(redis.call('ZCARD', TOKLINE) + waiting_for_slots()),
     tostring(tokens), ms(wake), ms(now),
   }
   for i = 1, 8 do table.insert(figures, s[i] or '0') end
@@ -226,11 +419,12 @@ local function give_up(c, ids, counter)
     if redis.call('ZREM', TOKLINE, id) == 1 then
       redis.call('HDEL', SINCE, id)
       left = left + 1
-    elseif redis.call('ZREM', SLOTLINE, id) == 1 then
+    elseif dequeue(tenant_of_pid(pid_of(id)), id) then
       redis.call('HDEL', SINCE, id)
       refund(c)
       left = left + 1
     elseif redis.call('ZREM', LEASES, id) == 1 then
+      ended(id, false)
       refund(c)
       redis.call('HINCRBY', STATS, 'admitted', -1)
       left = left + 1
@@ -239,9 +433,29 @@ local function give_up(c, ids, counter)
   if left > 0 then redis.call('HINCRBY', STATS, counter, left) end
 end
 
+-- Process PID is tenant TENANT, of WEIGHT and CAP (0: none): the last to join says.
+local function register_tenant(pid, tenant, weight, cap)
+  redis.call('HSET', proc_key(pid), 'tenant', tenant)
+  tenant_cache[pid] = tenant
+  local key = tenant_key(tenant)
+  redis.call('HSET', key, 'weight', weight, 'cap', cap)
+  redis.call('HSETNX', key, 'holding', 0)
+  redis.call('ZADD', TENANTS, ms(now), tenant)
+end
+
+-- Tenants no process has used for ten leases, holding nothing, are forgotten.
+local function forget_tenants(c)
+  for _, tenant in ipairs(redis.call('ZRANGEBYSCORE', TENANTS, '-inf', '(' .. ms(now - 10 * c.lease))) do
+    if tenant_number(tenant, 'holding', 0) <= 0 and not redis.call('ZSCORE', BACKLOG, tenant) then
+      redis.call('ZREM', TENANTS, tenant)
+      redis.call('DEL', tenant_key(tenant), used_key(tenant))
+    end
+  end
+end
+
 if op == 'join' then
-  -- pid host ospid world size rate burst lease_ms rejoin held...
-  local pid, rejoin = ARGV[2], ARGV[10] == '1'
+  -- pid host ospid world size rate burst lease_ms claim_ms tenant weight cap rejoin held...
+  local pid, rejoin = ARGV[2], ARGV[14] == '1'
   local c = config()
   local created = 0
   if not c then
@@ -249,7 +463,8 @@ if op == 'join' then
     -- admit nobody for one lease, so that every holder can register its permits again.
     local hold = 0
     if rejoin then hold = now + tonumber(ARGV[9]) end
-    redis.call('HSET', CFG, 'size', ARGV[6], 'rate', ARGV[7], 'burst', ARGV[8], 'lease_ms', ARGV[9], 'hold_until', ms(hold))
+    redis.call('HSET', CFG, 'size', ARGV[6], 'rate', ARGV[7], 'burst', ARGV[8], 'lease_ms', ARGV[9], 'hold_until', ms(hold),
+               'claim_ms', ARGV[10], 'vtime', '0')
     c = config()
     created = 1
   end
@@ -260,16 +475,21 @@ if op == 'join' then
   redis.call('ZADD', PROCS, now + c.lease, pid)
   redis.call('HSET', proc_key(pid), 'host', ARGV[3], 'pid', ARGV[4], 'world', ARGV[5], 'started', ms(now))
   redis.call('PEXPIRE', proc_key(pid), math.ceil(c.lease * 10))
+  register_tenant(pid, ARGV[11], ARGV[12], ARGV[13])
+  forget_tenants(c)
   if rejoin then
     -- Whatever of ours the gate holds from before is stale: our waiters failed when
     -- the server was lost, and we say which permits we still hold.
-    purge_lines(c, prefixed(pid))
+    purge_lines(c, pid, prefixed(pid))
     redis.call('DEL', grants_key(pid))
     local held = {}
-    for k = 11, #ARGV do held[ARGV[k]] = true end
+    for k = 15, #ARGV do held[ARGV[k]] = true end
     local ours = prefixed(pid)
     for _, id in ipairs(redis.call('ZRANGE', LEASES, 0, -1)) do
-      if ours(id) and not held[id] then redis.call('ZREM', LEASES, id) end
+      if ours(id) and not held[id] then
+        redis.call('ZREM', LEASES, id)
+        ended(id, true)
+      end
     end
     for id, _ in pairs(held) do
       -- A lease that expired meanwhile is not brought back (its slot may have been
@@ -289,19 +509,26 @@ elseif op == 'step' then
   local err = heartbeat(c, pid)
   if err then return err end
   local released, i = counted(4)
-  for _, id in ipairs(released) do redis.call('ZREM', LEASES, id) end
+  for _, id in ipairs(released) do
+    if redis.call('ZREM', LEASES, id) == 1 then ended(id, true) end
+  end
   local timed_out, cancelled
   timed_out, i = counted(i)
   cancelled, i = counted(i)
   give_up(c, timed_out, 'timeouts')
   give_up(c, cancelled, 'cancelled')
-  local line = SLOTLINE
-  if c.rate > 0 then line = TOKLINE end
-  for k = i, #ARGV do
-    local id = ARGV[k]
-    if not redis.call('ZSCORE', line, id) and not redis.call('ZSCORE', LEASES, id) then
-      redis.call('ZADD', line, redis.call('INCR', SEQ), id)
-      redis.call('HSET', SINCE, id, ms(now))
+  -- Arrivals: id, cost, id, cost, ...
+  local tenant = tenant_of_pid(pid)
+  for k = i, #ARGV - 1, 2 do
+    local id, cost = ARGV[k], ARGV[k + 1]
+    if redis.call('HEXISTS', SINCE, id) == 0 and not redis.call('ZSCORE', LEASES, id) then
+      local ticket = redis.call('INCR', SEQ)
+      if c.rate > 0 then
+        redis.call('ZADD', TOKLINE, ticket, id)
+      else
+        enqueue(tenant, id, ticket)
+      end
+      redis.call('HSET', SINCE, id, ms(now) .. '|' .. cost)
     end
   end
   local grants, wake = dispatch(c, pid, cause)
@@ -315,6 +542,8 @@ elseif op == 'poll' then
   local pid = ARGV[2]
   local err = heartbeat(c, pid)
   if err then return err end
+  redis.call('ZADD', TENANTS, ms(now), tenant_of_pid(pid))
+  forget_tenants(c)
   local held, i = counted(3)
   local lost = {}
   for _, id in ipairs(held) do
@@ -343,9 +572,12 @@ elseif op == 'leave' then
   if not c then return {} end
   local pid = ARGV[2]
   local ours = prefixed(pid)
-  purge_lines(c, ours)
+  purge_lines(c, pid, ours)
   for _, id in ipairs(redis.call('ZRANGE', LEASES, 0, -1)) do
-    if ours(id) then redis.call('ZREM', LEASES, id) end
+    if ours(id) then
+      redis.call('ZREM', LEASES, id)
+      ended(id, true)
+    end
   end
   redis.call('ZREM', PROCS, pid)
   redis.call('DEL', proc_key(pid), grants_key(pid))
@@ -362,7 +594,9 @@ elseif op == 'status' then
     local pid = pid_of(id)
     holding[pid] = (holding[pid] or 0) + 1
   end
-  for _, line in ipairs({TOKLINE, SLOTLINE}) do
+  local lines = {TOKLINE}
+  for _, tenant in ipairs(redis.call('ZRANGE', BACKLOG, 0, -1)) do table.insert(lines, slot_line(tenant)) end
+  for _, line in ipairs(lines) do
     for _, id in ipairs(redis.call('ZRANGE', line, 0, -1)) do
       local pid = pid_of(id)
       waiting[pid] = (waiting[pid] or 0) + 1
@@ -378,7 +612,26 @@ elseif op == 'status' then
   for pid, n in pairs(holding) do
     table.insert(procs, {pid, '?', '?', '(gone)', tostring(n), '0'})
   end
-  return reply(c, wake, {}, procs)
+  -- Every tenant: name weight cap holding waiting session-seconds of the last minute.
+  local tenants, since = {}, now - SHARE_WINDOW_MS
+  local in_flight = {}
+  local held = redis.call('HGETALL', HELD)
+  for k = 1, #held, 2 do
+    local tenant, admitted = string.match(held[k + 1], '^(.*)|([^|]*)|[^|]*$')
+    in_flight[tenant] = (in_flight[tenant] or 0) + (now - math.max(tonumber(admitted), since))
+  end
+  for _, tenant in ipairs(redis.call('ZRANGE', TENANTS, 0, -1)) do
+    local v = redis.call('HMGET', tenant_key(tenant), 'weight', 'cap', 'holding')
+    local used = in_flight[tenant] or 0
+    local buckets = redis.call('HGETALL', used_key(tenant))
+    local first = math.floor(since / BUCKET_MS)
+    for k = 1, #buckets, 2 do
+      if tonumber(buckets[k]) >= first then used = used + tonumber(buckets[k + 1])
+      else redis.call('HDEL', used_key(tenant), buckets[k]) end
+    end
+    table.insert(tenants, {tenant, v[1] or '1', v[2] or '0', v[3] or '0', tostring(redis.call('ZCARD', slot_line(tenant))), ms(used / 1000)})
+  end
+  return reply(c, wake, {}, {procs, tenants})
 end
 
 return redis.error_reply('ERR unknown gate transition ' .. tostring(op))

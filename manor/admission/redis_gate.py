@@ -5,12 +5,19 @@ whose ``gate.url`` and ``gate.name`` are the same shares one gate, with the sema
 the in-process ``manor.admission.gate.Gate``:
 
 - at most ``size`` calls in flight from all processes together, at every instant;
-- admitted in global ticket order: a waiter gets its global ticket when it joins the line
-  at the server, and a process sends its waiters there in its own ticket order (a ticket
-  issued ahead of time holds back the ones behind it, as in the in-process gate), so a
-  tick keeps its planned order and processes are served first come, first served; the
-  worlds of a fleet in one process send theirs in lanes that take turns
-  (``manor.admission.lanes``), one waiter each;
+- fair between tenants: each process is a tenant (``tenant``, by default this host and
+  process id; processes named alike share one), with a ``weight`` and an optional cap
+  (``max_sessions``), and the server serves the tenants as the in-process gate serves
+  its lanes — start-time fair queuing on each call's predicted seconds, corrected by what
+  it held when its lease ends, with a claim on each tenant's share (``claim_s``);
+- within a tenant, in global ticket order: a waiter gets its global ticket when it joins
+  the line at the server, and a process sends its waiters there in its own ticket order
+  (a ticket issued ahead of time holds back the ones behind it, as in the in-process
+  gate), so a tick keeps its planned order; the worlds of a fleet in one process take
+  turns in lanes (``manor.admission.lanes``), and while it has more than one, a process
+  keeps no more waiters at the server and permits together than the gate has slots, so
+  that the turns are taken as slots free, not all at once as the waiters arrive, with a
+  claim on each lane's share (``manor.admission.claims``);
 - a wait longer than ``gate.timeout_s`` degrades as ``gate_timeout``; the optional token
   bucket is shared, and a token taken by a waiter that then gives up is refunded;
 - ``size`` can be changed from any process (or ``manor gate resize``); every process
@@ -62,13 +69,14 @@ from ..errors import (
     one_line,
     redacted_url,
 )
+from .claims import Claimant, lends_to
 from .gate import GateStatistics
 from .lanes import Lanes
 
 if TYPE_CHECKING:
     import coredis
 
-__all__ = ["GateHolder", "GateStatus", "RedisGate", "RedisPermit", "gate_status", "resize_shared_gate"]
+__all__ = ["GateHolder", "GateStatus", "GateTenant", "RedisGate", "RedisPermit", "gate_status", "resize_shared_gate"]
 
 _SCRIPT = importlib.resources.files(__package__).joinpath("redis_gate.lua").read_text(encoding="utf-8")
 
@@ -114,6 +122,9 @@ class _Lost(Exception):
 @attrs.define(eq=False)
 class _Waiter:
     ticket: int
+    #: The seconds it is expected to hold its slot, as its tenant is charged.
+    cost: float = 1.0
+    lane: int = 0
     stage: int = _ISSUED
     queued_at: float = 0.0
     done: trio.Event = attrs.field(factory=trio.Event)
@@ -182,14 +193,31 @@ class GateHolder:
 
 
 @attrs.frozen
+class GateTenant:
+    """A tenant of a shared gate, as ``manor gate status`` lists it: its weight, its cap
+    (``None``: none), the calls it holds and has waiting, and its share of the gate's
+    session-seconds over the last minute (``None`` when nobody held any)."""
+
+    name: str
+    weight: float
+    max_sessions: int | None
+    holding: int
+    waiting: int
+    session_s_last_minute: float
+    share_last_minute: float | None
+
+
+@attrs.frozen
 class GateStatus:
-    """A shared gate as the server has it: its figures and the processes using it."""
+    """A shared gate as the server has it: its figures, the processes using it and its
+    tenants."""
 
     url: str
     name: str
     statistics: GateStatistics
     lease_s: float
     holders: tuple[GateHolder, ...]
+    tenants: tuple[GateTenant, ...] = ()
 
 
 @final
@@ -208,7 +236,13 @@ class RedisGate:
         rate: token bucket refill, tokens per second (0: none), if this process creates it.
         burst: the bucket's capacity, likewise.
         lease_s: how long a permit lasts unless renewed, likewise.
+        claim_s: how long a tenant keeps a claim on its share after its last call
+            ended, likewise (``manor.admission.gate.Gate``).
         world: what this process runs, for ``manor gate status``.
+        tenant: whom this process's calls count for (default: this host and process
+            id); processes with the same tenant share its share.
+        weight: the tenant's weight against the other tenants'.
+        max_sessions: the most calls the tenant may have in flight (``None``: no cap).
 
     Raises:
         SharedGateError: the Redis client is not installed.
@@ -220,7 +254,11 @@ class RedisGate:
     _rate: float = attrs.field(alias="rate", default=0.0, validator=attrs.validators.ge(0))
     _burst: int = attrs.field(alias="burst", default=1, validator=attrs.validators.ge(1))
     lease_s: float = attrs.field(default=5.0, validator=attrs.validators.gt(0))
+    claim_s: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
     world: str = ""
+    tenant: str = attrs.field(factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    weight: float = attrs.field(default=1.0, validator=attrs.validators.gt(0))
+    max_sessions: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)))
     #: Said once joined, when the gate already existed with other settings.
     notice: str | None = attrs.field(default=None, init=False)
 
@@ -236,6 +274,13 @@ class RedisGate:
     # Issued tickets in order, in their lanes, until sent (or gone): a process's order
     # at the server.
     _line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
+    _lanes: set[int] = attrs.field(factory=set, init=False, repr=False)
+    # The lane of each waiter sent and permit held, and when each lane's last call
+    # ended: the lanes' claims on their shares of what this process sends (``claims``),
+    # and when the sender looks again for a claim that lapses.
+    _lane_of: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+    _lane_ended_at: dict[int, float] = attrs.field(factory=dict, init=False, repr=False)
+    _send_at: float = attrs.field(default=math.inf, init=False, repr=False)
     _waiting: dict[str, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
     # The waiters sent to the server, in the order sent: the order it grants them.
     _in_line: deque[_Waiter] = attrs.field(factory=deque, init=False, repr=False)
@@ -263,6 +308,10 @@ class RedisGate:
     def __attrs_post_init__(self) -> None:
         self._coredis = _coredis()
         self._prefix = _key_prefix(self.name)
+        if not self.tenant:
+            self.tenant = f"{socket.gethostname()}:{os.getpid()}"
+        if "|" in self.tenant:
+            raise ValueError(f"a tenant's name cannot hold '|': {self.tenant!r}")
         password = urlsplit(self.url).password
         if password:
             add_secret(password)  # never in a call's message
@@ -332,9 +381,11 @@ class RedisGate:
         self._next_ticket += count
         tickets = range(first, first + count)
         self._line.mark()
+        self._lanes.add(lane)
         for index, ticket in enumerate(tickets):
-            self._waiters[ticket] = _Waiter(ticket)
-            self._line.append(ticket, lane, 1.0 if costs is None else costs[index])
+            cost = 1.0 if costs is None else costs[index]
+            self._waiters[ticket] = _Waiter(ticket, cost, lane)
+            self._line.append(ticket, lane, cost)
         return tickets
 
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
@@ -488,7 +539,10 @@ class RedisGate:
         )
 
     def _identity(self) -> list[object]:
-        return [self._pid, socket.gethostname(), os.getpid(), self.world, self._size, self._rate, self._burst, round(self.lease_s * 1000)]
+        return [
+            self._pid, socket.gethostname(), os.getpid(), self.world, self._size, self._rate, self._burst, round(self.lease_s * 1000),
+            round(self.claim_s * 1000), self.tenant, repr(self.weight), self.max_sessions or 0,
+        ]  # fmt: skip
 
     def _joined(self, reply: list[Any], *, again: bool) -> None:
         """Joined (or, ``again``, after the server was lost): the gate's settings are
@@ -520,8 +574,10 @@ class RedisGate:
         """Send what this process did (releases, waiters that gave up, arrivals in
         ticket order, a new size) to the server, as it happens, batched."""
         while True:
-            await self._work.wait()
+            with trio.move_on_at(self._send_at):
+                await self._work.wait()
             self._work = trio.Event()
+            self._send_at = math.inf
             if not self._available:
                 continue
             try:
@@ -541,7 +597,9 @@ class RedisGate:
                 args: list[object] = ["step", self._pid, cause]
                 for ids in (released, timed_out, cancelled):
                     args += [len(ids), *ids]
-                self._absorb(await self._call(*args, *(waiter.id for waiter in arrivals)))
+                for waiter in arrivals:
+                    args += [waiter.id, repr(waiter.cost)]
+                self._absorb(await self._call(*args))
             except _Lost as exc:
                 self._lose(str(exc))
 
@@ -550,15 +608,31 @@ class RedisGate:
         lane in turn, before the first issued ticket whose caller has not arrived."""
         arrivals = []
         line, waiters = self._line, self._waiters
-        while line:
-            waiter = waiters.get(line.head())
+        lanes = len(self._lanes) > 1
+        # With lanes to take turns, no more waiting at the server and holding together
+        # than the gate has slots: the rest take their turns here as slots free (a
+        # release and the arrival it lets go share one transition). And a lane over its
+        # share of them sends no more while another lane claims its own (``claims``).
+        window = self._size if lanes else math.inf
+        claims = lanes and self.claim_s > 0
+        passed: set[int] = set()
+        while line and len(self._lane_of) < window:
+            ticket = line.head(passed)
+            if ticket is None:
+                break  # every lane with waiters is kept out by a claim
+            waiter = waiters.get(ticket)
             if waiter is None or waiter.stage == _FAILED:
                 line.drop()  # withdrawn, gave up, or failed: it holds nobody back
             elif waiter.stage == _ARRIVED:
+                if claims and (lapses := self._lends_to(waiter.lane)):
+                    passed.add(waiter.lane)
+                    self._send_at = min(self._send_at, lapses)
+                    continue
                 line.served()
                 waiter.stage = _SENT
                 waiter.id = f"{self._pid}:{waiter.ticket}"
                 self._waiting[waiter.id] = waiter
+                self._lane_of[waiter.id] = waiter.lane
                 self._in_line.append(waiter)
                 arrivals.append(waiter)
             else:
@@ -675,6 +749,8 @@ class RedisGate:
             waiter.released_at = float(released_at) / 1000 if released_at else None
             self._held.add(id)
         self._wake()
+        if len(self._lanes) > 1:
+            self._kick()  # room at the server for the next turns
 
     def _wake(self) -> None:
         """Wake the granted waiters at the head of the line, all at this moment: up to
@@ -687,7 +763,30 @@ class RedisGate:
                 waiter.admitted_at = now
                 waiter.done.set()
 
+    def _lends_to(self, lane: int) -> float:
+        """``0.0`` when ``lane`` may send a waiter now; otherwise when the claims of
+        the other lanes that keep it out lapse (``manor.admission.claims``): the lanes
+        share what this process may have at the server, the gate's size (or its cap)."""
+        outstanding: dict[int, int] = {}
+        for of in self._lane_of.values():
+            outstanding[of] = outstanding.get(of, 0) + 1
+        tenants = {
+            other: Claimant(self._line.weight(other), None, outstanding.get(other, 0), other in self._line, self._lane_ended_at.get(other))
+            for other in self._lanes
+        }
+        size = self._size if self.max_sessions is None else min(self._size, self.max_sessions)
+        return lends_to(lane, tenants, size=size, in_flight=len(self._lane_of), now=trio.current_time(), claim_s=self.claim_s)
+
+    def _ended(self, id: str) -> None:
+        """The waiter or permit ``id`` has left this process's share (``_lends_to``)."""
+        lane = self._lane_of.pop(id, None)
+        if lane is not None:
+            self._lane_ended_at[lane] = trio.current_time()
+            if len(self._lanes) > 1:
+                self._kick()
+
     def _release(self, id: str) -> None:
+        self._ended(id)
         if id in self._held:
             self._held.discard(id)
             if self._available:
@@ -700,6 +799,7 @@ class RedisGate:
         """A waiter stops waiting (timed out, or cancelled): it holds nothing after.
         At the server it leaves the line, or gives back the slot granted meanwhile."""
         self._waiters.pop(waiter.ticket, None)
+        self._ended(waiter.id)
         if waiter.stage == _SENT:
             del self._waiting[waiter.id]
         elif waiter.stage == _GRANTED:
@@ -730,6 +830,7 @@ class RedisGate:
         self._cancelled.clear()
         for waiter in self._waiters.values():
             if waiter.stage in (_ARRIVED, _SENT):
+                self._lane_of.pop(waiter.id, None)
                 waiter.stage = _FAILED
                 waiter.failure = self._unavailable()
                 waiter.done.set()
@@ -761,8 +862,19 @@ async def gate_status(url: str, name: str) -> GateStatus | None:
         return None
     probe = RedisGate(url, name, size=1)
     probe._absorb(reply)
-    holders = tuple(GateHolder(*row[:4], holding=int(row[4]), waiting=int(row[5])) for row in reply[2])
-    return GateStatus(redacted_url(url), name, probe.statistics(), float(reply[0][3]) / 1000, holders)
+    procs, tenants = reply[2]
+    holders = tuple(GateHolder(*row[:4], holding=int(row[4]), waiting=int(row[5])) for row in procs)
+    used = sum(float(row[5]) for row in tenants)
+    return GateStatus(
+        redacted_url(url), name, probe.statistics(), float(reply[0][3]) / 1000, holders,
+        tuple(
+            GateTenant(
+                row[0], float(row[1]), int(row[2]) or None, int(row[3]), int(row[4]), round(float(row[5]), 3),
+                round(float(row[5]) / used, 4) if used > 0 else None,
+            )
+            for row in tenants
+        ),
+    )  # fmt: skip
 
 
 async def resize_shared_gate(url: str, name: str, size: int) -> tuple[GateStatus, GateStatus] | None:

@@ -43,7 +43,7 @@ from ..run import interrupts
 from ..run.engine import scene_sim
 from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector
 
-__all__ = ["MIXED", "SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound"]
+__all__ = ["CLAIMS_OFF", "MIXED", "SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound", "idle_while_waiting", "mixed_scenes"]
 
 #: The fleet sizes the suite runs.
 WORLDS = (1, 4, 16)
@@ -65,7 +65,7 @@ def _ticks(context: BenchContext) -> int:
 
 
 def units(context: BenchContext) -> int:
-    mixed = sum(len(entries) for _, entries in MIXED) + 3  # the fleets, and each scene alone
+    mixed = sum(len(entries) for name, entries in MIXED for _ in range(1 + (name in CLAIMS_OFF))) + 3  # the fleets, and each scene alone
     return sum(WORLDS) * _ticks(context) + mixed * (MIXED_TICKS_QUICK if context.quick else MIXED_TICKS)
 
 
@@ -100,7 +100,7 @@ def _fleet(context: BenchContext, worlds: int) -> dict[str, Any]:
 
 
 #: The mixed fleets: (name, the worlds' scenes as ``--scenes`` entries). ``manor`` is
-#: the bundled Wacky Manor; ``crowd`` and ``oracle`` are generated (``_mixed_scenes``).
+#: the bundled Wacky Manor; ``crowd`` and ``oracle`` are generated (``mixed_scenes``).
 MIXED = (
     ("manor beside its twin", ("wacky_manor", "wacky_manor")),
     ("manor beside a crowd (>= 200 calls a tick)", ("wacky_manor", "crowd")),
@@ -108,6 +108,9 @@ MIXED = (
     ("manor weight 2 beside its twin", ("wacky_manor:2", "wacky_manor")),
     ("manor beside an oracle capped at 2 sessions", ("wacky_manor", "oracle:1:2")),
 )
+#: The mixed fleets run again with ``gate.claim_s = 0`` (every idle slot lent at once,
+#: no claims): what the claims cost and buy. They have no targets.
+CLAIMS_OFF = ("manor beside an oracle (21 calls of 18 s a tick)", "manor weight 2 beside its twin")
 MIXED_TICKS = 30
 MIXED_TICKS_QUICK = 10
 
@@ -139,7 +142,7 @@ jitter = 0.0
 """
 
 
-def _mixed_scenes(folder: Path) -> dict[str, str]:
+def mixed_scenes(folder: Path) -> dict[str, str]:
     """The generated scenes, written to ``folder``: name -> path."""
     (folder / "scenes").mkdir()
     (folder / "agents").mkdir()
@@ -152,10 +155,12 @@ def _mixed_scenes(folder: Path) -> dict[str, str]:
     return paths
 
 
-def _mixed_fleet(context: BenchContext, entries: Sequence[str], ticks: int) -> tuple[dict[str, Any], list[list[TickRecord]]]:
-    """Run the worlds of ``entries`` side by side at the default gate timeout: the fleet's
-    summary and every world's tick records."""
-    sources = [*context.sources, Source("manor bench", BENCH_ORDINAL, {"run.policy": "pipeline"})]
+def _mixed_fleet(
+    context: BenchContext, entries: Sequence[str], ticks: int, settings: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], list[list[TickRecord]]]:
+    """Run the worlds of ``entries`` side by side at the default gate timeout (and
+    ``settings``): the fleet's summary and every world's tick records."""
+    sources = [*context.sources, Source("manor bench", BENCH_ORDINAL, {"run.policy": "pipeline", **(settings or {})})]
     configured = configure_worlds(sources, len(entries), entries)
     recorders = [TickCollector(context) for _ in configured]
     fleet = build_fleet(
@@ -182,11 +187,34 @@ def _peak_held(ticks: Sequence[TickRecord]) -> int:
     return peak
 
 
+def idle_while_waiting(worlds: Sequence[Sequence[TickRecord]], size: int) -> float:
+    """Slot-seconds the gate left free while some call waited at it (from the records:
+    what claims cost in work conservation; 0 for a gate that lends every idle slot,
+    except at the instants a caller has not arrived yet)."""
+    events = sorted(
+        (time, held, waiting)
+        for ticks in worlds for tick in ticks for call in tick.calls
+        for time, held, waiting in (
+            ((call.queued_at, 0, 1), (call.admitted_at, 1, -1), (call.finished_at, -1, 0))
+            if call.admitted_at is not None else ((call.queued_at, 0, 1), (call.finished_at, 0, -1))
+        )
+    )  # fmt: skip
+    held = waiting = 0
+    idle = last = 0.0
+    for time, step, wait in events:
+        if waiting > 0:
+            idle += max(0, size - held) * (time - last)
+        last = time
+        held += step
+        waiting += wait
+    return round(idle, 4)
+
+
 def _mixed(context: BenchContext) -> list[dict[str, Any]]:
     """Each mixed fleet, and each of its worlds alone, with the manor's slowdowns."""
     ticks = MIXED_TICKS_QUICK if context.quick else MIXED_TICKS
     with tempfile.TemporaryDirectory() as folder:
-        generated = _mixed_scenes(Path(folder))
+        generated = mixed_scenes(Path(folder))
 
         def entry(text: str) -> str:
             scene, _, share = text.partition(":")
@@ -194,9 +222,11 @@ def _mixed(context: BenchContext) -> list[dict[str, Any]]:
 
         alone: dict[str, dict[str, Any]] = {}
         rows = []
-        for name, entries in MIXED:
+        runs = [(name, entries, None) for name, entries in MIXED]
+        runs += [(name, entries, 0.0) for name, entries in MIXED if name in CLAIMS_OFF]
+        for name, entries, claim_s in runs:
             scenes = [entry(text) for text in entries]
-            summary, records = _mixed_fleet(context, scenes, ticks)
+            summary, records = _mixed_fleet(context, scenes, ticks, None if claim_s is None else {"gate.claim_s": claim_s})
             worlds = []
             for world, scene, ticks_of in zip(summary["worlds"], scenes, records, strict=True):
                 plain = scene_share(scene)[0]
@@ -215,7 +245,11 @@ def _mixed(context: BenchContext) -> list[dict[str, Any]]:
                     "gate_wait_s": world["gate_wait_s"],
                     "peak_held": _peak_held(ticks_of),
                 })  # fmt: skip
-            rows.append({"fleet": name, "worlds": worlds, **summary["fairness"]})
+            row = {"fleet": name, "worlds": worlds, **summary["fairness"]}
+            row["idle_slot_s_while_waiting"] = idle_while_waiting(records, summary["total"]["gate_size"])
+            if claim_s is not None:
+                row["claim_s"] = claim_s
+            rows.append(row)
     twin = rows[0]["worlds"][0]
     for row in rows:
         manor = row["worlds"][0]

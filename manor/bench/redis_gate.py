@@ -25,6 +25,16 @@ The Redis server is ``gate.url`` (``--gate-url``, ``MANOR_GATE_URL``, manor.toml
 set; otherwise a ``redis-server`` started for the suite on a free loopback port, when
 one is installed; otherwise the suite says that no Redis is reachable.
 
+And the **mixed** fleets of the fleet suite (``manor.bench.fleet``: the manor beside its
+twin, beside a crowd of 204 calls a tick, beside an oracle of 21 calls of 18 s), on the
+real clock with latencies, the gate timeout and ``gate.claim_s`` scaled alike: in one
+process on the in-process gate; in one process on the Redis gate (a process's worlds
+are lanes, which must keep their turns through the server); and one world per process on
+the Redis gate (``manor fleet --processes 2``: two invocations on one URL, each a tenant
+by its host and process id). ``manor_vs_twin``: the manor's mean (and p95) tick beside the
+other world over beside its twin, each way; ``vs_in_process``: that over the in-process
+gate's (target: within 10 %).
+
 A process of either measurement is this module run as a program (``python -m
 manor.bench.redis_gate WHAT JSON``), printing its figures as one JSON line.
 """
@@ -36,10 +46,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -49,7 +61,7 @@ from ..admission.gate import SharedGate
 from ..config import Config, Source
 from ..content import Scene
 from ..errors import SharedGateError
-from ..fleet.in_process import build_fleet, configure_worlds, parts
+from ..fleet.in_process import build_fleet, configure_worlds, fleet_tenants, parts
 from ..fleet.processes import Part, ProcessFleet
 from ..run import interrupts
 from ..run.engine import build_engine, gate_for, scene_seed, scene_sim
@@ -67,6 +79,16 @@ TICKS, TICKS_QUICK = 6, 2
 FLEET_WORLDS, FLEET_PROCESSES = 4, 2
 #: Simulated latencies, scaled to real time: the scene's 0.6-2.4 s calls take 30-120 ms.
 LATENCY_SCALE = 0.05
+#: The mixed fleets: (name, the worlds' ``--scenes`` entries), ticks each.
+MIXED = (
+    ("manor beside its twin", ("wacky_manor", "wacky_manor")),
+    ("manor beside a crowd", ("wacky_manor", "crowd")),
+    ("manor beside an oracle", ("wacky_manor", "oracle")),
+)
+MIXED_TICKS, MIXED_TICKS_QUICK = 12, 4
+#: The ways the mixed fleets run: one process on the in-process gate, one process on
+#: Redis (the worlds are lanes), a process per world on Redis (a tenant each).
+MIXED_WAYS = ("in_process", "redis_one_process", "redis_two_processes")
 
 
 def jain(values: Sequence[float]) -> float:
@@ -77,7 +99,7 @@ def jain(values: Sequence[float]) -> float:
 
 
 def units(context: BenchContext) -> int:
-    return 2 * len(PROCESSES) + 1
+    return 2 * len(PROCESSES) + 2
 
 
 def run(context: BenchContext) -> dict[str, Any]:
@@ -98,6 +120,8 @@ def run(context: BenchContext) -> dict[str, Any]:
             context.advance(1)
         fleet = _fleet(context, url, ticks)
         context.advance(1)
+        mixed = _mixed(context, url, MIXED_TICKS_QUICK if context.quick else MIXED_TICKS)
+        context.advance(1)
     return {
         "available": True,
         "url": url,
@@ -109,6 +133,7 @@ def run(context: BenchContext) -> dict[str, Any]:
         "makespan": makespan,
         "ratio": min(point["ratio"] for point in makespan),
         "fleet": fleet,
+        "mixed": mixed,
     }
 
 
@@ -229,6 +254,65 @@ def _fleet(context: BenchContext, url: str, ticks: int) -> dict[str, Any]:
         "peak_platform_sessions": shared["total"]["peak_platform_sessions"],
         "degraded": shared["total"]["degraded"],
     }
+
+
+def _mixed(context: BenchContext, url: str, ticks: int) -> dict[str, Any]:
+    """The mixed fleets each way (module docstring): the manor's tick figures and its
+    slowdowns against beside its twin."""
+    from .fleet import mixed_scenes
+
+    scaled = {
+        "run.clock": "real", "run.policy": "pipeline", "run.ticks": ticks,
+        "gate.timeout_s": 30.0 * LATENCY_SCALE, "gate.claim_s": 2.0 * LATENCY_SCALE,
+    }  # fmt: skip
+    ticks_of: dict[str, dict[str, dict[str, float]]] = {way: {} for way in MIXED_WAYS}
+    with tempfile.TemporaryDirectory() as folder:
+        generated = mixed_scenes(Path(folder))
+        for name, entries in MIXED:
+            scenes = [generated.get(entry, entry) for entry in entries]
+            for way in MIXED_WAYS:
+                values = {**scaled} if way == "in_process" else {**scaled, "gate.url": url, "gate.name": f"bench-{uuid.uuid4().hex[:8]}"}
+                sources = [*context.sources, Source("redis-gate benchmark", BENCH_ORDINAL, values)]
+                configured = configure_worlds(sources, len(scenes), scenes)
+                if way == "redis_two_processes":
+                    jobs = [
+                        Part(sources=sources, worlds=len(scenes), scenes=scenes, indices=indices, sim_latency_scale=LATENCY_SCALE)
+                        for indices in parts(len(scenes), len(scenes))
+                    ]
+                    spread = ProcessFleet(jobs, ticks)
+                    interrupts.run(spread.run)
+                    summary = spread.summary()
+                else:
+                    gate = gate_for(configured[0][0].settings.gate, world="bench mixed fleet") if way == "redis_one_process" else None
+                    summary = interrupts.run(_mixed_in_one_process, configured, scenes, ticks, gate)
+                manor = summary["worlds"][0]
+                ticks_of[way][name] = {"mean": manor["tick_seconds"]["mean"], "p95": manor["tick_seconds"]["p95"], "degraded": manor["degraded"]}
+    rows = []
+    for name, _ in MIXED:
+        row: dict[str, Any] = {"fleet": name}
+        for way in MIXED_WAYS:
+            figures, twin = ticks_of[way][name], ticks_of[way][MIXED[0][0]]
+            row[way] = {
+                "manor_tick_mean_s": round(figures["mean"], 4), "manor_tick_p95_s": round(figures["p95"], 4),
+                "manor_degraded": figures["degraded"],
+                "manor_vs_twin_mean": round(figures["mean"] / twin["mean"], 4), "manor_vs_twin_p95": round(figures["p95"] / twin["p95"], 4),
+            }  # fmt: skip
+        for way in MIXED_WAYS[1:]:
+            for key in ("manor_vs_twin_mean", "manor_vs_twin_p95"):
+                row[way][f"{key}_vs_in_process"] = round(row[way][key] / row["in_process"][key], 4)
+        rows.append(row)
+    return {"ticks": ticks, "latency_scale": LATENCY_SCALE, "fleets": rows}
+
+
+async def _mixed_in_one_process(configured: Any, scenes: list[str], ticks: int, gate: SharedGate | None) -> dict[str, Any]:
+    """A mixed fleet in this process, on ``gate`` (default: an in-process one)."""
+    fleet = build_fleet(
+        configured, gate=gate, tenants=fleet_tenants(configured, scenes),
+        backends=lambda index: scene_sim(*configured[index], latency_scale=LATENCY_SCALE),
+    )  # fmt: skip
+    async with fleet.gate.connected():
+        await fleet.run(ticks)
+    return fleet.summary()
 
 
 def _sources(context: BenchContext) -> list[dict[str, Any]]:

@@ -82,6 +82,12 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
                 fleet = shared["fleet"]
                 what = f"redis-gate.fleet.ratio ({fleet['worlds']} worlds over {fleet['processes']} processes)"
                 targets.append(_target(what, goal, fleet["ratio"], fleet["ratio"] >= REDIS_GATE_RATIO))
+            for row in shared.get("mixed", {}).get("fleets", ())[1:]:
+                for way in ("redis_one_process", "redis_two_processes"):
+                    for key in ("mean", "p95"):
+                        value = row[way][f"manor_vs_twin_{key}_vs_in_process"]
+                        what = f"redis-gate.mixed {row['fleet']}, {way.removeprefix('redis_').replace('_', ' ')}: the manor's {key} slowdown / in process"
+                        targets.append(_target(what, "1 ± 10 %", value, abs(value - 1) <= 0.1))
         else:
             targets.append(_target("redis-gate.ratio (worst of 1, 2, 4 processes)", goal, None, None, shared["note"]))
     play = result.get("play")
@@ -113,6 +119,8 @@ def _fleet_targets(fleet: Mapping[str, Any]) -> list[dict[str, Any]]:
             name = f"fleet.in_process {point['worlds']} worlds: {what}"
             targets.append(_target(name, f">= {bar}", value, None if value is None else value >= bar))
     for row in fleet.get("mixed", ()):
+        if "claim_s" in row:
+            continue  # the trade-off's other side: no targets
         value = row["jain_share_per_weight"]
         name = f"fleet.mixed {row['fleet']}: Jain's index of share / weight"
         targets.append(_target(name, f">= {FLEET_FAIRNESS}", value, None if value is None else value >= FLEET_FAIRNESS))
@@ -404,10 +412,11 @@ def _fleet(console: Console, figures: Mapping[str, Any]) -> None:
     )  # fmt: skip
     for row in figures["mixed"]:
         for number, world in enumerate(row["worlds"]):
+            fleet = row["fleet"] + (f" (claim_s {row['claim_s']:g})" if "claim_s" in row else "")
             cap = "" if world["max_sessions"] is None else f" ≤{world['max_sessions']}"
             twin = f"{world['vs_twin_mean']:.2f} / {world['vs_twin_p95']:.2f}" if "vs_twin_mean" in world else ""
             table.add_row(
-                row["fleet"] if not number else "", world["tenant"], f"{world['weight']:g}{cap}", f"{world['calls_per_tick']:g}",
+                fleet if not number else "", world["tenant"], f"{world['weight']:g}{cap}", f"{world['calls_per_tick']:g}",
                 f"{world['tick_mean_s']:.2f}", f"{world['tick_p95_s']:.2f}", f"{world['alone_tick_mean_s']:.2f}", twin,
                 str(world["degraded"]), _optional(world["backlogged_share"]), _optional(world["share_per_weight"]),
                 f"{world['gate_wait_s']['mean']:.2f}", str(world["peak_held"]), _optional(row["jain_share_per_weight"]) if not number else "",
@@ -493,6 +502,17 @@ def _redis_gate(console: Console, figures: Mapping[str, Any]) -> None:
             table.add_row(name, f"{mean:.3f}", _optional(fairness["jain_share_per_weight"]), _optional(fairness["makespan_min_max"]))
         table.caption = f"ratio (in one process / over processes): {fleet['ratio']:.3f}; peak platform sessions {fleet['peak_platform_sessions']}"
         table.caption_justify = "left"
+        console.print(table)
+    if "mixed" in figures:
+        mixed = figures["mixed"]
+        table = _table(
+            f"redis-gate — mixed fleets, {mixed['ticks']} ticks, latencies x {mixed['latency_scale']:g}: the manor's mean / p95 "
+            "tick beside the other world over beside its twin",
+            "fleet", "in process", "Redis, one process", "Redis, two processes",
+        )
+        for row in mixed["fleets"]:
+            cells = [f"{row[way]['manor_vs_twin_mean']:.3f} / {row[way]['manor_vs_twin_p95']:.3f}" for way in ("in_process", "redis_one_process", "redis_two_processes")]
+            table.add_row(row["fleet"], *cells)
         console.print(table)
 
 

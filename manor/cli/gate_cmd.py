@@ -93,6 +93,15 @@ def show_status(args: argparse.Namespace) -> int:
     for holder in status.holders:
         holders.add_row(holder.host, holder.pid, holder.world, str(holder.holding), str(holder.waiting))
     console.print(holders if status.holders else "no process is using the gate")
+    if status.tenants:
+        tenants = Table(title="tenants", title_justify="left")
+        for column in ("tenant", "weight", "cap", "holding", "waiting", "share, last minute"):
+            tenants.add_column(column, justify="left" if column == "tenant" else "right")
+        for tenant in status.tenants:
+            share = "-" if tenant.share_last_minute is None else f"{tenant.share_last_minute:.1%} ({tenant.session_s_last_minute:.1f} session-s)"
+            cap = "-" if tenant.max_sessions is None else str(tenant.max_sessions)
+            tenants.add_row(tenant.name, f"{tenant.weight:g}", cap, str(tenant.holding), str(tenant.waiting), share)
+        console.print(tenants)
     return 0
 
 

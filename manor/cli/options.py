@@ -77,6 +77,10 @@ SETTING_FLAGS: dict[str, SettingFlag] = {
             "(redis://host:port/db)", derived="none: the gate is this process's own",
         ),
         SettingFlag("--gate-name", "gate.name", str, "the shared gate's name at the Redis server"),
+        SettingFlag(
+            "--tenant", "gate.tenant", str, "whom this process's calls count for at a shared gate (empty: this host and "
+            "process id); processes with the same tenant share its share",
+        ),
         SettingFlag("--call-timeout", "call.timeout_s", _seconds, "longest a call may take, seconds"),
         SettingFlag(
             "--platform-limit", "platform.limit", int, "the provider platform's session limit (0 = unlimited)",

@@ -19,6 +19,8 @@ from ..limits import (
     Burst,
     Count,
     GateName,
+    TenantName,
+    Weight,
     GateUrl,
     LeaseSeconds,
     Money,
@@ -76,6 +78,18 @@ class GateValues(Section):
     #: How long a shared gate's permit lasts unless its process renews it (a process
     #: killed while calls run loses their permits within this).
     lease_s: LeaseSeconds = 5.0
+    #: How long a tenant that shares the gate with others (a world of a fleet) keeps a
+    #: claim on its share of the slots after its last call ended: others may borrow
+    #: beyond their own share only slots nobody claims (0: lend every idle slot at once).
+    claim_s: Seconds = 2.0
+    #: This process's tenant at a shared gate (gate.url): processes with the same tenant
+    #: share its share; unset or empty: this host and process id.
+    tenant: TenantName = ""
+    #: This process's tenant's weight at a shared gate, against the other tenants'.
+    weight: Weight = 1.0
+    #: The most calls this process's tenant may have in flight at a shared gate (0: no
+    #: cap but the gate's size).
+    max_sessions: Count = 0
 
 
 class GateSettings(GateValues):
@@ -183,6 +197,7 @@ RETIRED_KEYS: dict[str, str] = {
 #: with it (a save written since records every key, its default included).
 FORMER_DEFAULTS: dict[str, Any] = {
     "run.order": "fifo",  # longest-first became the default (issue 15)
+    "gate.claim_s": 0.0,  # claims on a share came with issue 23's long calls
 }
 
 #: Keys the configuration derives from others when they are left unset (origin

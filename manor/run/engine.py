@@ -170,12 +170,15 @@ def gate_for(s: GateSettings, *, world: str | None = None) -> SharedGate:
         world: what this process runs, as ``manor gate status`` lists it.
     """
     if world is None or not s.url:
-        return Gate(size=s.first_size, rate=s.rate, burst=s.burst)
+        return Gate(size=s.first_size, rate=s.rate, burst=s.burst, claim_s=s.claim_s)
     from ..admission.redis_gate import (
         RedisGate,  # Redis is touched only for a shared gate
     )
 
-    return RedisGate(s.url, s.name, size=s.first_size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, world=world)
+    return RedisGate(
+        s.url, s.name, size=s.first_size, rate=s.rate, burst=s.burst, lease_s=s.lease_s, claim_s=s.claim_s, world=world,
+        tenant=s.tenant, weight=s.weight, max_sessions=s.max_sessions or None,
+    )  # fmt: skip
 
 
 def scene_seed(config: Config, scene: Scene) -> int:
