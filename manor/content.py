@@ -97,6 +97,11 @@ class SceneKeys(_Content, kw_only=True):
         gives its scene beats to the new cast."""
         return self
 
+    def places(self) -> tuple[str, ...]:
+        """Where the world's scenes happen (the manor's rooms), for the simulated
+        backend's ``{room}``; none: it draws its own."""
+        return ()
+
     def start_room(self, index: int) -> str | None:
         """Where generated character ``index`` (from 1) starts, or ``None``."""
         return None

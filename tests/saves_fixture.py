@@ -20,6 +20,7 @@ from manor.tick.statistics import RunStatistics
 
 __all__ = [
     "EXAMPLES",
+    "FORMAT_1",
     "SAVES",
     "Edit",
     "change_edit",
@@ -37,6 +38,9 @@ Edit = Callable[[int, Any], Any]
 #: The example saves shipped in saves/.
 SAVES = Path(__file__).resolve().parent.parent / "saves"
 EXAMPLES = ("wacky_manor_pipeline.msav", "wacky_manor_legacy.msav")
+#: The example saves as shipped before the simulator's words changed: format 1, their
+#: texts an older simulator's (a replay answers from the record, so they still verify).
+FORMAT_1 = Path(__file__).resolve().parent / "format1"
 
 
 def record(path: Path, **settings: Any) -> tuple[dict[str, Any], Engine]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import trio
-from saves_fixture import EXAMPLES, SAVES, record, rewrite_payloads
+from saves_fixture import EXAMPLES, FORMAT_1, SAVES, record, rewrite_payloads
 
 from manor.calls import Request
 from manor.cli import main
@@ -141,7 +141,7 @@ class TestSavesRecordedUnderFifo:
     @pytest.mark.parametrize("order_row", ["missing", "derived", "built-in default"])
     def test_a_fifo_save_replays_under_fifo(self, fmt: int, order_row: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         path = tmp_path / "old.msav"
-        path.write_bytes(rewrite_payloads((SAVES / "wacky_manor_pipeline.msav").read_bytes(), self._header_edit(fmt, order_row)))
+        path.write_bytes(rewrite_payloads((FORMAT_1 / "wacky_manor_pipeline.msav").read_bytes(), self._header_edit(fmt, order_row)))
         code, report = cli_json(capsys, "replay", str(path), "--verify", "--json")
         assert (code, report["verified"], report["first_mismatch"]) == (0, True, None)
         assert recorded_summary(read_save(path))["order"] == "fifo"

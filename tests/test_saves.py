@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from saves_fixture import SAVES, frames_of, record, reframe, rewrite_payloads
+from saves_fixture import EXAMPLES, FORMAT_1, frames_of, record, reframe, rewrite_payloads
 
 import manor.saves as saves
 from manor.cli import main
@@ -217,10 +217,10 @@ class TestVersions:
         assert first["world_hash"] == second["world_hash"]
 
     def test_a_format_1_save_is_upgraded_its_refusals_the_limiters(self) -> None:
-        """The committed examples are format 1: read as the current format, every refusal
+        """The examples as first shipped are format 1: read as the current format, every refusal
         is the limiter's (format 1 could not tell a server's 429 apart), no message is
         known, and the world is the manor's (the only one format 1 could play)."""
-        example = SAVES / "wacky_manor_legacy.msav"
+        example = FORMAT_1 / "wacky_manor_legacy.msav"
         assert probe_version(frames_of(example.read_bytes())[0]) == 1
         save = read_save(example)
         assert isinstance(save.header, HeaderV4) and save.header.run_id == ""
@@ -228,6 +228,13 @@ class TestVersions:
         refused = [call for frame in save.ticks for call in frame.record.calls if call.reason == "platform_rejected"]
         assert len(refused) == 20 and {call.refused_by for call in refused} == {"limiter"}
         assert {call.error for frame in save.ticks for call in frame.record.calls} == {""}
+
+    @pytest.mark.parametrize("name", EXAMPLES)
+    def test_a_save_of_the_old_simulators_words_still_verifies(self, name: str) -> None:
+        """The examples as first shipped hold the words of a simulator since reworded
+        (a summary that echoed its instruction, rooms not the scene's): a replay answers
+        from the record, so they still replay and verify."""
+        assert main(["replay", str(FORMAT_1 / name), "--verify"]) == 0
 
     @pytest.mark.parametrize("scene", ["tea_party", "werewolf_village"])
     def test_a_format_3_save_is_upgraded_its_scene_the_same(self, tmp_path: Path, scene: str) -> None:

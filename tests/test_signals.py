@@ -407,7 +407,7 @@ def _console_script(root: Path) -> Path:
     """A ``manor`` script as pip writes one for ``[project.scripts]``."""
     script = root / "bin" / "manor"
     script.parent.mkdir(exist_ok=True)
-    script.write_text("import re\nimport sys\nfrom manor.cli import main\nif __name__ == '__main__':\n    sys.exit(main())\n", encoding="utf-8")
+    script.write_text("import re\nimport sys\nfrom manor.cli import command\nif __name__ == '__main__':\n    sys.exit(command())\n", encoding="utf-8")
     return script
 
 

@@ -38,7 +38,8 @@ def test_markdown_has_a_heading_per_tick_and_marks_degraded_turns(capsys: pytest
     lines = out.splitlines()
     assert lines[0] == "# The Wacky Manor"
     assert [line for line in lines if line.startswith("## ")] == [f"## Tick {n}" for n in range(1, 21)]
-    assert "- _beat · **The Grey Lady**: ⚠ speechless (platform_rejected)_" in lines
+    # Recorded in format 4, the save keeps what refused the call (format 1 kept only the reason).
+    assert "- _beat · **The Grey Lady**: ⚠ speechless (platform_rejected: platform full: 6 of 6 sessions in use)_" in lines
 
 
 def test_a_format_2_save_tells_what_failed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from ..errors import ManorError, leaves, one_line
 from ..run import interrupts, startup
 from .exit_statuses import NO_CALL_SUCCEEDED
 
-__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+__all__ = ["COMMANDS", "Command", "build_parser", "command", "main"]
 
 
 @attrs.frozen
@@ -154,15 +154,30 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             raise
         except BaseException as exc:  # noqa: BLE001 - the one place every failure is reported
-            if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves(exc)):
+            if any(isinstance(cause, KeyboardInterrupt) for leaf in leaves(exc) for cause in _causes(leaf)):
                 forget_unawaited()
             return _report(exc, debug)
+
+
+def command() -> NoReturn:
+    """The ``manor`` command (its script and ``python -m manor``): ``main`` on the
+    process's arguments, then exit with its status.
+
+    A command a signal stopped ends at once: the interpreter's finalization gives the
+    signals back to the system's defaults, and a SIGINT still on its way then killed the
+    process (exit -2) after its one line had been said."""
+    status = main()
+    if status >= 128:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 def _report(exc: BaseException, debug: bool) -> int:
     """Say in one line why the command stopped; its exit status."""
     inside = leaves(exc)
-    interrupted = next((leaf for leaf in inside if isinstance(leaf, KeyboardInterrupt)), None)
+    interrupted = next((cause for leaf in inside for cause in _causes(leaf) if isinstance(cause, KeyboardInterrupt)), None)
     errors = [leaf for leaf in inside if isinstance(leaf, ManorError)]
     if interrupted is None and any(isinstance(leaf, BrokenPipeError) for leaf in inside) and _stdout_closed():
         # Whatever else was to be printed has no reader: point stdout at devnull so
@@ -186,6 +201,16 @@ def _report(exc: BaseException, debug: bool) -> int:
     hint = "" if debug else " (run with --debug for the traceback)"
     _say(f"manor: internal error: {type(first).__name__}: {one_line(first)}{hint}")
     return 1
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it was raised from or during: a Ctrl-C while a module is imported
+    can come out as the ``RuntimeError`` Python wraps a class's ``__set_name__`` failure in."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return chain
 
 
 def _stdout_closed() -> bool:

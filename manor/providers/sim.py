@@ -25,22 +25,27 @@ from ..templates import template_problem
 from ..timer import sleep_until
 from .base import DeadlineReached, Provider, by_deadline, call_deadline
 
-__all__ = ["PLACEHOLDERS", "SimProfile", "SimProvider", "line_problem"]
+__all__ = ["GENERIC_LINES", "MOODS", "NARRATOR_LINES", "OBJECTS", "PLACEHOLDERS", "ROOMS", "SimProfile", "SimProvider", "line_problem"]
 
 
 #: What a line template may name; each is filled in with a word or a name.
 PLACEHOLDERS = ("object", "room", "someone", "mood")
 
-_OBJECTS = ("candlestick", "portrait", "teapot", "pocket watch", "letter", "key", "harpsichord", "dagger", "hat")
-_ROOMS = ("library", "ballroom", "kitchen", "conservatory", "cellar", "attic", "hall", "garden")
-_MOODS = ("suspiciously", "cheerfully", "gloomily", "grandly", "nervously", "absent-mindedly")
-_GENERIC_LINES = (
+#: The words a line's fields are filled in with: ``{object}`` a noun, ``{room}`` a noun
+#: (the scene's places, when its world names some: ``SceneKeys.places``), ``{mood}`` an
+#: adverb — each reads after "the" or beside a verb, never after "a".
+OBJECTS = ("candlestick", "portrait", "teapot", "pocket watch", "letter", "key", "harpsichord", "dagger", "hat")
+ROOMS = ("library", "ballroom", "kitchen", "conservatory", "cellar", "attic", "hall", "garden")
+MOODS = ("suspiciously", "cheerfully", "gloomily", "grandly", "nervously", "absent-mindedly")
+#: A character's lines when its agent file has none.
+GENERIC_LINES = (
     "I {mood} inspect the {object} in the {room}.",
     "Has anyone seen {someone}? I last saw them near the {object}.",
     "The {room} is far too quiet. I do not like it.",
     "I shall have words with {someone} about the {object}.",
 )
-_NARRATOR_LINES = (
+#: A narrator's lines when its agent file has none.
+NARRATOR_LINES = (
     "Thunder rolls over the manor. In the {room}, {someone} {mood} eyes the {object} while the clocks disagree about the hour.",
     "A draught snuffs the candles of the {room}; when they are lit again the {object} has moved, and {someone} pretends not to notice.",
     "The manor creaks {mood}. Somewhere a door closes, and {someone} is found holding a {object} nobody remembers giving them.",
@@ -88,6 +93,7 @@ class SimProvider(Provider):
         invalid_rate: chance the answer to a request with a shape is not JSON of it
             (a request without one draws nothing for it: its answers do not move).
         names: who ``{someone}`` in a line can be (default: the profiles' keys).
+        rooms: what ``{room}`` in a line can be: the scene's places (default: ``ROOMS``).
         styles: caller kind -> its ``Caller.style`` (the world's ``callers``): a
             ``summary`` call is answered with a gist of its prompt, a ``narration`` call
             with a narrator's line, any other with a character's.
@@ -103,6 +109,7 @@ class SimProvider(Provider):
     seed: int = 0
     default: SimProfile = SimProfile()
     names: tuple[str, ...] = ()
+    rooms: tuple[str, ...] = ()
     styles: Mapping[str, CallerStyle] = attrs.field(factory=dict)
     error_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     hang_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
@@ -120,6 +127,8 @@ class SimProvider(Provider):
     def __attrs_post_init__(self) -> None:
         if not self.names:
             self.names = tuple(self.profiles) or ("the butler",)
+        if not self.rooms:
+            self.rooms = ROOMS
 
     def latency(self, request: Request) -> float:
         """The latency this call will have: deterministic for its key."""
@@ -265,28 +274,37 @@ class SimProvider(Provider):
             return self._shaped(request.shape, profile, rng)
         style = self.styles.get(request.caller, "line")
         if style == "summary":
-            lines = [line for line in request.prompt.splitlines() if line.strip()]
-            gist = "; ".join(" ".join(line.split()[:7]) for line in lines[-4:])
-            return f"So far: {gist or 'nothing of note has happened'}."
+            return _summary(request.prompt)
         if style == "narration":
-            templates = profile.lines or _NARRATOR_LINES
-        else:
-            templates = profile.lines or _GENERIC_LINES
+            return self._line(profile.lines or NARRATOR_LINES, rng)
+        return self._line(profile.lines or GENERIC_LINES, rng)
+
+    def _line(self, templates: tuple[str, ...], rng: random.Random) -> str:
+        """One of ``templates``, its fields filled in with the words drawn."""
         return rng.choice(templates).format(
-            object=rng.choice(_OBJECTS), room=rng.choice(_ROOMS), mood=rng.choice(_MOODS), someone=rng.choice(self.names)
+            object=rng.choice(OBJECTS), room=rng.choice(self.rooms), mood=rng.choice(MOODS), someone=rng.choice(self.names)
         )
 
     def _shaped(self, shape: type, profile: SimProfile, rng: random.Random) -> str:
         """Valid JSON of ``shape``, its strings drawn from the cast's names and a line
         of the agent's; at ``invalid_rate``, an answer that is not."""
-        line = rng.choice(profile.lines or _GENERIC_LINES).format(
-            object=rng.choice(_OBJECTS), room=rng.choice(_ROOMS), mood=rng.choice(_MOODS), someone=rng.choice(self.names)
-        )
+        line = self._line(profile.lines or GENERIC_LINES, rng)
         words = (*self.names, line)
         valid = draw_answer(shape, rng, words)
         if self.invalid_rate and rng.random() < self.invalid_rate:
             return _invalid(valid, rng, words)
         return valid
+
+
+def _summary(prompt: str) -> str:
+    """A summariser's answer: the gist of the last four observations of its prompt —
+    the lines after its last heading (a line ending in ``:``, "Summarise what was
+    observed:"), never the heading itself — or that nothing has happened yet."""
+    lines = [line for line in prompt.splitlines() if line.strip()]
+    headings = [i for i, line in enumerate(lines) if line.rstrip().endswith(":")]
+    observed = lines[headings[-1] + 1 :] if headings else lines
+    gist = "; ".join(" ".join(line.split()[:7]).rstrip(".,;:!?") for line in observed[-4:])
+    return f"So far: {gist or 'nothing of note has happened'}."
 
 
 def _invalid(valid: str, rng: random.Random, words: tuple[str, ...]) -> str:

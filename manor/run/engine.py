@@ -32,7 +32,7 @@ from ..tick.instruments import Instrument
 from ..tick.loop import TickLoop
 from ..tick.policies import make_policy
 from ..tick.prediction import LatencyPredictor
-from ..worlds import create_world, load_scene, world_class
+from ..worlds import create_world, load_scene, scene_keys, world_class
 
 __all__ = ["Engine", "build_engine", "configure", "gate_for", "scene_seed", "scene_sim"]
 
@@ -196,6 +196,7 @@ def scene_sim(config: Config, scene: Scene, *, seed: int | None = None, latency_
             sleep their latencies on the real clock, shortened).
     """
     s = config.settings
+    world = world_class(scene.spec.world)
     profiles = {agent_id: agent.sim for agent_id, agent in scene.agents.items()}
     if latency_scale != 1.0:
         profiles = {agent_id: msgspec.structs.replace(profile, latency_s=profile.latency_s * latency_scale) for agent_id, profile in profiles.items()}
@@ -203,7 +204,8 @@ def scene_sim(config: Config, scene: Scene, *, seed: int | None = None, latency_
         profiles,
         seed=scene_seed(config, scene) if seed is None else seed,
         names=tuple(agent.name for agent in scene.characters.values()),
-        styles={kind: caller.style for kind, caller in world_class(scene.spec.world).callers.items()},
+        rooms=scene.keys(scene_keys(world)).places(),
+        styles={kind: caller.style for kind, caller in world.callers.items()},
         error_rate=s.sim.error_rate,
         hang_rate=s.sim.hang_rate,
         invalid_rate=s.sim.invalid_rate,

@@ -84,6 +84,9 @@ class ManorKeys(SceneKeys, kw_only=True):
         speakers = cast[: max(1, len(self.beats.speakers))]
         return msgspec.structs.replace(self, beats=msgspec.structs.replace(self.beats, speakers=speakers))
 
+    def places(self) -> tuple[str, ...]:
+        return self.rooms
+
     def start_room(self, index: int) -> str | None:
         return self.rooms[index % len(self.rooms)]
 

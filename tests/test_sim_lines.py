@@ -1,0 +1,124 @@
+"""The simulator's words: every line template, filled in with every mood and every
+scene's rooms, reads as English; ``{room}`` is one of the scene's rooms; a summary
+gists what was observed, never its prompt's instruction."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import pytest
+
+from manor.config.layering import built_in_source, flags_source, layer_defaults_source
+from manor.content import content_dir
+from manor.providers.sim import GENERIC_LINES, MOODS, NARRATOR_LINES, OBJECTS, ROOMS, SimProfile, SimProvider, _summary
+from manor.run.engine import configure, scene_sim
+from manor.worlds import load_scene, scene_keys, world_class
+
+_ARTICLES = {"a", "an", "the"}
+_LINKING = {"am", "is", "are", "was", "were", "be", "looks", "seems"}
+_VOWEL = re.compile(r"[aeiou]", re.IGNORECASE)
+
+
+def _agent_lines() -> dict[str, tuple[str, ...]]:
+    """Every bundled agent file's line templates, by file."""
+    lines = {}
+    for path in sorted(content_dir("agents").glob("*.toml")):
+        sim = tomllib.loads(path.read_text()).get("sim", {})
+        lines[path.name] = tuple(sim.get("lines", ()))
+    return lines
+
+
+def _scene_rooms() -> tuple[str, ...]:
+    """Every bundled scene's rooms (its world's places) and the simulator's own."""
+    rooms = set(ROOMS)
+    for path in content_dir("scenes").glob("*.toml"):
+        scene = load_scene(str(path))
+        rooms.update(scene.keys(scene_keys(world_class(scene.spec.world))).places())
+    return tuple(sorted(rooms))
+
+
+def _names() -> tuple[str, ...]:
+    return tuple(tomllib.loads(path.read_text())["name"] for path in sorted(content_dir("agents").glob("*.toml")))
+
+
+def reading_problem(template: str, mood: str, room: str, obj: str, someone: str) -> str | None:
+    """What does not read as English in ``template`` filled in, or ``None``: an article
+    before the adverb ``{mood}`` ("a gloomily hush") or ``{mood}`` where an adjective
+    belongs ("is gloomily.", "gloomily as anything"), "a" before a vowel or "an"
+    before a consonant, a word doubled, a word missing (two spaces, a space before
+    punctuation, a field left empty)."""
+    line = template.format(mood=mood, room=room, object=obj, someone=someone)
+    if "  " in line or re.search(r" [.,;:!?]", line) or line != line.strip():
+        return f"a word missing: {line!r}"
+    words = re.findall(r"[\w'-]+|[.,;:!?]", line)
+    lowered = [word.lower() for word in words]
+    for i, word in enumerate(lowered):
+        after = lowered[i + 1] if i + 1 < len(lowered) else ""
+        before = lowered[i - 1] if i else ""
+        if word == after and word.isalpha():
+            return f"{word!r} doubled: {line!r}"
+        if word == mood:
+            if before in _ARTICLES:
+                return f"an article before the adverb {mood!r}: {line!r}"
+            if after == "as" or (before in _LINKING and after in {"", ".", ",", "!", "?", ";"}):
+                return f"the adverb {mood!r} where an adjective belongs: {line!r}"
+        if word == "a" and _VOWEL.match(after) and after != mood:
+            return f"'a' before a vowel: {line!r}"
+        if word == "an" and after and not _VOWEL.match(after):
+            return f"'an' before a consonant: {line!r}"
+    return None
+
+
+class TestTheLinesReadAsEnglish:
+    @pytest.mark.parametrize(
+        "template",
+        ["It is a {mood} hush.", "Ooh, {mood} as anything.", "The {room} is {mood}.", "The the {object}.", "I saw {someone}  go.",
+         "Fetch an {object}.", "The {object} , again."],
+    )  # fmt: skip
+    def test_the_check_refuses_what_does_not_read(self, template: str) -> None:
+        assert reading_problem(template, "gloomily", "hall", "teapot", "Hobbes") is not None
+
+    def test_every_template_with_every_word(self) -> None:
+        templates = {"simulator": GENERIC_LINES + NARRATOR_LINES, **_agent_lines()}
+        rooms, names = _scene_rooms(), _names()
+        problems = {
+            f"{where}: {problem}"
+            for where, lines in templates.items()
+            for template in lines
+            for mood in MOODS
+            for room in rooms
+            for obj in OBJECTS
+            for someone in names
+            if (problem := reading_problem(template, mood, room, obj, someone))
+        }
+        assert not problems, sorted(problems)[:10]
+
+
+class TestRooms:
+    def test_a_line_names_the_scenes_rooms(self) -> None:
+        """``{room}`` is one of the scene's rooms (tea_party has two), not the
+        simulator's own eight."""
+        config, scene = configure([built_in_source(), layer_defaults_source(), flags_source({"run.scene": "tea_party"}, {})])
+        sim = scene_sim(config, scene)
+        assert sim.rooms == ("conservatory", "garden")
+
+    def test_without_places_the_simulator_draws_its_own(self) -> None:
+        assert SimProvider(default=SimProfile(lines=("{room}",))).rooms == ROOMS
+        config, scene = configure([built_in_source(), layer_defaults_source(), flags_source({"run.scene": "werewolf_village"}, {})])
+        assert scene_sim(config, scene).rooms == ROOMS
+
+
+class TestSummary:
+    def test_nothing_observed_yet(self) -> None:
+        """The first tick's summariser has seen nothing: it says so, not its instruction."""
+        assert _summary("Summarise what was observed:\n") == "So far: nothing of note has happened."
+
+    def test_the_gist_of_the_observations(self) -> None:
+        prompt = "Summarise what was observed:\nHobbes: The teapot is in the hall.\nPolly: I dusted the attic."
+        assert _summary(prompt) == "So far: Hobbes: The teapot is in the hall; Polly: I dusted the attic."
+
+    def test_after_the_last_heading(self) -> None:
+        """Werewolf's summariser: the record so far, then a heading, then what happened."""
+        prompt = "Keep the public record. The record so far: (empty)\nWhat happened since:\nBram: Vote with me."
+        assert _summary(prompt) == "So far: Bram: Vote with me."
