@@ -142,6 +142,29 @@ class TestTheSharedGateProtocol:
             with pytest.raises(RuntimeError, match="released twice"):
                 permit.release()
 
+    @pytest.mark.trio
+    async def test_the_ticket_book_refuses_what_it_cannot_keep(self, make_gate: GateFactory) -> None:
+        """The ledger both gates keep (``manor.admission.book``): costs that do not
+        match the count number no ticket, a ticket is used once, and a size is at least 1."""
+        async with make_gate(size=2, rate=5.0, burst=3) as gate:
+            assert (gate.size, gate.rate, gate.burst) == (2, 5.0, 3)
+            with pytest.raises(ValueError, match="2 costs for 3 tickets"):
+                gate.issue(3, costs=[1.0, 2.0])
+            assert gate.issue(2, costs=[0.5, 0.5]) == range(0, 2)
+            permit = await gate.acquire(0, timeout=10)
+            with pytest.raises(ValueError, match="ticket 0 was not issued by this gate, or is already used"):
+                await gate.acquire(0, timeout=10)
+            with pytest.raises(ValueError, match="ticket 7 was not issued by this gate"):
+                await gate.acquire(7, timeout=10)
+            gate.withdraw(0)  # arrived already: left alone
+            gate.withdraw(1)
+            with pytest.raises(ValueError, match="ticket 1 was not issued by this gate, or is already used"):
+                await gate.acquire(1, timeout=10)
+            with pytest.raises(ValueError, match="gate size must be at least 1, not 0"):
+                gate.size = 0
+            assert gate.size == 2
+            permit.release()
+
 
 @asynccontextmanager
 async def _tenants(kind: str, redis_url: str, size: int, shares: list[tuple[float, int | None]]) -> AsyncIterator[list[tuple[SharedGate, int]]]:

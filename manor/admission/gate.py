@@ -36,13 +36,13 @@ import trio
 
 from ..clock import current_time
 from ..errors import GateTimeout
+from .book import AdmittedTicket, Ticket, TicketBook
 from .claims import Claimant, lends_to
 from .lanes import Lanes
 
 __all__ = ["Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
 
-# A waiter's stages, in the order it goes through them.
-_ISSUED = 0  # ticket issued, its caller has not arrived at acquire() yet
+# A waiter's stages after ``ISSUED`` (``manor.admission.book``), in their order.
 _WAIT_TOKEN = 1  # waiting for a token from the bucket
 _WAIT_SLOT = 2  # has its token (or there is no bucket); waiting for a slot
 _ADMITTED = 3
@@ -116,13 +116,7 @@ class SharedGate(Protocol):
 
 
 @attrs.define(eq=False)
-class _Waiter:
-    ticket: int
-    lane: int = 0
-    # The seconds it is expected to hold its slot, as its lane is charged.
-    cost: float = 1.0
-    stage: int = _ISSUED
-    queued_at: float = 0.0
+class _Waiter(Ticket):
     deadline: float = math.inf
     # The task, while it is parked waiting to be woken.
     task: trio.lowlevel.Task | None = None
@@ -147,30 +141,15 @@ class _Waiter:
 
 @final
 @attrs.define(eq=False)
-class Permit:
+class Permit(AdmittedTicket):
     """The right to one call in flight; release it exactly once."""
 
-    ticket: int
-    queued_at: float
-    admitted_at: float
     _gate: Gate = attrs.field(repr=False)
     _lane: int = attrs.field(default=0, repr=False)
     _cost: float = attrs.field(default=1.0, repr=False)
-    _released: bool = attrs.field(default=False, init=False, repr=False)
 
-    @property
-    def released(self) -> bool:
-        return self._released
-
-    def release(self) -> None:
-        """Give the slot back; the next ticket in line is admitted at once.
-
-        Raises:
-            RuntimeError: the permit was already released.
-        """
-        if self._released:
-            raise RuntimeError(f"permit for ticket {self.ticket} released twice")
-        self._released = True
+    def _give_back(self) -> None:
+        """The slot is free: the next ticket in line is admitted at once."""
         gate = self._gate
         gate._in_flight -= 1
         if gate._fair:
@@ -189,7 +168,7 @@ class Permit:
 # assignment is measurable in the overhead benchmark. Values are validated at
 # construction; ``size`` validates in its setter; rate and burst are read-only.
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
-class Gate:
+class Gate(TicketBook[_Waiter]):
     """A concurrency limit with an optional token bucket in front, fair by ticket.
 
     Args:
@@ -206,14 +185,12 @@ class Gate:
     _burst: int = attrs.field(alias="burst", default=1, validator=attrs.validators.ge(1))
     _claim_s: float = attrs.field(alias="claim_s", default=0.0, validator=[attrs.validators.ge(0), attrs.validators.lt(math.inf)])
 
-    _waiters: dict[int, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
     # Tickets in the order they are served, for the token stage and the slot stage;
     # entries that have left are dropped lazily when they reach the front. With a token
     # bucket, a ticket joins the slot line when it gets its token, so that both stages
     # serve the lanes in the same turns.
     _token_line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
     _slot_line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
-    _next_ticket: int = attrs.field(default=0, init=False)
     # Shares: whether more than one lane uses the gate (then what each call held is
     # measured as it ends), the lanes seen, each lane's cap and calls in flight (lanes
     # with a cap only), the capped lanes at their cap, and each lane's corrections not
@@ -252,28 +229,10 @@ class Gate:
     def __attrs_post_init__(self) -> None:
         self._tokens = float(self._burst)
 
-    @property
-    def rate(self) -> float:
-        """Token bucket refill, tokens per second (0: no bucket)."""
-        return self._rate
+    # -- size (``rate``, ``burst`` and ``size`` are the book's) ---------------------------
 
-    @property
-    def burst(self) -> int:
-        """Token bucket capacity."""
-        return self._burst
-
-    # -- size -------------------------------------------------------------------------
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @size.setter
-    def size(self, size: int) -> None:
+    def _resized(self) -> None:
         """Growing admits waiters at once; shrinking takes effect as calls finish."""
-        if size < 1:
-            raise ValueError(f"gate size must be at least 1, not {size}")
-        self._size = size
         self._dispatch()
 
     # -- pauses -----------------------------------------------------------------------
@@ -316,19 +275,10 @@ class Gate:
             # Summed exactly: a float sum in trio's order of the calls would differ in
             # its last bits from run to run, and so could a tie between two lanes.
             self._slot_line.correct(lane, math.fsum(overruns))
-        first = self._next_ticket
-        self._next_ticket += count
-        tickets = range(first, first + count)
-        if costs is not None and len(costs) != count:
-            raise ValueError(f"{len(costs)} costs for {count} tickets")
-        line = self._token_line if self._rate else self._slot_line
-        # Tokens are shared by calls, not by seconds: a token is one call.
-        token_costs = self._rate > 0
-        for index, ticket in enumerate(tickets):
-            cost = 1.0 if costs is None else costs[index]
-            self._waiters[ticket] = _Waiter(ticket, lane, cost)
-            line.append(ticket, lane, 1.0 if token_costs else cost)
-        return tickets
+        if self._rate:
+            # Tokens are shared by calls, not by seconds: a token is one call.
+            return self._issue(count, lane, costs, _Waiter, self._token_line, per_call=True)
+        return self._issue(count, lane, costs, _Waiter, self._slot_line)
 
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
         """``lane``'s share of the slots against the other lanes (``weight``), and the
@@ -359,9 +309,7 @@ class Gate:
         """Give up an issued ticket whose caller will not come (it degraded before the
         gate, or was cancelled). A ticket that already arrived, or is unknown, is left
         alone, so calling this in a ``finally`` is always safe."""
-        waiter = self._waiters.get(ticket)
-        if waiter is not None and waiter.stage == _ISSUED:
-            del self._waiters[ticket]
+        if (waiter := self._withdrawn(ticket)) is not None:
             self._forget(waiter)
             self._dispatch()
 
@@ -380,11 +328,8 @@ class Gate:
             ValueError: the ticket was not issued by this gate, or is already used.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        if ticket is None:
-            ticket = self.issue()[0]
-        waiter = self._waiters.get(ticket)
-        if waiter is None or waiter.stage != _ISSUED:
-            raise ValueError(f"ticket {ticket} was not issued by this gate, or is already used")
+        waiter = self._arrival(ticket)
+        ticket = waiter.ticket
         now = current_time()
         waiter.queued_at = now
         deadline = waiter.deadline = now + timeout

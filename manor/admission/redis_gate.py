@@ -69,6 +69,7 @@ from ..errors import (
     one_line,
     redacted_url,
 )
+from .book import AdmittedTicket, Ticket, TicketBook
 from .claims import Claimant, lends_to
 from .gate import GateStatistics
 from .lanes import Lanes
@@ -93,8 +94,7 @@ BACKOFF_S = (0.05, 2.0)
 #: Admission latencies kept for the benchmark.
 _LATENCIES_KEPT = 100_000
 
-# A waiter's stages, in the order it goes through them.
-_ISSUED = 0  # ticket issued, its caller has not arrived at acquire() yet
+# A waiter's stages after ``ISSUED`` (``manor.admission.book``), in their order.
 _ARRIVED = 1  # arrived; not yet sent to the server (a ticket before it has not arrived)
 _SENT = 2  # in the line at the server
 _GRANTED = 3  # holds a lease
@@ -120,13 +120,7 @@ class _Lost(Exception):
 
 
 @attrs.define(eq=False)
-class _Waiter:
-    ticket: int
-    #: The seconds it is expected to hold its slot, as its tenant is charged.
-    cost: float = 1.0
-    lane: int = 0
-    stage: int = _ISSUED
-    queued_at: float = 0.0
+class _Waiter(Ticket):
     done: trio.Event = attrs.field(factory=trio.Event)
     failure: GateUnavailable | None = None
     #: At the server: "PID:TICKET".
@@ -144,7 +138,7 @@ class _Waiter:
 
 @final
 @attrs.define(eq=False)
-class RedisPermit:
+class RedisPermit(AdmittedTicket):
     """The right to one call in flight, a lease at the server renewed while it is held;
     release it exactly once.
 
@@ -155,28 +149,13 @@ class RedisPermit:
             the order only ever grows.
     """
 
-    ticket: int
-    queued_at: float
-    admitted_at: float
     global_ticket: int
     order: int
     _gate: RedisGate = attrs.field(repr=False)
     _id: str = attrs.field(repr=False)
-    _released: bool = attrs.field(default=False, init=False, repr=False)
 
-    @property
-    def released(self) -> bool:
-        return self._released
-
-    def release(self) -> None:
-        """Give the slot back; the server admits the next waiter in line at once.
-
-        Raises:
-            RuntimeError: the permit was already released.
-        """
-        if self._released:
-            raise RuntimeError(f"permit for ticket {self.ticket} released twice")
-        self._released = True
+    def _give_back(self) -> None:
+        """The slot is free: the server admits the next waiter in line at once."""
         self._gate._release(self._id)
 
 
@@ -222,7 +201,7 @@ class GateStatus:
 
 @final
 @attrs.define(eq=False)
-class RedisGate:
+class RedisGate(TicketBook[_Waiter]):
     """A gate shared by every process with the same ``url`` and ``name``.
 
     It is used inside ``async with gate.connected():``, which connects, joins the gate
@@ -269,8 +248,6 @@ class RedisGate:
     _prefix: str = attrs.field(init=False, repr=False)
     _random: random.Random = attrs.field(factory=random.Random, init=False, repr=False)
 
-    _next_ticket: int = attrs.field(default=0, init=False)
-    _waiters: dict[int, _Waiter] = attrs.field(factory=dict, init=False, repr=False)
     # Issued tickets in order, in their lanes, until sent (or gone): a process's order
     # at the server.
     _line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
@@ -323,25 +300,10 @@ class RedisGate:
         """The gate in messages: ``redis://host:port/db (gate NAME)``, no password."""
         return f"{redacted_url(self.url)} (gate {self.name})"
 
-    @property
-    def rate(self) -> float:
-        return self._rate
-
-    @property
-    def burst(self) -> int:
-        return self._burst
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @size.setter
-    def size(self, size: int) -> None:
-        """Set the shared size: every process sees it within a second. Growing admits
-        waiters at once; shrinking takes effect as calls finish."""
-        if size < 1:
-            raise ValueError(f"gate size must be at least 1, not {size}")
-        self._size = self._resize_to = size
+    def _resized(self) -> None:
+        """The size is the shared one (``size``, the book's): every process sees it
+        within a second."""
+        self._resize_to = self._size
         self._kick()
 
     @property
@@ -377,16 +339,9 @@ class RedisGate:
         order once their callers arrive (sharing this process's turns fairly with the
         tickets of its other lanes, by ``costs``: ``manor.admission.lanes``). Every
         ticket must reach ``acquire`` or be withdrawn."""
-        first = self._next_ticket
-        self._next_ticket += count
-        tickets = range(first, first + count)
         self._line.mark()
         self._lanes.add(lane)
-        for index, ticket in enumerate(tickets):
-            cost = 1.0 if costs is None else costs[index]
-            self._waiters[ticket] = _Waiter(ticket, cost, lane)
-            self._line.append(ticket, lane, cost)
-        return tickets
+        return self._issue(count, lane, costs, _Waiter, self._line)
 
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
         """``lane``'s share of this process's turns (``weight``).
@@ -401,9 +356,7 @@ class RedisGate:
 
     def withdraw(self, ticket: int) -> None:
         """Give up an issued ticket whose caller will not come; safe in a ``finally``."""
-        waiter = self._waiters.get(ticket)
-        if waiter is not None and waiter.stage == _ISSUED:
-            del self._waiters[ticket]
+        if self._withdrawn(ticket) is not None:
             self._kick()
 
     # -- admission --------------------------------------------------------------------
@@ -417,11 +370,8 @@ class RedisGate:
             ValueError: the ticket was not issued by this gate, or is already used.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        if ticket is None:
-            ticket = self.issue()[0]
-        waiter = self._waiters.get(ticket)
-        if waiter is None or waiter.stage != _ISSUED:
-            raise ValueError(f"ticket {ticket} was not issued by this gate, or is already used")
+        waiter = self._arrival(ticket)
+        ticket = waiter.ticket
         if not self._available:
             del self._waiters[ticket]
             self._kick()

@@ -1,0 +1,190 @@
+"""The ticket book both gates keep: tickets issued in order, each arriving once or
+withdrawn, and the permit an admitted ticket becomes, released exactly once.
+
+A gate (``manor.admission.gate.Gate`` in process, ``manor.admission.redis_gate.RedisGate``
+across processes) issues numbered tickets ahead of the calls that use them, in lanes,
+each with its cost (the seconds its call is expected to hold a slot). Until its caller
+arrives at ``acquire`` a ticket holds back the ones behind it; a ticket whose caller
+will not come is withdrawn. How a gate then admits its tickets is its own business; the
+book is what the two have in common: the numbering, the size, rate and burst they are
+served under, and the rules that a ticket is used once and a permit released once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import attrs
+
+if TYPE_CHECKING:
+    from .lanes import Lanes
+
+__all__ = ["ISSUED", "AdmittedTicket", "Ticket", "TicketBook"]
+
+#: Every ticket's first stage: issued, its caller has not arrived at ``acquire`` yet.
+#: The stages after it are each gate's own.
+ISSUED = 0
+
+
+@attrs.define(eq=False)
+class Ticket:
+    """One issued ticket as a gate keeps it, until it is admitted or gone: its number,
+    lane and cost, its stage (``ISSUED`` first) and when its caller arrived. A gate's own
+    record of a waiter extends it.
+
+        waiter = Ticket(7, lane=0, cost=1.2)   # ticket 7, expected to hold 1.2 s
+    """
+
+    ticket: int
+    lane: int = 0
+    #: The seconds it is expected to hold its slot, as its lane (tenant) is charged.
+    cost: float = 1.0
+    stage: int = ISSUED
+    queued_at: float = 0.0
+
+
+W = TypeVar("W", bound=Ticket)
+
+
+# No setattr hooks (``Gate`` admits through these fields on every call).
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
+class TicketBook(Generic[W]):
+    """The ledger of a gate's tickets, which each gate builds on: the next number, the
+    tickets issued and not yet admitted (or gone), and the gate's size, rate and burst.
+
+    A gate subclasses it, declares ``_size``, ``_rate`` and ``_burst`` as its own
+    fields (with its own validation), and says what follows a change of size
+    (``_resized``). For example, the in-process gate::
+
+        class Gate(TicketBook[_Waiter]):
+            def issue(self, count=1, lane=0, costs=None):
+                return self._issue(count, lane, costs, _Waiter, self._slot_line)
+
+            def _resized(self):
+                self._dispatch()
+    """
+
+    # Issued tickets by number, until admitted, withdrawn or given up.
+    _waiters: dict[int, W] = attrs.field(factory=dict, init=False, repr=False)
+    _next_ticket: int = attrs.field(default=0, init=False)
+
+    if TYPE_CHECKING:
+        # The gate's own fields.
+        _size: int
+        _rate: float
+        _burst: int
+
+        def issue(self, count: int = 1, lane: int = 0, costs: Sequence[float] | None = None) -> range: ...
+        def _resized(self) -> None: ...
+
+    @property
+    def rate(self) -> float:
+        """Token bucket refill, tokens per second (0: no bucket)."""
+        return self._rate
+
+    @property
+    def burst(self) -> int:
+        """Token bucket capacity."""
+        return self._burst
+
+    @property
+    def size(self) -> int:
+        """Calls in flight at once."""
+        return self._size
+
+    @size.setter
+    def size(self, size: int) -> None:
+        """Growing admits waiters at once; shrinking takes effect as calls finish.
+
+        Raises:
+            ValueError: ``size`` is below 1.
+        """
+        if size < 1:
+            raise ValueError(f"gate size must be at least 1, not {size}")
+        self._size = size
+        self._resized()
+
+    def _issue(
+        self, count: int, lane: int, costs: Sequence[float] | None, make: Callable[[int, int, float], W], line: Lanes, *, per_call: bool = False
+    ) -> range:
+        """Number ``count`` tickets of ``lane``, make each one's record (``make(ticket,
+        lane, cost)``) and put it at the end of ``line``, charged its cost there (or 1,
+        ``per_call``: a line of tokens, which are shared by calls, not seconds).
+
+        Raises:
+            ValueError: ``costs`` is given and has not ``count`` of them (then no
+                ticket is numbered).
+        """
+        if costs is not None and len(costs) != count:
+            raise ValueError(f"{len(costs)} costs for {count} tickets")
+        first = self._next_ticket
+        self._next_ticket += count
+        tickets = range(first, first + count)
+        waiters = self._waiters
+        for index, ticket in enumerate(tickets):
+            cost = 1.0 if costs is None else costs[index]
+            waiters[ticket] = make(ticket, lane, cost)
+            line.append(ticket, lane, 1.0 if per_call else cost)
+        return tickets
+
+    def _withdrawn(self, ticket: int) -> W | None:
+        """Take ``ticket`` out of the book if its caller has not arrived: its record, or
+        ``None`` (arrived already, or unknown: then it is left alone)."""
+        waiter = self._waiters.get(ticket)
+        if waiter is not None and waiter.stage == ISSUED:
+            del self._waiters[ticket]
+            return waiter
+        return None
+
+    def _arrival(self, ticket: int | None) -> W:
+        """The record of ``ticket``, whose caller arrives at ``acquire`` (``None``: the
+        next ticket, issued now, in arrival order).
+
+        Raises:
+            ValueError: the ticket was not issued by this gate, or is already used.
+        """
+        if ticket is None:
+            ticket = self.issue()[0]
+        waiter = self._waiters.get(ticket)
+        if waiter is None or waiter.stage != ISSUED:
+            raise ValueError(f"ticket {ticket} was not issued by this gate, or is already used")
+        return waiter
+
+
+@attrs.define(eq=False)
+class AdmittedTicket:
+    """The right to one call in flight, which an admitted ticket becomes; released
+    exactly once. Each gate's permit extends it and says how its slot is given back
+    (``_give_back``)::
+
+        permit = await gate.acquire(ticket)
+        try:
+            ...  # the call
+        finally:
+            permit.release()
+    """
+
+    ticket: int
+    queued_at: float
+    admitted_at: float
+    _released: bool = attrs.field(default=False, init=False, repr=False)
+
+    if TYPE_CHECKING:
+
+        def _give_back(self) -> None: ...
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self) -> None:
+        """Give the slot back; the next ticket in line is admitted at once.
+
+        Raises:
+            RuntimeError: the permit was already released.
+        """
+        if self._released:
+            raise RuntimeError(f"permit for ticket {self.ticket} released twice")
+        self._released = True
+        self._give_back()
