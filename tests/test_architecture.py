@@ -23,7 +23,7 @@ PACKAGE = Path(manor.__file__).parent
 
 FLOORS: list[set[str]] = [
     {
-        "manor.answers", "manor.callers", "manor.calls", "manor.clock", "manor.errors", "manor.folds", "manor.limits", "manor.output",
+        "manor.answers", "manor.callers", "manor.calls", "manor.clock", "manor.errors", "manor.folds", "manor.limits", "manor.output_file",
         "manor.records", "manor.templates", "manor.timer", "manor.wording",
     },
     {"manor.config"},

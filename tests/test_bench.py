@@ -27,7 +27,7 @@ from manor.calls import Done, Request
 from manor.cli import main
 from manor.config import flags_source, standard_sources
 from manor.config.layering import built_in_source
-from manor.providers.base import DeadlineReached, by_deadline, call_deadline
+from manor.providers.provider import DeadlineReached, by_deadline, call_deadline
 from manor.records import CallRecord, TickRecord
 from manor.run.engine import configure as run_configure
 from manor.worlds import load_scene

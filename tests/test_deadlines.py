@@ -19,9 +19,9 @@ from manor.admission.limiter import SessionLimiter
 from manor.calls import Done, Event, Request
 from manor.errors import CallError, CallTimeout, error_line
 from manor.layers import Layer, PlatformLayer, Stack, TimeoutLayer
-from manor.layers.base import Inner, Listener
+from manor.layers.stack import Inner, Listener
 from manor.providers import Provider, SimProfile, SimProvider
-from manor.providers.base import DeadlineReached, by_deadline, call_deadline
+from manor.providers.provider import DeadlineReached, by_deadline, call_deadline
 from manor.worlds import load_scene
 from manor.worlds.manor import CallerKind
 

@@ -8,7 +8,7 @@ import trio
 
 from manor import Done, MockProvider, ProviderError, Request, Stack
 from manor.errors import BudgetExceeded
-from manor.layers.base import Inner, Layer, Listener, Observer
+from manor.layers.stack import Inner, Layer, Listener, Observer
 from manor.worlds.manor import CallerKind
 
 

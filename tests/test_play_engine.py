@@ -15,7 +15,7 @@ from manor.calls import Request
 from manor.config import resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.errors import REASONS
-from manor.play.clock import PacedClock
+from manor.play.paced_clock import PacedClock
 from manor.play.speed import SPEEDS, describe, faster, nearest
 from manor.play.state import DashboardState
 from manor.play.widgets.agents import readable

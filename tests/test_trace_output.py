@@ -12,7 +12,7 @@ import pytest
 from saves_fixture import SAVES
 
 from manor.cli import main
-from manor.output import write_output
+from manor.output_file import write_output
 
 SAVE = SAVES / "wacky_manor_pipeline.msav"
 

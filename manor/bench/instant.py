@@ -15,7 +15,7 @@ import trio
 from ..answers import draw_answer
 from ..calls import Done, Event, Request, Usage
 from ..clock import current_time
-from ..providers.base import DeadlineReached, Provider, call_deadline
+from ..providers.provider import DeadlineReached, Provider, call_deadline
 
 __all__ = ["InstantProvider"]
 

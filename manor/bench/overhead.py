@@ -50,7 +50,7 @@ import trio
 
 from ..calls import Request
 from ..layers import GateLayer, Stack, TimeoutLayer
-from ..providers.base import Provider
+from ..providers.provider import Provider
 from ..run import interrupts
 from ..run.engine import build_engine, scene_seed
 from ..tick.loop import TickLoop

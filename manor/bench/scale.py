@@ -42,7 +42,7 @@ import trio
 from ..calls import Request
 from ..config import Source
 from ..errors import ManorError
-from ..providers.base import Provider
+from ..providers.provider import Provider
 from ..run import interrupts
 from ..run.engine import build_engine, scene_seed
 from ..worlds import create_world

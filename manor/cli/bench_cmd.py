@@ -21,7 +21,7 @@ from ..bench.runner import DEFAULT_SUITES, SUITES, interruption, run_bench
 from ..bench.suite import BenchContext, Suite
 from ..config import Source, resolve
 from ..content import content_dir
-from ..output import check_not_read
+from ..output_file import check_not_read
 from . import output
 from .numbers import positive_int
 from .options import add_setting_flags, files_read, sources_from_args

@@ -134,7 +134,7 @@ def sources_from_args(args: argparse.Namespace) -> list[Source]:
 
 
 def files_read(args: argparse.Namespace, scene_path: str | Path) -> dict[str, str | Path]:
-    """The files a run reads that a user names, for ``manor.output.check_not_read``:
+    """The files a run reads that a user names, for ``manor.output_file.check_not_read``:
     the config file (``--config``, ``$MANOR_CONFIG`` or ./manor.toml) and the scene file."""
     files: dict[str, str | Path] = {"the scene file": scene_path}
     if (config := user_file_path(args.config, os.environ)) is not None:

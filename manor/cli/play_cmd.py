@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..output import check_not_read
+from ..output_file import check_not_read
 from ..run import interrupts
 from ..run.engine import configure
 from ..saves import read_save

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import REASONS, SharedGateError, WorldError, error_line
-from ..output import check_not_read
+from ..output_file import check_not_read
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.engine import Engine, build_engine, configure

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..output import STDOUT, check_not_read, output_name
+from ..output_file import STDOUT, check_not_read, output_name
 from ..replay import story_lines, story_text, write_story
 from ..replay.retelling import FORMATS
 from ..saves import read_save

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..output import STDOUT, check_not_read, output_name
+from ..output_file import STDOUT, check_not_read, output_name
 from ..saves import read_save, write_trace
 from ..wording import counted
 from .output import output_path

@@ -12,7 +12,7 @@ from ..admission.gate import SharedGate, SharedPermit
 from ..calls import Admitted, Done, Released, Request
 from ..clock import current_time
 from ..errors import CallError
-from .base import Inner, Layer, Listener
+from .stack import Inner, Layer, Listener
 
 __all__ = ["GateLayer"]
 

@@ -11,7 +11,7 @@ import trio
 from ..calls import Done, Request
 from ..clock import current_time
 from ..errors import CallTimeout, CircuitOpen, ProviderError
-from .base import Observer
+from .stack import Observer
 
 __all__ = ["BreakerLayer", "BreakerState"]
 

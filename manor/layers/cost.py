@@ -8,7 +8,7 @@ import attrs
 
 from ..calls import Done, Request
 from ..errors import BudgetExceeded
-from .base import Observer
+from .stack import Observer
 
 __all__ = ["AgentCost", "CostLayer"]
 

@@ -8,7 +8,7 @@ import attrs
 
 from ..calls import Done, Request
 from ..clock import current_time
-from .base import Observer
+from .stack import Observer
 
 __all__ = ["LatencyStatistics", "MetricsLayer"]
 

@@ -8,7 +8,7 @@ import attrs
 
 from ..admission.limiter import SessionLimiter
 from ..calls import Done, Opened, Request
-from .base import Inner, Layer, Listener
+from .stack import Inner, Layer, Listener
 
 __all__ = ["PlatformLayer"]
 

@@ -10,8 +10,8 @@ import trio
 from ..calls import Done, Request
 from ..clock import current_time
 from ..errors import CallTimeout
-from ..providers.base import DeadlineReached, call_deadline
-from .base import Inner, Layer, Listener
+from ..providers.provider import DeadlineReached, call_deadline
+from .stack import Inner, Layer, Listener
 
 __all__ = ["TimeoutLayer"]
 

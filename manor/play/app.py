@@ -44,7 +44,7 @@ from ..tick.driver import TickDriver
 from ..tick.policies import make_policy
 from ..wording import counted
 from .budget import FrameBudget
-from .clock import PacedClock
+from .paced_clock import PacedClock
 from .figures import tick_label
 from .guest import GuestRun
 from .help import HelpScreen

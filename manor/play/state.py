@@ -27,7 +27,7 @@ from ..folds import Fold, fold_story
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections, empty_degradations, percentile
-from ..worlds.base import world_marks
+from ..worlds.world import world_marks
 
 if TYPE_CHECKING:
     from ..tick.loop import TickLoop

@@ -1,7 +1,7 @@
 """Model backends. Each is a ``Provider``: ``invoke(request)`` returns a cold stream."""
 
 from .agno import AgnoProvider, HttpAgentTransport, RemoteAgentTransport
-from .base import Provider, collect
+from .provider import Provider, collect
 from .command import CommandProvider
 from .mock import MockProvider
 from .openai import OpenAIProvider

@@ -33,7 +33,7 @@ from ..answers import prompt_with_schema
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..config.backends import DEFAULT_SESSION_ID, session_id_problem
 from ..errors import CallError, CallTimeout, ProviderError, SessionLimitError
-from .base import Provider
+from .provider import Provider
 from .http import auth_headers, check_response, finish, open_client
 from .sse import SseEvent, sse_events
 

@@ -24,7 +24,7 @@ import attrs
 from ..answers import prompt_with_schema
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..errors import CallError, CallTimeout, ConfigError, ProviderError
-from .base import Provider
+from .provider import Provider
 from .http import error_fields, rate_limits, refusal
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ from ..errors import (
     ProviderError,
     SessionLimitError,
 )
-from .base import Provider
+from .provider import Provider
 from .process import command_line, exit_problem, require_variables, spawned, stderr_tail
 
 __all__ = ["ClaudeCodeProvider", "classify_failure"]

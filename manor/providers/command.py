@@ -24,7 +24,7 @@ import trio
 from ..answers import prompt_with_schema
 from ..calls import Done, Event, Request, Started, TextDelta
 from ..errors import ConfigError, ProviderError
-from .base import Provider
+from .provider import Provider
 from .process import command_line, exit_problem, require_variables, spawned, stderr_tail
 
 __all__ = ["CommandProvider"]

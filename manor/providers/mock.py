@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import final
 
 from ..calls import Done, Event, Request, Started
-from .base import Provider
+from .provider import Provider
 
 __all__ = ["Handler", "MockProvider"]
 

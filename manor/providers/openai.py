@@ -18,7 +18,7 @@ import httpx
 from ..answers import response_format
 from ..calls import Done, Event, RateLimits, Request, Started, TextDelta, Usage
 from ..errors import CallTimeout, ProviderError
-from .base import Provider
+from .provider import Provider
 from .http import auth_headers, check_response, finish, open_client, rate_limits
 from .sse import SseEvent, sse_events
 

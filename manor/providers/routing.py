@@ -42,7 +42,7 @@ from ..config.backends import (
 from ..errors import CallError, ProviderError
 from .agno import AgnoProvider, HttpAgentTransport
 from .anthropic import AnthropicProvider, anthropic_client, require_sdk
-from .base import Provider
+from .provider import Provider
 from .claude_code import ClaudeCodeProvider
 from .command import CommandProvider
 from .openai import OpenAIProvider

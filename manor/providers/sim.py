@@ -23,7 +23,7 @@ from ..errors import ProviderError, SessionLimitError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
 from ..templates import template_problem
 from ..timer import sleep_until
-from .base import DeadlineReached, Provider, by_deadline, call_deadline
+from .provider import DeadlineReached, Provider, by_deadline, call_deadline
 
 __all__ = ["GENERIC_LINES", "MOODS", "NARRATOR_LINES", "OBJECTS", "PLACEHOLDERS", "ROOMS", "SimProfile", "SimProvider", "line_problem"]
 

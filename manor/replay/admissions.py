@@ -35,7 +35,7 @@ import trio
 
 from ..calls import Done, Request
 from ..errors import CallError, GateTimeout, GateUnavailable
-from ..layers.base import Inner, Layer, Listener
+from ..layers.stack import Inner, Layer, Listener
 from ..records import CallRecord
 from ..saves.format import TickFrame
 from ..tick.instruments import Instrument

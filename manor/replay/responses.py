@@ -12,7 +12,7 @@ import trio
 
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..errors import ProviderError, SessionLimitError
-from ..providers.base import Provider
+from ..providers.provider import Provider
 from ..records import CallRecord
 from ..saves.format import TickFrame
 

@@ -21,7 +21,7 @@ import msgspec
 from ..callers import Caller, caller_of
 from ..errors import SaveError
 from ..folds import Fold, fold_story
-from ..output import write_output
+from ..output_file import write_output
 from ..records import StoryEntry
 from ..saves.reader import Save
 from ..worlds import create_world, world_class
@@ -135,7 +135,7 @@ def _json(line: StoryLine) -> _JsonLine:
 
 
 def write_story(save: Save, format: Format, path: str) -> int:
-    """Write the story of ``save`` to ``path`` (replacing it, see ``manor.output``);
+    """Write the story of ``save`` to ``path`` (replacing it, see ``manor.output_file``);
     return how many lines it has.
 
     Raises:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SaveError
-from ..output import write_output
+from ..output_file import write_output
 from ..records import CallRecord
 from .reader import Save
 
@@ -67,7 +67,7 @@ def chrome_trace(save: Save) -> dict[str, Any]:
 def write_trace(save: Save, path: str | Path) -> int:
     """Write the trace of ``save`` to ``path`` (replacing it); return how many events.
 
-    See ``manor.output``: a failed export leaves no partial file behind, a symbolic link
+    See ``manor.output_file``: a failed export leaves no partial file behind, a symbolic link
     is written through, a device (``/dev/null``) is written to.
 
     Raises:

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs
 from ..calls import Done, Event, Started, TextDelta, Usage
 from .directives import parse_directives
 from .host import AgentHost, HostFull, ModelFailed, RunCancelled, RunSpec
-from .http import HttpRequest, HttpResponse
+from .http_server import HttpRequest, HttpResponse
 
 __all__ = ["cancel_run", "create_run"]
 

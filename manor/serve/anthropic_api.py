@@ -22,7 +22,7 @@ from typing import Any
 from ..calls import Done, Event, TextDelta
 from .directives import parse_directives
 from .host import AgentHost, HostFull, ModelFailed, RunCancelled, RunSpec
-from .http import HttpRequest, HttpResponse
+from .http_server import HttpRequest, HttpResponse
 from .openai_api import last_user_text
 
 __all__ = ["ERROR_TYPES", "messages"]

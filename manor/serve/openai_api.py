@@ -18,7 +18,7 @@ from typing import Any
 from ..calls import Done, Event, TextDelta, Usage
 from .directives import parse_directives
 from .host import AgentHost, HostFull, ModelFailed, RunCancelled, RunSpec
-from .http import HttpRequest, HttpResponse
+from .http_server import HttpRequest, HttpResponse
 
 __all__ = ["chat_completions", "last_user_text", "list_models", "rate_headers"]
 

@@ -13,7 +13,7 @@ import trio
 
 from . import agno_api, anthropic_api, openai_api
 from .host import AgentHost
-from .http import HttpRequest, HttpResponse, serve_http
+from .http_server import HttpRequest, HttpResponse, serve_http
 
 __all__ = ["AgentServer"]
 

@@ -30,7 +30,7 @@ from ..errors import (
 from ..layers import Stack
 from ..records import CallRecord, TickRecord
 from ..worlds import World
-from ..worlds.base import undeclared_caller
+from ..worlds.world import undeclared_caller
 from ..worlds.failures import world_code
 from .gc_pause import full_collections_deferred
 from .instruments import Instrument, Instruments

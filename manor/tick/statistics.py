@@ -14,7 +14,7 @@ from ..admission.adaptive import LEARNED_KEY, Adjustment
 from ..calls import Request
 from ..errors import REASONS
 from ..records import CallRecord, StoryEntry, TickRecord
-from ..worlds.base import World
+from ..worlds.world import World
 from .instruments import Instrument
 
 if TYPE_CHECKING:

@@ -1,8 +1,8 @@
-"""Worlds: the games Manor runs. ``base`` says what a world is to the engine; the
+"""Worlds: the games Manor runs. ``world`` says what a world is to the engine; the
 Wacky Manor (``manor``) is the default one; ``loading`` finds a scene's world and loads
 a scene with the keys its world takes."""
 
-from .base import (
+from .world import (
     Caller,
     GameOver,
     World,

@@ -10,7 +10,7 @@ import sys
 
 from ..content import Scene, SceneKeys, SceneSpec, read_scene
 from ..errors import ContentError, WorldError, one_line
-from .base import World
+from .world import World
 from .failures import world_code
 from .manor import ManorKeys
 

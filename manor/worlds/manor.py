@@ -21,7 +21,7 @@ from ..calls import Request
 from ..content import AgentSpec, Scene, SceneKeys
 from ..limits import MAX_BEATS_PER_TICK, AgentId
 from ..records import CallRecord, StoryEntry
-from .base import Caller, GameOver, chain_hash, start_hash
+from .world import Caller, GameOver, chain_hash, start_hash
 
 __all__ = ["CALLERS", "FALLBACKS", "BeatSpec", "CallerKind", "ManorKeys", "ManorWorld"]
 

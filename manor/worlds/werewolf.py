@@ -39,7 +39,7 @@ from ..calls import Request
 from ..content import Scene, SceneKeys
 from ..limits import AgentId
 from ..records import CallRecord, StoryEntry
-from .base import Caller, GameOver, chain_hash, start_hash
+from .world import Caller, GameOver, chain_hash, start_hash
 
 __all__ = ["CALLERS", "MAX_PLAYERS", "MODERATOR", "Rules", "WerewolfKeys", "WerewolfWorld"]
 

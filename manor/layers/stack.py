@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import ClassVar, final
 
 from ..calls import Done, Event, Request
-from ..providers.base import Provider, stream
+from ..providers.provider import Provider, stream
 
 __all__ = ["Inner", "Layer", "Listener", "Observer", "Stack", "ignore"]
 
