@@ -33,7 +33,12 @@ class Caller:
     """A kind of caller a world plans calls for, and how it is shown.
 
     Only ``fallback`` is required; every label defaults from the kind's own name, so
-    ``Caller("passes")`` is a whole declaration.
+    ``Caller("passes")`` is a whole declaration. A world declares its kinds by name::
+
+        callers = {
+            "villager": Caller("abstains", player=True, plural="villagers"),
+            "moderator": Caller("keeps silent", style="narration"),
+        }
 
     Attributes:
         fallback: what a degraded call of this kind leaves in the story instead of its

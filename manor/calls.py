@@ -31,7 +31,10 @@ __all__ = [
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
-    """One model call as the tick loop planned it.
+    """One model call as the tick loop planned it: who calls, for which agent, and what
+    is asked. A world's ``plan`` returns them; the stack answers each with a ``Done``::
+
+        Request(caller="character", agent="hobbes", tick=3, prompt="The gong sounds.")
 
     Attributes:
         caller: which kind of caller makes it: one its world declares
@@ -58,6 +61,12 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """The tokens one call used, as its backend counted them (``Done.usage``).
+
+    >>> Usage(input_tokens=120, output_tokens=30).total_tokens
+    150
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -116,7 +125,10 @@ class TextDelta(msgspec.Struct, frozen=True, tag="delta"):
 
 
 class Done(msgspec.Struct, frozen=True, tag="done", kw_only=True):
-    """The whole answer and what it cost.
+    """The whole answer and what it cost: the last event of a call's stream, and what a
+    stack's ``call`` returns::
+
+        Done(text="Hobbes bows.", usage=Usage(input_tokens=120, output_tokens=30))
 
     Attributes:
         cost: what the backend says the call cost (Claude Code's ``total_cost_usd``);

@@ -142,7 +142,15 @@ class _Waiter(Ticket):
 @final
 @attrs.define(eq=False)
 class Permit(AdmittedTicket):
-    """The right to one call in flight; release it exactly once."""
+    """The right to one call in flight, as ``Gate.acquire`` gives it; release it exactly
+    once, when the call ends::
+
+        permit = await gate.acquire(ticket, timeout=30)
+        try:
+            ...  # the call
+        finally:
+            permit.release()  # the next ticket in line is admitted at once
+    """
 
     _gate: Gate = attrs.field(repr=False)
     _lane: int = attrs.field(default=0, repr=False)
@@ -169,7 +177,31 @@ class Permit(AdmittedTicket):
 # construction; ``size`` validates in its setter; rate and burst are read-only.
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class Gate(TicketBook[_Waiter]):
-    """A concurrency limit with an optional token bucket in front, fair by ticket.
+    """The gate every caller of a run shares: a concurrency limit with an optional
+    token bucket in front, admitting strictly in ticket order.
+
+    A tick's tickets are issued up front, in planning order; each call acquires its own
+    ticket and releases the permit when it ends, and whatever order the callers arrive
+    in, they are admitted in ticket order:
+
+    >>> import trio, trio.testing
+    >>> from manor import Gate
+    >>> async def tick() -> list[tuple[int, float]]:
+    ...     gate, admitted = Gate(size=2), []
+    ...     async def call(ticket: int) -> None:
+    ...         permit = await gate.acquire(ticket, timeout=30)
+    ...         admitted.append((permit.ticket, permit.admitted_at))
+    ...         try:
+    ...             await trio.sleep(1.0)  # the model call
+    ...         finally:
+    ...             permit.release()
+    ...     tickets = gate.issue(4)
+    ...     async with trio.open_nursery() as nursery:
+    ...         for ticket in reversed(tickets):  # the last first
+    ...             nursery.start_soon(call, ticket)
+    ...     return sorted(admitted)
+    >>> trio.run(tick, clock=trio.testing.MockClock(autojump_threshold=0))
+    [(0, 0.0), (1, 0.0), (2, 1.0), (3, 1.0)]
 
     Args:
         size: calls in flight at once (>= 1). Can be changed while running.

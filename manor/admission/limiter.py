@@ -13,6 +13,9 @@ __all__ = ["Session", "SessionLimiter", "SessionLimiterStatistics"]
 
 @attrs.frozen
 class SessionLimiterStatistics:
+    """A snapshot of a ``SessionLimiter`` (``statistics()``): sessions open now, at
+    most, opened in all, and refused."""
+
     limit: int
     in_use: int
     peak: int
@@ -23,7 +26,8 @@ class SessionLimiterStatistics:
 @final
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class Session:
-    """One open platform session; release it exactly once."""
+    """One open platform session, as ``SessionLimiter.try_acquire`` gives it; release
+    it exactly once."""
 
     _limiter: SessionLimiter
     _released: bool = attrs.field(default=False, init=False)
@@ -39,6 +43,17 @@ class Session:
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)  # no hook on the hot counters
 class SessionLimiter:
     """A platform's hard session limit. When full it says so at once; it never queues.
+
+    >>> from manor import SessionLimiter, SessionLimitError
+    >>> platform = SessionLimiter(limit=1)
+    >>> session = platform.try_acquire()
+    >>> platform.try_acquire()
+    Traceback (most recent call last):
+      ...
+    manor.errors.SessionLimitError: platform full: 1 of 1 sessions in use
+    >>> session.release()
+    >>> platform.statistics().rejected
+    1
 
     Args:
         limit: sessions open at once; 0 means unlimited.

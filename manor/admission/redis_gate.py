@@ -202,10 +202,19 @@ class GateStatus:
 @final
 @attrs.define(eq=False)
 class RedisGate(TicketBook[_Waiter]):
-    """A gate shared by every process with the same ``url`` and ``name``.
+    """The gate shared by every process with the same ``url`` and ``name``: the
+    in-process ``Gate``'s semantics, its state in Redis.
 
     It is used inside ``async with gate.connected():``, which connects, joins the gate
-    and runs the tasks that keep it (sending, the grants, the heartbeat).
+    and runs the tasks that keep it (sending, the grants, the heartbeat)::
+
+        gate = RedisGate("redis://localhost:6379/0", "my-account", size=5)
+        async with gate.connected():
+            permit = await gate.acquire(timeout=30)  # a slot of all processes' five
+            try:
+                ...  # the call
+            finally:
+                permit.release()
 
     Args:
         url: the Redis server, ``redis://host:port/db`` (also ``rediss://``, ``unix://``).

@@ -17,6 +17,9 @@ __all__ = ["BreakerLayer", "BreakerState"]
 
 
 class BreakerState(enum.StrEnum):
+    """Where a ``BreakerLayer``'s circuit stands: ``closed`` (calls go through),
+    ``open`` (they fail at once with ``CircuitOpen``) or ``half_open`` (one trial call)."""
+
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"

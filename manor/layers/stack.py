@@ -44,9 +44,17 @@ def ignore(event: Event) -> None:
 
 
 class Layer(abc.ABC):
-    """One cross-cutting concern. It sees each call's request and the stack below it.
+    """One cross-cutting concern wrapped around every call: it sees each call's request
+    and the stack below it (``inner``), and does its part around awaiting it.
 
     ``priority`` declares where the layer sits in a ``Stack``: lower is further out.
+    For example, a layer that stamps each call's prompt::
+
+        class Stamp(Layer):
+            priority = 40  # between the breaker (30) and the gate (50)
+
+            async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
+                return await inner(msgspec.structs.replace(request, prompt="[stamped] " + request.prompt), listener)
     """
 
     priority: ClassVar[int]
@@ -90,6 +98,19 @@ class Layer(abc.ABC):
 class Observer(Layer):
     """A layer that watches calls without wrapping them: ``before`` when a call reaches
     it (it may refuse the call by raising), ``after`` when the call has ended below it.
+    What ``before`` returns is handed to ``after``::
+
+        class Count(Observer):
+            priority = 15
+
+            def __init__(self) -> None:
+                self.calls = 0
+
+            def before(self, request: Request) -> object:
+                return None
+
+            def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
+                self.calls += 1
 
     Observers adjacent in a stack run in one step: their ``before`` hooks outermost
     first, the call, their ``after`` hooks innermost first, exactly as if each wrapped
@@ -195,6 +216,14 @@ class Stack:
 
     The callers and the backend stay unchanged: callers make a call with ``call``, the
     backend answers through its stream.
+
+    >>> import trio
+    >>> from manor import MockProvider, Request, Stack, TimeoutLayer
+    >>> stack = Stack(MockProvider(lambda request: f"{request.agent} bows."), [TimeoutLayer(30)])
+    >>> stack
+    Stack(TimeoutLayer ∘ MockProvider)
+    >>> trio.run(stack.call, Request(caller="character", agent="hobbes")).text
+    'hobbes bows.'
     """
 
     def __init__(self, backend: Provider, layers: Sequence[Layer] = ()) -> None:

@@ -30,11 +30,15 @@ class TimeoutLayer(Layer):
     backend look slow to the circuit breaker, which counts ``CallTimeout`` as the
     backend's failure.
 
-    Where the backend keeps a call's deadline itself and nothing in between waits
-    (``Layer.bind``), the deadline is handed down (``call_deadline``) instead of a cancel
-    scope opened here: the call ends at the same instant, one timer fewer (under the
-    virtual clock the simulator's answer is a timer, and a scope is a second one).
+    For example, 30 seconds for each call from its admission::
+
+        stack = Stack(backend, [GateLayer(gate), TimeoutLayer(seconds=30.0)])
     """
+
+    # Where the backend keeps a call's deadline itself and nothing in between waits
+    # (``Layer.bind``), the deadline is handed down (``call_deadline``) instead of a
+    # cancel scope opened here: the call ends at the same instant, one timer fewer (under
+    # the virtual clock the simulator's answer is a timer, and a scope is a second one).
 
     priority = 60
 

@@ -79,7 +79,10 @@ def line_problem(template: str) -> str | None:
 @final
 @attrs.define(eq=False)
 class SimProvider(Provider):
-    """A simulated model backend.
+    """A simulated model backend: each call's latency, answer and failure drawn from
+    the agent's ``SimProfile``, seeded::
+
+        backend = SimProvider({"hobbes": SimProfile(latency_s=1.2)}, seed=1789, error_rate=0.02)
 
     Every draw comes from a random generator keyed by (seed, agent, caller, tick,
     attempt), never from the order in which calls happen to run, so a run is the same

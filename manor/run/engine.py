@@ -40,7 +40,12 @@ __all__ = ["Engine", "build_engine", "configure", "gate_for", "scene_seed", "sce
 @final
 @attrs.frozen
 class Engine:
-    """A tick loop and the parts it was built from, for reports and dashboards.
+    """A tick loop and the parts it was built from, for reports and dashboards, as
+    ``build_engine`` makes it from the settings and the scene::
+
+        config, scene = configure(standard_sources())
+        engine = build_engine(config, scene)
+        trio.run(engine.loop.run, 20, clock=trio.testing.MockClock(autojump_threshold=0))
 
     Attributes:
         cost: the layer that enforces the cost budget (``cost.budget``); ``None``

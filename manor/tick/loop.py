@@ -90,7 +90,13 @@ class _Admission:
 @final
 @attrs.define(eq=False)
 class TickLoop:
-    """Runs a world tick by tick.
+    """Runs a world tick by tick: plans each tick's calls, fires them through the gate
+    by its policy, applies their records to the world and tells its instruments. An
+    engine builds one (``manor.run.engine.build_engine``)::
+
+        engine = build_engine(config, scene, backend=MockProvider(lambda request: "Quite."))
+        record = trio.run(engine.loop.step, clock=trio.testing.MockClock(autojump_threshold=0))
+        record.tick, len(record.calls), record.world_hash  # one tick: 1, 14, "..."
 
     Args:
         world: the state ticks change.

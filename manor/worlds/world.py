@@ -47,7 +47,9 @@ __all__ = ["Caller", "GameOver", "World", "chain_hash", "start_hash", "undeclare
 
 
 class GameOver(msgspec.Struct, frozen=True, kw_only=True):
-    """How a game ended.
+    """How a game ended, as a world's ``over`` says once it has::
+
+        GameOver(summary="the village wins on day 3", result={"winner": "village", "day": 3})
 
     Attributes:
         summary: one line for people ("the village wins on day 3").
@@ -61,7 +63,21 @@ class GameOver(msgspec.Struct, frozen=True, kw_only=True):
 
 @runtime_checkable
 class World(Protocol):
-    """A game the tick loop runs.
+    """A game the tick loop runs: it plans each tick's calls, applies their records and
+    chains a hash, and says when the game is over. A world is a pure function of its
+    scene, the seeded ``rng`` and the records it is given (so saves replay). In short::
+
+        class Guessing:
+            name, version = "guessing", "1"
+            callers = {"guesser": Caller("passes", player=True)}
+
+            @classmethod
+            def from_scene(cls, scene, rng): ...            # the world before tick 1
+            def plan(self) -> list[Request]: ...            # the next tick's calls
+            def apply(self, records) -> list[StoryEntry]: ...  # their outcomes; tick and hash move on
+            over: GameOver | None                           # a property: None while it goes on
+
+    (docs/worlds.md writes one whole.)
 
     Class attributes:
         name: the world's name, recorded in saves.
