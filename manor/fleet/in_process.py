@@ -44,6 +44,7 @@ from ..config import Config, Source
 from ..config.layering import FLAGS
 from ..content import Scene
 from ..errors import ConfigError
+from ..limits import DEFAULT_WORLDS, MAX_WORLDS
 from ..providers import Provider
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..run.engine import Engine, build_engine, configure, gate_for, scene_seed
@@ -72,10 +73,6 @@ __all__ = [
 #: command line, whose ``--seed`` and ``--scene`` are the fleet's starting point.
 FLEET = FLAGS + 50
 
-#: The most worlds a fleet runs.
-MAX_WORLDS = 1_000
-#: Worlds when neither a number nor scenes are given.
-DEFAULT_WORLDS = 4
 
 #: Settings every world must share: they size the account's one platform and one gate.
 SHARED_KEYS = ("platform.limit", "gate.size", "gate.rate", "gate.burst")
