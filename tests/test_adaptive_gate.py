@@ -18,7 +18,7 @@ import pytest
 import trio
 import trio.testing
 
-from manor.admission.adaptive import LEARNED_KEY, PROBE_CALLS, Adjustment, LearnedSize, RecordedAdjustments
+from manor.admission.adaptive import LEARNED_KEY, PROBE_CALLS, Adjustment, LearnedSize, RecordedAdjustments, apply_to_gate
 from manor.admission.gate import Gate
 from manor.calls import Done, RateLimits
 from manor.config import resolve
@@ -41,10 +41,7 @@ def _learned(size: int, smallest: int = 1, largest: int = 16) -> tuple[Gate, Lea
 
     def apply(adjustment: Adjustment) -> None:
         made.append(adjustment)
-        if adjustment.size is not None:
-            gate.size = adjustment.size
-        if adjustment.paused_until is not None:
-            gate.pause(adjustment.paused_until)
+        apply_to_gate(gate, adjustment)
 
     learning.apply = apply
     return gate, learning, made
@@ -230,6 +227,123 @@ class TestPause:
             await trio.sleep(1)
             held.release()  # at 2: the slot is free, the pause holds the waiter
         assert admitted == [4.0]
+
+
+class TestRateHeaders:
+    """Rate headers saying how many requests remain, and when they reset, bound the calls
+    let through until then (``Gate.allow``)."""
+
+    @pytest.mark.trio
+    async def test_the_gate_admits_the_allowed_calls_then_pauses_until_the_reset(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=4)
+        gate.allow(2, 5.0)
+        admitted: list[tuple[int, float]] = []
+        async with trio.open_nursery() as nursery:
+            for ticket in gate.issue(4):
+
+                async def call(ticket: int = ticket) -> None:
+                    permit = await gate.acquire(ticket)
+                    admitted.append((permit.ticket, trio.current_time()))
+                    await trio.sleep(1)
+                    permit.release()
+
+                nursery.start_soon(call)
+        assert sorted(admitted) == [(0, 0.0), (1, 0.0), (2, 5.0), (3, 5.0)]
+        assert gate.paused_until == 5.0
+
+    @pytest.mark.trio
+    async def test_an_allowance_whose_window_reset_bounds_nothing(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=4)
+        gate.allow(1, 2.0)
+        await trio.sleep(2)
+        permits = [await gate.acquire() for _ in range(3)]
+        assert trio.current_time() == 2.0 and gate.paused_until is None
+        for permit in permits:
+            permit.release()
+
+    @pytest.mark.trio
+    async def test_a_later_allowance_replaces_the_earlier(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=4)
+        gate.allow(1, 9.0)
+        gate.allow(3, 4.0)
+        permits = [await gate.acquire() for _ in range(3)]
+        assert trio.current_time() == 0.0 and gate.paused_until == 4.0
+        permit = await gate.acquire()
+        assert trio.current_time() == 4.0
+        for held in [*permits, permit]:
+            held.release()
+
+    @pytest.mark.trio
+    async def test_remaining_requests_in_an_answer_become_an_allowance(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate, learning, made = _learned(4)
+        await trio.sleep(1)
+        learning.ended(0, learning.admitted(), Done(text="ok", rates=RateLimits(requests_remaining=2, requests_reset_s=3)))
+        assert made == [Adjustment(ticket=0, why="2 requests remain for 3s (rate headers)", allowed=2, allowed_until=4.0)]
+        assert learning.last == made[-1]
+
+    @pytest.mark.trio
+    async def test_no_token_left_pauses_and_a_count_without_a_reset_bounds_nothing(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate, learning, made = _learned(4)
+        learning.ended(0, learning.admitted(), Done(text="ok", rates=RateLimits(tokens_remaining=0, tokens_reset_s=2)))
+        assert made == [Adjustment(ticket=0, why="no token remains for 2s (rate headers)", paused_until=2.0)]
+        learning.ended(1, learning.admitted(), Done(text="ok", rates=RateLimits(requests_remaining=3, tokens_remaining=900)))
+        assert len(made) == 1 and gate.paused_until == 2.0
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("family", ["openai", "anthropic"])
+    async def test_a_server_counting_requests_per_window_never_refuses(self, family: str, autojump_clock: trio.testing.MockClock) -> None:
+        """A stand-in server allowing 3 requests per 10 s window, saying on every answer
+        how many remain and when the window resets: the learned gate sends none into a
+        429, and the calls beyond the window's wait for its reset."""
+        import datetime
+
+        import httpx
+
+        from manor.calls import Request
+        from manor.layers import GateLayer, Stack
+        from manor.providers.openai import OpenAIProvider
+        from manor.worlds.manor import CallerKind
+
+        per_window, window = 3, 10.0
+        seen: list[float] = []
+
+        async def handler(request: httpx.Request) -> httpx.Response:
+            now = trio.current_time()
+            start = now // window * window
+            used = sum(1 for at in seen if at >= start)
+            if used >= per_window:
+                return httpx.Response(429, json={"error": {"type": "rate_limit_error", "message": "window used up"}})
+            seen.append(now)
+            await trio.sleep(0.5)  # the answer's headers are sent when it is ready
+            left, reset = per_window - used - 1, start + window - trio.current_time()
+            if family == "openai":
+                headers = {"x-ratelimit-remaining-requests": str(left), "x-ratelimit-reset-requests": f"{reset:.3f}s"}
+            else:
+                # An instant to the second, as Anthropic writes it: rounded up, not to
+                # send the calls back a hair before the reset by the wall clock.
+                instant = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=reset + 1)
+                instant = instant.replace(microsecond=0)
+                headers = {"anthropic-ratelimit-requests-remaining": str(left), "anthropic-ratelimit-requests-reset": instant.isoformat()}
+            body = b'data: {"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+            return httpx.Response(200, headers={"content-type": "text/event-stream", **headers}, content=body)
+
+        gate = Gate(size=8)
+        learning = LearnedSize(gate, 1, 8)
+        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        stack = Stack(OpenAIProvider("http://model.invalid/v1", model="m", client=client), [GateLayer(gate, adjuster=learning)])
+
+        async def one() -> None:
+            await stack.call(Request(caller=CallerKind.CHARACTER, agent="butler", prompt="hi"))
+
+        await one()  # answered at 0.5: 2 remain until 10
+        await trio.sleep(0.5)
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(one)
+        # Two of the five sent at once, the other three when the window resets (within
+        # the second Anthropic's instants are written to).
+        late = 0.01 if family == "openai" else 1.0
+        assert seen[:3] == [0.0, 1.0, 1.0] and all(10.0 <= at <= 10.0 + late for at in seen[3:]) and len(seen) == 6
 
 
 class TestReplayed:
