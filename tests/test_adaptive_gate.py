@@ -4,12 +4,14 @@ through Redis."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,12 @@ import trio.testing
 
 from manor.admission.adaptive import LEARNED_KEY, PROBE_CALLS, Adjustment, LearnedSize, RecordedAdjustments, apply_to_gate
 from manor.admission.gate import Gate
-from manor.calls import Done, RateLimits
+from manor.calls import Done, Event, RateLimits, Request
 from manor.config import resolve
 from manor.config.backends import CapacityStep, PlatformCapacity
 from manor.config.layering import Source, built_in_source
 from manor.errors import ConfigError, ProviderError, SessionLimitError
+from manor.providers.base import Provider
 from manor.run.engine import build_engine, configure, scene_sim
 from manor.saves.reader import read_save
 
@@ -275,7 +278,7 @@ class TestRateHeaders:
 
     @pytest.mark.trio
     async def test_remaining_requests_in_an_answer_become_an_allowance(self, autojump_clock: trio.testing.MockClock) -> None:
-        gate, learning, made = _learned(4)
+        _, learning, made = _learned(4)
         await trio.sleep(1)
         learning.ended(0, learning.admitted(), Done(text="ok", rates=RateLimits(requests_remaining=2, requests_reset_s=3)))
         assert made == [Adjustment(ticket=0, why="2 requests remain for 3s (rate headers)", allowed=2, allowed_until=4.0)]
@@ -321,7 +324,7 @@ class TestRateHeaders:
             else:
                 # An instant to the second, as Anthropic writes it: rounded up, not to
                 # send the calls back a hair before the reset by the wall clock.
-                instant = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=reset + 1)
+                instant = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=reset + 1)
                 instant = instant.replace(microsecond=0)
                 headers = {"anthropic-ratelimit-requests-remaining": str(left), "anthropic-ratelimit-requests-reset": instant.isoformat()}
             body = b'data: {"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
@@ -476,3 +479,37 @@ async def test_one_process_refusal_shrinks_the_shared_gate_for_all(redis_url: st
         permit = await a.acquire(timeout=10)
         assert trio.current_time() - started >= 0.15  # sent once the pause had passed
         permit.release()
+
+
+class _Counting(Provider):
+    """The simulated backend, its answers carrying rate headers: ``left`` requests remain
+    until a reset ``reset_s`` away, on every answer."""
+
+    def __init__(self, inner: Provider, left: int, reset_s: float) -> None:
+        self.inner, self.rates = inner, RateLimits(requests_remaining=left, requests_reset_s=reset_s)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
+        async with contextlib.aclosing(self.inner.invoke(request)) as events:
+            async for event in events:
+                yield msgspec.structs.replace(event, rates=self.rates) if isinstance(event, Done) else event
+
+
+def test_a_save_with_allowances_from_rate_headers_replays_exactly(tmp_path: Path) -> None:
+    """Answers saying 2 requests remain for 0.5 s: the learned gate's allowances are live
+    changes of the save, made again by its replay at the ends of the same calls."""
+    from manor.replay.run import replay
+    from manor.saves.writer import SaveWriter
+
+    config, scene = configure([built_in_source(), Source("test", 400, {"gate.size": "auto", "gate.max": 8, "platform.limit": 0})])
+    engine = build_engine(config, scene, backend=_Counting(scene_sim(config, scene), left=2, reset_s=0.5))
+    path = tmp_path / "counted.msav"
+    writer = SaveWriter.create(path, engine)
+    trio.run(engine.loop.run, 4, 0.0, clock=trio.testing.MockClock(autojump_threshold=0))
+    writer.check()
+    changes = [msgspec.convert(c.value, Adjustment) for frame in read_save(path).ticks for c in frame.changes if c.key == LEARNED_KEY]
+    assert any(change.allowed == 2 for change in changes)
+    replayed = replay(read_save(path))
+    assert replayed.verified, replayed.mismatch
