@@ -513,3 +513,32 @@ def test_a_save_with_allowances_from_rate_headers_replays_exactly(tmp_path: Path
     assert any(change.allowed == 2 for change in changes)
     replayed = replay(read_save(path))
     assert replayed.verified, replayed.mismatch
+
+
+@pytest.mark.trio
+async def test_a_pause_in_one_process_holds_every_process(redis_url: str) -> None:
+    """A retry-after heard in one process: the server grants no slot to any process's
+    call before it has passed, and grants them then, without a call to wake them."""
+    from manor.admission.redis_gate import RedisGate
+
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    async with RedisGate(redis_url, name, size=4, world="a").connected() as a, RedisGate(redis_url, name, size=4, world="b").connected() as b:
+        paused_at = trio.current_time()
+        a.pause(paused_at + 0.6)
+        with trio.fail_after(3):
+            while a._pause_to is not None:  # told to the server
+                await trio.sleep(0.01)
+        assert b.paused_until is None  # not b's own: the server holds its calls
+        permit = await b.acquire(timeout=10)
+        waited = trio.current_time() - paused_at
+        assert 0.55 <= waited < 1.5, waited
+        permit.release()
+        # A shorter pause asked for later changes nothing; once it has passed, no wait.
+        a.pause(trio.current_time() + 0.01)
+        with trio.fail_after(3):
+            while a._pause_to is not None:
+                await trio.sleep(0.01)
+        started = trio.current_time()
+        permit = await b.acquire(timeout=10)
+        assert trio.current_time() - started < 0.5
+        permit.release()
