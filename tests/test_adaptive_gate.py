@@ -444,10 +444,26 @@ def test_a_save_of_a_learned_gate_replays_exactly(tmp_path: Path) -> None:
     assert "matches the recording after every tick" in verified.stdout
 
 
-def test_a_learned_size_in_a_fleet_is_one_line(tmp_path: Path) -> None:
-    ran = _manor("fleet", "--worlds", "2", "--ticks", "1", "--gate-size", "auto", cwd=tmp_path)
-    assert ran.returncode != 0 and "Traceback" not in ran.stderr
-    assert "gate.size = auto" in ran.stderr and len(ran.stderr.strip().splitlines()) == 1
+def test_a_fleet_learns_one_size_from_every_worlds_refusals_and_its_saves_replay(tmp_path: Path) -> None:
+    """``manor fleet --gate-size auto``: one learned size for the one gate, every world's
+    refusals feeding it, every world's report and save holding every change; each
+    world's save replays exactly; the same fleet run again gives the same records."""
+    config = _write_config(tmp_path, retry_after=1.5)
+    args = ["fleet", "--config", str(config), "--backend", "moving", "--worlds", "3", "--ticks", "12", "--platform-limit", "0",
+            "--gate-size", "auto", "--gate-max", "16", "--json"]  # fmt: skip
+    ran = _manor(*args, "--save-dir", str(tmp_path / "saves"), cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    worlds = msgspec.json.decode(ran.stdout)["worlds"]
+    histories = [world["gate_sizes"]["history"] for world in worlds]
+    assert all([(h["size"], h["why"]) for h in history] == [(h["size"], h["why"]) for h in histories[0]] for history in histories)
+    assert histories[0][0]["size"] < 16 and worlds[0]["gate_sizes"]["final"] <= 3
+    assert sum(world["platform_rejections"]["by_server"] for world in worlds) >= 2  # refusals of more than one call
+    for save in sorted((tmp_path / "saves").iterdir()):
+        verified = _manor("replay", str(save), "--verify", cwd=tmp_path)
+        assert verified.returncode == 0 and "match the recording after every tick" in verified.stdout, verified.stdout + verified.stderr
+    again = _manor(*args, cwd=tmp_path)
+    assert [w["world_hash"] for w in msgspec.json.decode(again.stdout)["worlds"]] == [w["world_hash"] for w in worlds]
+    assert [w["gate_sizes"] for w in msgspec.json.decode(again.stdout)["worlds"]] == [w["gate_sizes"] for w in worlds]
 
 
 def test_gate_size_flag_takes_auto_or_a_number(tmp_path: Path) -> None:
