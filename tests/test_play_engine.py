@@ -274,6 +274,32 @@ class TestDashboardState:
         assert (state.queued, state.running, state.current_tick) == (0, 0, None)
         assert state.finished >= state.planned
 
+    def test_no_hook_runs_per_call_the_loop_notes_the_calls_in_bulk(self) -> None:
+        """The dashboard hooks no call: the loop appends each call's start, admission
+        and end to the state's notes (``TickLoop.call_notes``), which a read takes in;
+        a second reader of one loop's notes is refused (it would take the first's)."""
+        e = engine()
+        state = DashboardState(e.scene)
+        taken: list[int] = []
+
+        class Notes(Instrument):
+            def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+                assert e.loop.call_notes is not None
+                # A start, an admission and an end per call of the tick, none taken yet.
+                taken.append(len(e.loop.call_notes))
+
+        e.loop.add_instrument(Notes())  # hears a tick end before the state
+        e.loop.add_instrument(state)
+        per_call = ("call_started", "call_admitted", "call_finished")
+        assert all(instrument is not state for hook in per_call for instrument, _ in e.loop.instruments.by_hook[hook])
+        trio.run(TickDriver(e.loop).run, 2, clock=trio.testing.MockClock(autojump_threshold=0))
+        calls = len(e.loop.world.plan())
+        assert taken == [3 * calls, 3 * calls]
+        assert e.loop.call_notes == []  # the state's tick end took them in
+        assert state.calls_total == 2 * calls and state.finished == state.planned == calls
+        with pytest.raises(ValueError, match="another reader"):
+            DashboardState(e.scene).run_started(e.loop)
+
     def test_a_call_finds_its_row_by_caller_kind_or_by_its_name(self) -> None:
         """A request and its record reach the one row the agents table shows, whether the
         kind is a CallerKind member or its name, and a caller met only mid-run gets a
@@ -284,18 +310,20 @@ class TestDashboardState:
         request = e.loop.world.plan()[0]
         state.take_dirty()
         rows = len(state.rows)
-        state.call_started(request)
+        notes = e.loop.call_notes  # the loop notes its calls for the state (``run_started``)
+        assert notes is not None
+        notes.append(request)
         row = state.rows[f"{request.caller}:{request.agent}"]
         assert (row.state, row.key, state.take_dirty()) == ("queued", f"character:{request.agent}", {row.key})
         record = CallRecord(tick=1, ticket=0, caller="character", agent=request.agent, queued_at=0.0, admitted_at=1.0,
                             finished_at=3.5, outcome="ok", text="Hello.")
-        state.call_finished(record)
-        assert state.rows[row.key] is row  # the hooks only note a call: reading the state takes it in
+        notes.append(record)
+        assert state.rows[row.key] is row  # the loop only notes a call: reading the state takes it in
         assert (row.state, row.latency, row.line) == ("done", 2.5, "Hello.")
         assert len(state.rows) == rows
         assert state.take_dirty() == {row.key}
         stranger = Request(caller=CallerKind.SCENE_BEAT, agent="stranger", tick=1)
-        state.call_started(stranger)
+        notes.append(stranger)
         assert state.rows["scene_beat:stranger"].state == "queued"
         assert state.take_dirty() == {"scene_beat:stranger"}
 
@@ -362,7 +390,7 @@ class TestDashboardState:
         """A world of kinds of its own: the counts are its kinds, not the manor's four."""
         state = DashboardState(engine().scene)
         world = SimpleNamespace(callers={"wolf": None, "seer": None}, plan=lambda: [])
-        state.run_started(SimpleNamespace(world=world, policy=SimpleNamespace(name="pipeline")))  # type: ignore[arg-type]
+        state.run_started(SimpleNamespace(world=world, policy=SimpleNamespace(name="pipeline"), call_notes=None))  # type: ignore[arg-type]
         state.tick_started(1, [])
         assert list(state.degradations_total) == list(state.degradations_tick) == ["wolf", "seer"]
         assert all(list(reasons) == list(REASONS) for reasons in state.degradations_total.values())
@@ -370,10 +398,13 @@ class TestDashboardState:
     def test_a_caller_kind_the_dashboard_does_not_know_is_shown_by_its_name(self) -> None:
         """A world's own kind of caller (the lead's open caller kinds): a row labelled
         with the kind, its degradations counted in a column of its own."""
-        state = DashboardState(engine().scene)
+        e = engine()
+        state = DashboardState(e.scene)
+        state.run_started(e.loop)
         record = CallRecord(tick=1, ticket=0, caller="werewolf", agent="wolf", queued_at=0.0, admitted_at=None,
                             finished_at=30.0, outcome="degraded", reason="gate_timeout", error="no gate slot within 30s")  # fmt: skip
-        state.call_finished(record)
+        assert e.loop.call_notes is not None
+        e.loop.call_notes.append(record)
         row = state.rows["werewolf:wolf"]
         assert (row.kind, row.state, row.error) == ("werewolf", "degraded", "no gate slot within 30s")
         assert state.degradations_total["werewolf"]["gate_timeout"] == state.degradations_tick["werewolf"]["gate_timeout"] == 1

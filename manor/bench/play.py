@@ -5,7 +5,8 @@ the engine, never a model), the scene's calls tick after tick:
 
 - **headless**: ``TickLoop.run`` under plain ``trio.run``, as ``manor run`` runs it;
 - **instrument**: the same with the dashboard's instrument (``DashboardState``)
-  attached: its hooks run on every call;
+  attached: the loop notes every call's start, admission and end for it
+  (``TickLoop.call_notes``), and it takes them in at each tick's end;
 - **dashboard**: ``manor play`` itself, headless: the ``PlayApp`` in Textual's
   ``App.run_test()`` (the heap frozen first, as ``manor play`` does), trio hosted in
   guest mode on Textual's asyncio loop, the instrument attached and the panels redrawn
@@ -21,7 +22,7 @@ its timing holds several frames however far apart the budget spaces them (a wind
 shorter than a frame's spacing could miss every frame). A contender's figure is its
 best round, timed by the process's CPU time over those ticks — in the dashboard, once it is warm
 (its story panel full; the app's start and teardown are not the run's either). With a zero-latency backend the engine never waits, so
-the dashboard's cost — its hooks, the redraws, hosting trio in Textual — is CPU time
+the dashboard's cost — its notes, the redraws, hosting trio in Textual — is CPU time
 taken from the engine: ``ratio`` (dashboard / headless calls per second) says how much.
 Each counts the calls of the ticks it timed: a game's ticks differ (a night of Werewolf
 asks four players, a day all of them), and a game that ends is followed by the next
@@ -209,7 +210,7 @@ def run(context: BenchContext) -> dict[str, Any]:
             best[name] = min(best[name], stopwatch.cpu_seconds / stopwatch.calls)
             context.advance(1)
     rates = {name: 1 / seconds for name, seconds in best.items()}
-    # What a frame costs beyond the instrument's hooks: the redraw and hosting trio in
+    # What a frame costs beyond the instrument's work: the redraw and hosting trio in
     # Textual.
     per_frame = (best["dashboard"] - best["instrument"]) * drawn_calls / frames * 1e3 if frames else math.nan
     return {

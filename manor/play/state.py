@@ -1,9 +1,10 @@
-"""What the dashboard shows, kept up to date by the tick loop's instrument hooks.
+"""What the dashboard shows, kept up to date by the tick loop.
 
 The engine writes, the dashboard reads on a timer (about ten times a second, fewer when
-the engine runs flat out), so per call a hook only notes what happened — one list
-append — and the rows, counts and histories are worked out from the notes when they
-are read (a frame), or at the end of the tick: per frame and per tick, not per call.
+the engine runs flat out), so per call the loop only notes what happened — one list
+append, no hook called (``TickLoop.call_notes``) — and the rows, counts and histories
+are worked out from the notes in bulk when they are read (a frame), or at the end of
+the tick: per frame and per tick, not per call.
 Of a call's three events only the last changes its row, so most are never looked at
 one by one. Updates are coalesced by construction, and a flood of calls never costs a
 redraw. Both run on one thread (trio in guest mode on Textual's loop), so there are no
@@ -30,7 +31,7 @@ from ..tick.statistics import PlatformRejections, empty_degradations, percentile
 from ..worlds.world import world_marks
 
 if TYPE_CHECKING:
-    from ..tick.loop import TickLoop
+    from ..tick.loop import CallNotes, TickLoop
     from ..worlds import World
 
 __all__ = ["CALLS_KEPT", "CallerRow", "CallerState", "DashboardState", "ShownTick", "StoryItem", "TickFigures"]
@@ -121,9 +122,11 @@ class DashboardState(Instrument):
     """
 
     def __init__(self, scene: Scene, *, history: int = 120, story_kept: int = 500, calls_kept: int = CALLS_KEPT) -> None:
-        # What the call hooks noted since the last catch-up, in order: a call started
-        # (its request), admitted (its request and when) or finished (its record).
-        self._notes: list[Request | tuple[Request, float] | CallRecord] = []
+        # What the loop noted of its calls since the last catch-up, in order
+        # (``TickLoop.call_notes``): a call started (its request), admitted (its
+        # request and when) or finished (its record). The loop holds this very list:
+        # it is emptied in place.
+        self._notes: CallNotes = []
         # Bumped on every change (``version``).
         self._version = 0
         #: The tick under way, or ``None`` between ticks.
@@ -242,7 +245,12 @@ class DashboardState(Instrument):
     # -- instrument hooks -----------------------------------------------------------------
 
     def run_started(self, loop: TickLoop) -> None:
+        """Meet the loop: its world, and the calls' events it notes for this state from
+        now on (``TickLoop.call_notes``), taken in bulk when the panels read them."""
         self._catch_up()
+        if loop.call_notes is not None and loop.call_notes is not self._notes:
+            raise ValueError("the loop's calls are already noted for another reader")
+        loop.call_notes = self._notes
         self._loop = loop
         self.meet(loop.world)
         self._take_marks(loop.world)
@@ -292,17 +300,6 @@ class DashboardState(Instrument):
                 dirty.add(row.key)
         self._version += 1
 
-    # The call hooks run on every call: each only notes what happened (``_catch_up``).
-
-    def call_started(self, request: Request) -> None:
-        self._notes.append(request)
-
-    def call_admitted(self, request: Request, admitted_at: float) -> None:
-        self._notes.append((request, admitted_at))
-
-    def call_finished(self, record: CallRecord) -> None:
-        self._notes.append(record)
-
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         self._catch_up()
         if self._finished == len(record.calls):  # the calls that ended are the tick's own
@@ -336,10 +333,10 @@ class DashboardState(Instrument):
     def _catch_up(self) -> None:
         """Take the calls noted since the last catch-up into the counts, the rows and
         the histories, as if each had been taken as it happened."""
-        notes = self._notes
-        if not notes:
+        if not self._notes:
             return
-        self._notes = []
+        notes = self._notes.copy()
+        self._notes.clear()
         self._version += 1
         by_call, row_for, dirty = self._by_call, self._row, self._dirty
         latencies, degradations_tick, degradations_total = self._latencies, self._degradations_tick, self._degradations_total
@@ -384,7 +381,7 @@ class DashboardState(Instrument):
         if self._queued or self._running:
             self._take_calls_in_flight(notes)
 
-    def _take_calls_in_flight(self, notes: list[Request | tuple[Request, float] | CallRecord]) -> None:
+    def _take_calls_in_flight(self, notes: CallNotes) -> None:
         """Rows with a call queued or running show so: the rows whose last note is
         a call started or admitted (the others' last is a record, taken already). Only
         while calls are out: not at a tick's end."""

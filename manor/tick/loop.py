@@ -39,9 +39,14 @@ from .ordering import longest_first
 from .policies import Policy
 from .prediction import Predictor
 
-__all__ = ["GATE_PAUSES_S", "GATE_WAIT_S", "TickLoop"]
+__all__ = ["GATE_PAUSES_S", "GATE_WAIT_S", "CallNotes", "TickLoop"]
 
 Order = Literal["fifo", "longest-first"]
+
+#: The calls' events in the order they happened, for a reader that takes them in bulk
+#: (``TickLoop.call_notes``): a call started (its request), admitted (its request and
+#: when) or ended (its record).
+CallNotes = list[Request | tuple[Request, float] | CallRecord]
 
 #: How long a run waits for a lost shared gate, after a tick every call of which found
 #: none, before it stops: long enough for Redis to restart or fail over.
@@ -64,13 +69,14 @@ class _Admission:
     only (``Stack.answer``): the backend answers by its fast path. An object a call, not
     a closure: a closure would need a cell and a dict of its own for every call."""
 
-    __slots__ = ("at", "instruments", "released_at", "request")
+    __slots__ = ("at", "instruments", "notes", "released_at", "request")
 
-    def __init__(self, request: Request, instruments: Instruments) -> None:
+    def __init__(self, request: Request, instruments: Instruments, notes: CallNotes | None) -> None:
         self.at: float | None = None
         self.released_at: float | None = None
         self.request = request
         self.instruments = instruments
+        self.notes = notes
 
     def heard(self, event: Event) -> None:
         if type(event) is Released:
@@ -83,6 +89,8 @@ class _Admission:
                 self.at = current_time()  # said as the session opens
             else:
                 return
+            if self.notes is not None:
+                self.notes.append((self.request, self.at))
             if self.instruments.by_hook["call_admitted"]:
                 self.instruments.call("call_admitted", self.request, self.at)
 
@@ -136,6 +144,11 @@ class TickLoop:
     players: frozenset[str] = attrs.field(
         init=False, default=attrs.Factory(lambda self: frozenset(k for k, c in self.world.callers.items() if c.player), takes_self=True)
     )
+    #: Where a reader that takes the calls' events in bulk finds them (the dashboard, at
+    #: its frames), rather than by a hook per call: when a list, every call appends its
+    #: start, its admission and its end to it (``CallNotes``); the reader empties it in
+    #: place. ``None``: nobody reads them.
+    call_notes: CallNotes | None = attrs.field(default=None, init=False)
     _deadline: float = attrs.field(default=math.inf, init=False)
     _started: bool = attrs.field(default=False, init=False)
     _in_tick: bool = attrs.field(default=False, init=False)
@@ -334,6 +347,8 @@ class TickLoop:
         the call as ``cancelled``. The call's ticket is withdrawn if it never reached
         the gate, so it cannot stall the tickets behind it.
         """
+        if self.call_notes is not None:
+            self.call_notes.append(request)
         self.instruments.call("call_started", request)
         return await self._make(request, stack, attempts)
 
@@ -360,7 +375,8 @@ class TickLoop:
         failure: CallError | None = None
         instruments = self.instruments
         hooked = instruments.by_hook
-        admission = _Admission(request, instruments)
+        notes = self.call_notes
+        admission = _Admission(request, instruments, notes)
         listener = admission.heard
 
         cancelled = False
@@ -414,6 +430,8 @@ class TickLoop:
             )
         else:
             record = self._degraded(request, queued_at, admitted_at, finished_at, attempts, failure, done if failure else None, repairs)
+        if notes is not None:
+            notes.append(record)
         if hooked["call_finished"]:
             instruments.call("call_finished", record)
         if finished is not None:
@@ -505,8 +523,11 @@ class TickLoop:
         one_by_one = stack is self.direct or self._arrival_order_matters(stack)
         make = self._make
         heard = self.instruments.by_hook["call_started"]
+        notes = self.call_notes
         async with trio.open_nursery() as nursery:
             for index, request in in_order:
+                if notes is not None:
+                    notes.append(request)
                 if heard:
                     self.instruments.call("call_started", request)
                 if one_by_one:
