@@ -46,6 +46,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         # The configuration's addopts ask for workers; without pytest-xdist (not
         # installed, or -p no:xdist) the suite runs in this one process.
         parser.addoption("--numprocesses", help="ignored: pytest-xdist is not loaded")
+        parser.addoption("--dist", help="ignored: pytest-xdist is not loaded")
 
 
 @pytest.fixture(scope="session")
