@@ -17,6 +17,7 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from redis_server import SEEN_WITHIN_S
 
 from manor.admission.adaptive import LEARNED_KEY, PROBE_CALLS, Adjustment, LearnedSize, RecordedAdjustments
 from manor.admission.gate import Gate
@@ -353,7 +354,7 @@ async def test_one_process_refusal_shrinks_the_shared_gate_for_all(redis_url: st
         epochs = [learning.admitted() for _ in range(5)]
         learning.ended(4, epochs[4], _REFUSED)  # min(8 // 2, 5 - 1) = 4
         assert a.size == 4
-        with trio.fail_after(3):
+        with trio.fail_after(SEEN_WITHIN_S):
             while b.size != 4:
                 await trio.sleep(0.01)
         learning.ended(3, epochs[3], SessionLimitError("429", retry_after=0.2))

@@ -227,7 +227,7 @@ class TestRealServer:
             assert err == f"manor: {word} after {ticks} ticks; saved to {save}\n"
             assert _verifies(save, capsys)
             # Runs of 30 s: one still running now was never cancelled.
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + PATIENCE_S
             while (stats := httpx.get(f"{url}/stats").json())["running"] and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert (stats["running"], stats["queued"], stats["completed"]) == (0, 0, 0)
