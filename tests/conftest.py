@@ -65,6 +65,17 @@ def _no_manor_environment() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _console_width_pinned() -> Iterator[None]:
+    """Text is matched at 80 columns, whatever the developer's terminal exports: Rich and
+    argparse wrap at ``COLUMNS`` when it is set (their default, 80, when it is not), and
+    the commands the tests start inherit it. A test that needs other widths sets them."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COLUMNS", "80")
+        patch.setenv("LINES", "24")
+        yield
+
+
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test of configuration as a user meets it: run from an empty folder (no
