@@ -31,6 +31,8 @@ __all__ = [
     "gate_url_problem",
     "LeaseSeconds",
     "MAX_AGENTS",
+    "MAX_WORLDS",
+    "DEFAULT_WORLDS",
     "MAX_BEATS_PER_TICK",
     "MAX_BURST",
     "MAX_FAILURES",
@@ -57,6 +59,11 @@ __all__ = [
 #: Characters in a cast (``run.agents``, a scene's ``cast``). A tick of 100,000 simulated
 #: characters takes about 10 s and 700 MB.
 MAX_AGENTS = 100_000
+#: Worlds in a fleet (``manor fleet --worlds``).
+MAX_WORLDS = 1_000
+#: A fleet's worlds when neither a number nor scenes are given: beside the maximum, so
+#: that the command line states both without loading the fleet.
+DEFAULT_WORLDS = 4
 #: Calls in flight, sessions, barrier sizes: more than a tick could ever make at once.
 MAX_SIZE = 100_000
 #: Token bucket capacity.

@@ -24,10 +24,14 @@ from pathlib import Path
 
 from .errors import ManorError
 
-__all__ = ["STDOUT", "check_not_read", "output_name", "write_output"]
+__all__ = ["STDOUT", "STORY_FORMATS", "check_not_read", "output_name", "write_output"]
 
 #: The path that means standard output, wherever a command writes a file.
 STDOUT = "-"
+#: The formats a story is written in (``manor story --format``, or ``-o``'s suffix):
+#: here, below the replay that writes them, so that the command line names them
+#: without loading the engine.
+STORY_FORMATS = ("md", "txt", "jsonl")
 
 
 def output_name(path: str | Path) -> str:

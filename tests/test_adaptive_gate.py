@@ -4,12 +4,14 @@ through Redis."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,14 @@ import trio
 import trio.testing
 from redis_server import SEEN_WITHIN_S
 
-from manor.admission.adaptive import LEARNED_KEY, PROBE_CALLS, Adjustment, LearnedSize, RecordedAdjustments
+from manor.admission.adaptive import LEARNED_KEY, PROBE_CALLS, Adjustment, LearnedSize, RecordedAdjustments, apply_to_gate
 from manor.admission.gate import Gate
-from manor.calls import Done, RateLimits
+from manor.calls import Done, Event, RateLimits, Request
 from manor.config import resolve
 from manor.config.backends import CapacityStep, PlatformCapacity
 from manor.config.layering import Source, built_in_source
 from manor.errors import ConfigError, ProviderError, SessionLimitError
+from manor.providers.base import Provider
 from manor.run.engine import build_engine, configure, scene_sim
 from manor.saves.reader import read_save
 
@@ -42,10 +45,7 @@ def _learned(size: int, smallest: int = 1, largest: int = 16) -> tuple[Gate, Lea
 
     def apply(adjustment: Adjustment) -> None:
         made.append(adjustment)
-        if adjustment.size is not None:
-            gate.size = adjustment.size
-        if adjustment.paused_until is not None:
-            gate.pause(adjustment.paused_until)
+        apply_to_gate(gate, adjustment)
 
     learning.apply = apply
     return gate, learning, made
@@ -233,6 +233,123 @@ class TestPause:
         assert admitted == [4.0]
 
 
+class TestRateHeaders:
+    """Rate headers saying how many requests remain, and when they reset, bound the calls
+    let through until then (``Gate.allow``)."""
+
+    @pytest.mark.trio
+    async def test_the_gate_admits_the_allowed_calls_then_pauses_until_the_reset(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=4)
+        gate.allow(2, 5.0)
+        admitted: list[tuple[int, float]] = []
+        async with trio.open_nursery() as nursery:
+            for ticket in gate.issue(4):
+
+                async def call(ticket: int = ticket) -> None:
+                    permit = await gate.acquire(ticket)
+                    admitted.append((permit.ticket, trio.current_time()))
+                    await trio.sleep(1)
+                    permit.release()
+
+                nursery.start_soon(call)
+        assert sorted(admitted) == [(0, 0.0), (1, 0.0), (2, 5.0), (3, 5.0)]
+        assert gate.paused_until == 5.0
+
+    @pytest.mark.trio
+    async def test_an_allowance_whose_window_reset_bounds_nothing(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=4)
+        gate.allow(1, 2.0)
+        await trio.sleep(2)
+        permits = [await gate.acquire() for _ in range(3)]
+        assert trio.current_time() == 2.0 and gate.paused_until is None
+        for permit in permits:
+            permit.release()
+
+    @pytest.mark.trio
+    async def test_a_later_allowance_replaces_the_earlier(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=4)
+        gate.allow(1, 9.0)
+        gate.allow(3, 4.0)
+        permits = [await gate.acquire() for _ in range(3)]
+        assert trio.current_time() == 0.0 and gate.paused_until == 4.0
+        permit = await gate.acquire()
+        assert trio.current_time() == 4.0
+        for held in [*permits, permit]:
+            held.release()
+
+    @pytest.mark.trio
+    async def test_remaining_requests_in_an_answer_become_an_allowance(self, autojump_clock: trio.testing.MockClock) -> None:
+        _, learning, made = _learned(4)
+        await trio.sleep(1)
+        learning.ended(0, learning.admitted(), Done(text="ok", rates=RateLimits(requests_remaining=2, requests_reset_s=3)))
+        assert made == [Adjustment(ticket=0, why="2 requests remain for 3s (rate headers)", allowed=2, allowed_until=4.0)]
+        assert learning.last == made[-1]
+
+    @pytest.mark.trio
+    async def test_no_token_left_pauses_and_a_count_without_a_reset_bounds_nothing(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate, learning, made = _learned(4)
+        learning.ended(0, learning.admitted(), Done(text="ok", rates=RateLimits(tokens_remaining=0, tokens_reset_s=2)))
+        assert made == [Adjustment(ticket=0, why="no token remains for 2s (rate headers)", paused_until=2.0)]
+        learning.ended(1, learning.admitted(), Done(text="ok", rates=RateLimits(requests_remaining=3, tokens_remaining=900)))
+        assert len(made) == 1 and gate.paused_until == 2.0
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("family", ["openai", "anthropic"])
+    async def test_a_server_counting_requests_per_window_never_refuses(self, family: str, autojump_clock: trio.testing.MockClock) -> None:
+        """A stand-in server allowing 3 requests per 10 s window, saying on every answer
+        how many remain and when the window resets: the learned gate sends none into a
+        429, and the calls beyond the window's wait for its reset."""
+        import datetime
+
+        import httpx
+
+        from manor.calls import Request
+        from manor.layers import GateLayer, Stack
+        from manor.providers.openai import OpenAIProvider
+        from manor.worlds.manor import CallerKind
+
+        per_window, window = 3, 10.0
+        seen: list[float] = []
+
+        async def handler(request: httpx.Request) -> httpx.Response:
+            now = trio.current_time()
+            start = now // window * window
+            used = sum(1 for at in seen if at >= start)
+            if used >= per_window:
+                return httpx.Response(429, json={"error": {"type": "rate_limit_error", "message": "window used up"}})
+            seen.append(now)
+            await trio.sleep(0.5)  # the answer's headers are sent when it is ready
+            left, reset = per_window - used - 1, start + window - trio.current_time()
+            if family == "openai":
+                headers = {"x-ratelimit-remaining-requests": str(left), "x-ratelimit-reset-requests": f"{reset:.3f}s"}
+            else:
+                # An instant to the second, as Anthropic writes it: rounded up, not to
+                # send the calls back a hair before the reset by the wall clock.
+                instant = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=reset + 1)
+                instant = instant.replace(microsecond=0)
+                headers = {"anthropic-ratelimit-requests-remaining": str(left), "anthropic-ratelimit-requests-reset": instant.isoformat()}
+            body = b'data: {"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+            return httpx.Response(200, headers={"content-type": "text/event-stream", **headers}, content=body)
+
+        gate = Gate(size=8)
+        learning = LearnedSize(gate, 1, 8)
+        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        stack = Stack(OpenAIProvider("http://model.invalid/v1", model="m", client=client), [GateLayer(gate, adjuster=learning)])
+
+        async def one() -> None:
+            await stack.call(Request(caller=CallerKind.CHARACTER, agent="butler", prompt="hi"))
+
+        await one()  # answered at 0.5: 2 remain until 10
+        await trio.sleep(0.5)
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(one)
+        # Two of the five sent at once, the other three when the window resets (within
+        # the second Anthropic's instants are written to).
+        late = 0.01 if family == "openai" else 1.0
+        assert seen[:3] == [0.0, 1.0, 1.0] and all(10.0 <= at <= 10.0 + late for at in seen[3:]) and len(seen) == 6
+
+
 class TestReplayed:
     def test_recorded_adjustments_are_made_at_the_end_of_the_same_calls(self) -> None:
         gate = Gate(size=8)
@@ -328,10 +445,26 @@ def test_a_save_of_a_learned_gate_replays_exactly(tmp_path: Path) -> None:
     assert "matches the recording after every tick" in verified.stdout
 
 
-def test_a_learned_size_in_a_fleet_is_one_line(tmp_path: Path) -> None:
-    ran = _manor("fleet", "--worlds", "2", "--ticks", "1", "--gate-size", "auto", cwd=tmp_path)
-    assert ran.returncode != 0 and "Traceback" not in ran.stderr
-    assert "gate.size = auto" in ran.stderr and len(ran.stderr.strip().splitlines()) == 1
+def test_a_fleet_learns_one_size_from_every_worlds_refusals_and_its_saves_replay(tmp_path: Path) -> None:
+    """``manor fleet --gate-size auto``: one learned size for the one gate, every world's
+    refusals feeding it, every world's report and save holding every change; each
+    world's save replays exactly; the same fleet run again gives the same records."""
+    config = _write_config(tmp_path, retry_after=1.5)
+    args = ["fleet", "--config", str(config), "--backend", "moving", "--worlds", "3", "--ticks", "12", "--platform-limit", "0",
+            "--gate-size", "auto", "--gate-max", "16", "--json"]  # fmt: skip
+    ran = _manor(*args, "--save-dir", str(tmp_path / "saves"), cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    worlds = msgspec.json.decode(ran.stdout)["worlds"]
+    histories = [world["gate_sizes"]["history"] for world in worlds]
+    assert all([(h["size"], h["why"]) for h in history] == [(h["size"], h["why"]) for h in histories[0]] for history in histories)
+    assert histories[0][0]["size"] < 16 and worlds[0]["gate_sizes"]["final"] <= 3
+    assert sum(world["platform_rejections"]["by_server"] for world in worlds) >= 2  # refusals of more than one call
+    for save in sorted((tmp_path / "saves").iterdir()):
+        verified = _manor("replay", str(save), "--verify", cwd=tmp_path)
+        assert verified.returncode == 0 and "match the recording after every tick" in verified.stdout, verified.stdout + verified.stderr
+    again = _manor(*args, cwd=tmp_path)
+    assert [w["world_hash"] for w in msgspec.json.decode(again.stdout)["worlds"]] == [w["world_hash"] for w in worlds]
+    assert [w["gate_sizes"] for w in msgspec.json.decode(again.stdout)["worlds"]] == [w["gate_sizes"] for w in worlds]
 
 
 def test_gate_size_flag_takes_auto_or_a_number(tmp_path: Path) -> None:
@@ -362,4 +495,67 @@ async def test_one_process_refusal_shrinks_the_shared_gate_for_all(redis_url: st
         started = trio.current_time()
         permit = await a.acquire(timeout=10)
         assert trio.current_time() - started >= 0.15  # sent once the pause had passed
+        permit.release()
+
+
+class _Counting(Provider):
+    """The simulated backend, its answers carrying rate headers: ``left`` requests remain
+    until a reset ``reset_s`` away, on every answer."""
+
+    def __init__(self, inner: Provider, left: int, reset_s: float) -> None:
+        self.inner, self.rates = inner, RateLimits(requests_remaining=left, requests_reset_s=reset_s)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def invoke(self, request: Request) -> AsyncGenerator[Event, None]:
+        async with contextlib.aclosing(self.inner.invoke(request)) as events:
+            async for event in events:
+                yield msgspec.structs.replace(event, rates=self.rates) if isinstance(event, Done) else event
+
+
+def test_a_save_with_allowances_from_rate_headers_replays_exactly(tmp_path: Path) -> None:
+    """Answers saying 2 requests remain for 0.5 s: the learned gate's allowances are live
+    changes of the save, made again by its replay at the ends of the same calls."""
+    from manor.replay.run import replay
+    from manor.saves.writer import SaveWriter
+
+    config, scene = configure([built_in_source(), Source("test", 400, {"gate.size": "auto", "gate.max": 8, "platform.limit": 0})])
+    engine = build_engine(config, scene, backend=_Counting(scene_sim(config, scene), left=2, reset_s=0.5))
+    path = tmp_path / "counted.msav"
+    writer = SaveWriter.create(path, engine)
+    trio.run(engine.loop.run, 4, 0.0, clock=trio.testing.MockClock(autojump_threshold=0))
+    writer.check()
+    changes = [msgspec.convert(c.value, Adjustment) for frame in read_save(path).ticks for c in frame.changes if c.key == LEARNED_KEY]
+    assert any(change.allowed == 2 for change in changes)
+    replayed = replay(read_save(path))
+    assert replayed.verified, replayed.mismatch
+
+
+@pytest.mark.trio
+async def test_a_pause_in_one_process_holds_every_process(redis_url: str) -> None:
+    """A retry-after heard in one process: the server grants no slot to any process's
+    call before it has passed, and grants them then, without a call to wake them."""
+    from manor.admission.redis_gate import RedisGate
+
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    async with RedisGate(redis_url, name, size=4, world="a").connected() as a, RedisGate(redis_url, name, size=4, world="b").connected() as b:
+        paused_at = trio.current_time()
+        a.pause(paused_at + 0.6)
+        with trio.fail_after(3):
+            while a._pause_to is not None:  # told to the server
+                await trio.sleep(0.01)
+        assert b.paused_until is None  # not b's own: the server holds its calls
+        permit = await b.acquire(timeout=10)
+        waited = trio.current_time() - paused_at
+        assert 0.55 <= waited < 1.5, waited
+        permit.release()
+        # A shorter pause asked for later changes nothing; once it has passed, no wait.
+        a.pause(trio.current_time() + 0.01)
+        with trio.fail_after(3):
+            while a._pause_to is not None:
+                await trio.sleep(0.01)
+        started = trio.current_time()
+        permit = await b.acquire(timeout=10)
+        assert trio.current_time() - started < 0.5
         permit.release()

@@ -34,7 +34,7 @@ from manor.worlds import load_scene
 from manor.worlds.manor import CallerKind
 
 POLICIES = ("batch", "pipeline", "fifo", "longest_first", "longest_first_mean", "longest_first_actual")
-FIGURES = ("makespan_mean_s", "makespan_p95_s", "lower_bound_mean_s", "efficiency")
+FIGURES = ("makespan_mean_s", "makespan_p95_s", "lower_bound_mean_s", "efficiency", "use_over_run")
 
 
 def bench_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
@@ -67,18 +67,21 @@ class TestSmoke:
             figures = sched[name]
             assert set(FIGURES) <= set(figures)
             assert all(figures[key] > 0 for key in FIGURES)
-            assert figures["efficiency"] <= 1.0
+            assert figures["efficiency"] <= 1.0 and figures["use_over_run"] <= 1.0
             assert figures["lower_bound_mean_s"] <= figures["makespan_mean_s"] <= figures["makespan_p95_s"] + 1e-9
         # The draws are paired: every policy faced the same latencies.
         assert len({sched[name]["lower_bound_mean_s"] for name in POLICIES}) == 1
         assert sched["speedup"] == pytest.approx(sched["batch"]["makespan_mean_s"] / sched["pipeline"]["makespan_mean_s"], rel=1e-3)
         assert [point["gate_size"] for point in sched["gate_sweep"]] == [1, 2, 3, 4, 5, 6]
         assert [point["characters"] for point in sched["cast_sweep"]] == [10, 20, 50]
-        assert [point["scene"] for point in sched["scene_sweep"]] == ["tea_party", "wacky_manor", "werewolf_village"]
+        assert [point["scene"] for point in sched["scene_sweep"]] == ["reading_of_the_will", "tea_party", "wacky_manor", "werewolf_village"]
+        for point in sched["scene_sweep"]:
+            assert all(0 < point[name]["use_over_run"] <= 1.0 for name in ("fifo", "pipeline", "longest_first_actual")), point["scene"]
         assert sched["setup"]["order"] == "longest-first"
         # Against fifo: the default scene is a shipped one, so it is compared once.
         assert [point["at"] for point in sched["versus_fifo"]] == [
-            "the scene", "scene tea_party", "scene werewolf_village", "10 characters", "20 characters", "50 characters",
+            "the scene", "scene reading_of_the_will", "scene tea_party", "scene werewolf_village",
+            "10 characters", "20 characters", "50 characters",
         ]  # fmt: skip
         assert sched["prediction"]["predictor"]["calls"] == sched["prediction"]["mean"]["calls"] > 0
         assert sched["gap"]["prediction"] == pytest.approx(sched["gap"]["scatter"] + sched["gap"]["estimation"], abs=2e-4)
@@ -153,6 +156,9 @@ class TestSchedulingFigures:
             assert sched[name]["makespan_p95_s"] == pytest.approx(sched[name]["makespan_mean_s"])
         assert sched["fifo"]["efficiency"] == pytest.approx(0.75)
         assert sched["pipeline"]["efficiency"] == pytest.approx(0.9)
+        # 9 session-seconds a tick on 2 sessions, ticks back to back: 9 / (2 x makespan).
+        for name in POLICIES:
+            assert sched[name]["use_over_run"] == pytest.approx(9 / (2 * sched[name]["makespan_mean_s"]), abs=1e-4), name
         assert sched["speedup"] == pytest.approx(1.0)
         assert sched["speedup_fifo"] == pytest.approx(5 / 6, abs=1e-3)
         # Fixed latencies: nothing to mispredict, the gap to the bound is the rule's.
@@ -164,6 +170,7 @@ class TestSchedulingFigures:
         assert first["gate_size"] == 1
         assert first["fifo"]["makespan_mean_s"] == pytest.approx(9.0)
         assert first["fifo"]["efficiency"] == pytest.approx(1.0)
+        assert first["fifo"]["use_over_run"] == pytest.approx(1.0)
         assert [point["gate_size"] for point in sched["gate_sweep"]] == [1, 2, 3]
 
     def test_the_oracles_know_the_draws(self) -> None:
@@ -182,6 +189,20 @@ class TestSchedulingFigures:
         """max(longest, total / gate): either side can be the bound."""
         assert scheduling.lower_bound(tick(call(5.0), call(1.0), call(1.0), makespan=5.0), 2) == 5.0
         assert scheduling.lower_bound(tick(call(2.0), call(2.0), call(2.0), makespan=4.0), 2) == 3.0
+
+    def test_use_over_the_run_counts_what_the_barrier_leaves_idle(self) -> None:
+        """Gate 2. Tick 1, 0-5 s: calls of 5, 1 and 1 s, as good as a schedule gets
+        (efficiency 1), yet one slot idles 3 s while the 5 s call ends. Tick 2 starts
+        1 s later, 6-10 s: three 2 s calls (bound 3, efficiency 0.75). Held: 13
+        session-seconds, of 2 x 10 offered from 0 to 10 s, the pause between ticks
+        included: 0.65."""
+        first = TickRecord(tick=1, started_at=0.0, finished_at=5.0, calls=(call(5.0), call(1.0), call(1.0, admitted_at=1.0)), world_hash="")
+        second = TickRecord(tick=2, started_at=6.0, finished_at=10.0, calls=(call(2.0, 6.0), call(2.0, 6.0), call(2.0, 8.0)), world_hash="")
+        assert scheduling.use_over_run([first, second], 2) == pytest.approx(0.65)
+        figures = scheduling.summarise([first, second], 2)
+        assert figures["efficiency"] == pytest.approx(0.875)
+        assert figures["use_over_run"] == pytest.approx(0.65)
+        assert scheduling.use_over_run([], 2) == 0.0
 
     def test_efficiency_is_the_mean_of_per_draw_ratios(self) -> None:
         """Two draws at 1.0 and 0.5 give 0.75, not the ratio of the means."""

@@ -139,6 +139,24 @@ class TestStartUp:
         assert _of(modules, "textual", "coredis", "manor.bench", "manor.play") == []
         assert [name for name in modules if name.endswith("_cmd")] == ["manor.cli.run_cmd"]
 
+    @pytest.mark.parametrize("command", [command.name for command in COMMANDS])
+    def test_a_command_s_help_loads_no_engine(self, command: str) -> None:
+        """Its parser builds from ``manor.cli.parsers`` alone: not its ``_cmd`` module,
+        not the tick loop, the engine, trio, Rich, Textual, Redis or a suite."""
+        modules = _modules_after([command, "--help"])
+        assert f"manor.cli.{[c for c in COMMANDS if c.name == command][0].parser}" in modules
+        heavy = _of(modules, "trio", "rich", "textual", "coredis", "httpx", "manor.tick", "manor.run.engine", "manor.saves", "manor.worlds")
+        assert heavy == []
+        assert [name for name in modules if name.endswith("_cmd")] == []
+        assert [name for name in modules if name.startswith("manor.bench.") and name != "manor.bench.catalogue"] == []
+
+    def test_the_bench_catalogue_names_each_suite_as_it_names_itself(self) -> None:
+        from manor.bench.catalogue import DEFAULT_SUITES
+        from manor.bench.runner import SUITES
+
+        assert [suite.name for suite in SUITES.values()] == list(SUITES)
+        assert set(DEFAULT_SUITES) <= set(SUITES)
+
     def test_every_command_is_listed_but_the_part_of_a_fleet(self) -> None:
         assert [command.name for command in COMMANDS if command.help is None] == [PART_COMMAND]
         assert len({command.name for command in COMMANDS}) == len(COMMANDS)

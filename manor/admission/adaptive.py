@@ -20,8 +20,12 @@ congestion window and Netflix's concurrency-limits do (AIMD):
   so that a platform whose limit holds refuses at most about one call in
   ``PROBE_CALLS``. A window answered at the ceiling means the limit rose: it is forgotten.
 - **Pause on retry-after.** A refusal that says when to come back (``retry_after``), or
-  rate headers saying no request remains until a reset, pause admissions gate-wide until
-  then (``SharedGate.pause``): no call is sent into a refusal.
+  rate headers saying no request (or no token) remains until a reset, pause admissions
+  gate-wide until then (``SharedGate.pause``): no call is sent into a refusal.
+- **Spend what the rate headers say remains.** Headers saying ``n`` requests remain
+  until a reset let at most ``n`` more calls through before it (``SharedGate.allow``);
+  the last of them pauses the gate until the reset. The next headers heard replace the
+  count.
 
 The size starts at ``gate.max``: the first tick finds the limit at once, with one or two
 refusals, where starting low would spend ticks growing to it.
@@ -74,12 +78,16 @@ class Adjustment(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
         why: one line, for the dashboard and the report.
         size: the gate's new size, if it changed.
         paused_until: no call is admitted before this instant, if it paused the gate.
+        allowed, allowed_until: at most ``allowed`` more calls are admitted before the
+            instant ``allowed_until``, if rate headers said so many remain until then.
     """
 
     ticket: int
     why: str
     size: int | None = None
     paused_until: float | None = None
+    allowed: int | None = None
+    allowed_until: float | None = None
 
 
 class GateAdjuster(Protocol):
@@ -101,6 +109,8 @@ def apply_to_gate(gate: SharedGate, adjustment: Adjustment) -> None:
         gate.size = adjustment.size
     if adjustment.paused_until is not None:
         gate.pause(adjustment.paused_until)
+    if adjustment.allowed is not None and adjustment.allowed_until is not None:
+        gate.allow(adjustment.allowed, adjustment.allowed_until)
 
 
 @final
@@ -162,8 +172,8 @@ class LearnedSize:
 
     def _answered(self, ticket: int, flight: int, rates: RateLimits | None) -> None:
         size = self.gate.size
-        if (pause := _rates_pause(rates)) is not None:
-            self._make(Adjustment(ticket=ticket, why=pause[1], paused_until=pause[0]))
+        if (said := _rates_adjustment(ticket, rates)) is not None:
+            self._make(said)
         if flight < size:  # not at full use: the size did not limit this call
             return
         self._quiet += 1
@@ -199,9 +209,9 @@ class LearnedSize:
         if refusal.retry_after is not None:
             paused_until = current_time() + refusal.retry_after
             why = f"{why}; retry-after {refusal.retry_after:g}s"
-        elif (pause := _rates_pause(refusal.rates)) is not None:
-            paused_until = pause[0]
-            why = f"{why}; {pause[1]}"
+        elif (said := _rates_pause(refusal.rates)) is not None:
+            paused_until = said[0]
+            why = f"{why}; {said[1]}"
         if shrunk is not None or paused_until is not None:
             self._make(Adjustment(ticket=ticket, why=why, size=shrunk, paused_until=paused_until))
 
@@ -214,10 +224,33 @@ class LearnedSize:
 
 
 def _rates_pause(rates: RateLimits | None) -> tuple[float, str] | None:
-    """Until when, and why, rate headers saying no request remains pause the gate."""
-    if rates is None or rates.requests_remaining != 0 or not rates.requests_reset_s:
+    """Until when, and why, rate headers saying no request (or no token) remains pause
+    the gate: until the later of the resets, when both ran out."""
+    if rates is None:
         return None
-    return current_time() + rates.requests_reset_s, f"no request remains for {rates.requests_reset_s:g}s (rate headers)"
+    pauses = []
+    if rates.requests_remaining == 0 and rates.requests_reset_s:
+        pauses.append((rates.requests_reset_s, f"no request remains for {rates.requests_reset_s:g}s (rate headers)"))
+    if rates.tokens_remaining == 0 and rates.tokens_reset_s:
+        pauses.append((rates.tokens_reset_s, f"no token remains for {rates.tokens_reset_s:g}s (rate headers)"))
+    if not pauses:
+        return None
+    seconds, why = max(pauses)
+    return current_time() + seconds, why
+
+
+def _rates_adjustment(ticket: int, rates: RateLimits | None) -> Adjustment | None:
+    """What an answer's rate headers make of the gate: a pause when nothing remains
+    (``_rates_pause``), else a bound on the calls let through until the requests'
+    reset when they say how many remain. A count of tokens left bounds nothing: a
+    call's tokens are known only once it is answered."""
+    if (pause := _rates_pause(rates)) is not None:
+        return Adjustment(ticket=ticket, why=pause[1], paused_until=pause[0])
+    if rates is None or not rates.requests_remaining or not rates.requests_reset_s:
+        return None
+    reset = rates.requests_reset_s
+    why = f"{rates.requests_remaining} requests remain for {reset:g}s (rate headers)"
+    return Adjustment(ticket=ticket, why=why, allowed=rates.requests_remaining, allowed_until=current_time() + reset)
 
 
 @final

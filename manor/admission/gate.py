@@ -84,8 +84,8 @@ class SharedGate(Protocol):
     """What the tick loop and the gate layer need of the one gate every caller shares:
     tickets issued up front (in lanes that take turns, for a fleet's worlds) and
     admitted in their order, a permit per call in flight, a size that can change while
-    running, a pause of admissions (a server's retry-after), and a snapshot of its
-    figures.
+    running, a pause of admissions (a server's retry-after), a bound on admissions until
+    an instant (what a server's rate headers say remains), and a snapshot of its figures.
 
     ``connected()`` is entered around a run: the in-process gate needs nothing, a gate
     whose state lives on a server connects to it there (and says in one line when it
@@ -106,6 +106,7 @@ class SharedGate(Protocol):
     @property
     def paused_until(self) -> float | None: ...
     def pause(self, until: float) -> None: ...
+    def allow(self, count: int, until: float) -> None: ...
     async def acquire(self, ticket: int | None = None, *, timeout: float = math.inf) -> SharedPermit: ...
     def statistics(self) -> GateStatistics: ...
     def connected(self) -> AsyncContextManager[object]: ...
@@ -242,6 +243,10 @@ class Gate:
     _refilled_at: float | None = attrs.field(default=None, init=False)
     # Nothing is admitted before this instant (``pause``: a server's retry-after).
     _paused_until: float = attrs.field(default=-math.inf, init=False)
+    # At most this many more admissions before ``_allowed_until`` (``allow``: what a
+    # server's rate headers say remains of its window); ``None``: no such bound.
+    _allowed: int | None = attrs.field(default=None, init=False)
+    _allowed_until: float = attrs.field(default=-math.inf, init=False)
     # Timekeeping (``_keep_time``): the waits it watches, how many are parked, whether
     # it runs, and its one timer.
     _watched: list[tuple[float, int, _Waiter]] = attrs.field(factory=list, init=False, repr=False)
@@ -290,6 +295,29 @@ class Gate:
         if until > self._paused_until:
             self._paused_until = until
             self._dispatch()
+
+    def allow(self, count: int, until: float) -> None:
+        """Admit at most ``count`` more calls before ``until`` (what a server's rate
+        headers say remains of its window, and when it resets); the last of them pauses
+        the gate until then (``pause``). A later allowance replaces this one; ``count``
+        0 is a pause."""
+        if count <= 0:
+            self._allowed = None
+            self.pause(until)
+        else:
+            self._allowed, self._allowed_until = count, until
+
+    def _spend_allowance(self, now: float) -> None:
+        """An admission at ``now`` spends one call of the allowance (``allow``)."""
+        assert self._allowed is not None
+        if now >= self._allowed_until:  # the window reset: no bound until the next headers
+            self._allowed = None
+            return
+        self._allowed -= 1
+        if not self._allowed:
+            self._allowed = None
+            if self._allowed_until > self._paused_until:
+                self._paused_until = self._allowed_until
 
     # -- tickets ----------------------------------------------------------------------
 
@@ -405,6 +433,8 @@ class Gate:
             self._in_flight += 1
             if self._in_flight > self._peak:
                 self._peak = self._in_flight
+            if self._allowed is not None:
+                self._spend_allowance(now)
             self._admitted += 1  # after no wait: the wait figures stay as they are
             if self._waiting:
                 self._dispatch(now)
@@ -736,6 +766,11 @@ class Gate:
             self._in_flight += 1
             if self._in_flight > self._peak:
                 self._peak = self._in_flight
+            if self._allowed is not None:
+                if now is None:
+                    now = current_time()
+                head.admitted_at = now
+                self._spend_allowance(now)
             _wake(head)
         if claims:
             self._hold_back(held_back)

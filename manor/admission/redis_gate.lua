@@ -4,10 +4,12 @@
 -- every time is the server's (TIME), never a client's clock.
 --
 -- KEYS[1]  the gate's key prefix, "manor:gate:{NAME}:"
--- ARGV[1]  the transition: join, step, poll, resize, leave, status
+-- ARGV[1]  the transition: join, step, poll, resize, pause, leave, status
 --
 -- The gate's keys (after the prefix):
 --   cfg          hash: size, rate, burst, lease_ms, hold_until (ms), claim_ms, vtime
+--                (hold_until: nobody is admitted before it: a server's retry-after, or
+--                the holders' return after the server lost its data)
 --   seq          the global ticket counter: the order of a tenant's waiters
 --   admissions   the admission counter: a grant's place among all the gate's grants
 --                (one undone, its caller gone, keeps its place: unlike stats' admitted)
@@ -563,6 +565,19 @@ elseif op == 'resize' then
   if c.err then return c end
   redis.call('HSET', CFG, 'size', ARGV[2])
   c.size = tonumber(ARGV[2])
+  local _, wake = dispatch(c, '', '')
+  return reply(c, wake, {})
+
+elseif op == 'pause' then
+  -- ms: admit nobody for this long from now, in any process (a server's retry-after);
+  -- a hold that ends later stays as it is
+  local c = existing_config()
+  if c.err then return c end
+  local hold = now + tonumber(ARGV[2])
+  if hold > c.hold then
+    redis.call('HSET', CFG, 'hold_until', ms(hold))
+    c.hold = hold
+  end
   local _, wake = dispatch(c, '', '')
   return reply(c, wake, {})
 

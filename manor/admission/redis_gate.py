@@ -21,7 +21,9 @@ the in-process ``manor.admission.gate.Gate``:
 - a wait longer than ``gate.timeout_s`` degrades as ``gate_timeout``; the optional token
   bucket is shared, and a token taken by a waiter that then gives up is refunded;
 - ``size`` can be changed from any process (or ``manor gate resize``); every process
-  sees it within a second.
+  sees it within a second;
+- a pause (a server's retry-after) made by any process holds every process's calls
+  until it ends (``pause``).
 
 Each transition is one call of one Lua script (``redis_gate.lua``), atomic on the
 server, timed by the server's clock. A permit is a lease that expires after
@@ -291,8 +293,14 @@ class RedisGate:
     _timed_out: list[str] = attrs.field(factory=list, init=False, repr=False)
     _cancelled: list[str] = attrs.field(factory=list, init=False, repr=False)
     _resize_to: int | None = attrs.field(default=None, init=False)
-    # This process sends no call to the gate before this instant (``pause``).
+    # This process sends no call to the gate before this instant (``pause``), and the
+    # pause not yet sent to the server, which holds every process's calls until then.
     _paused_until: float = attrs.field(default=-math.inf, init=False)
+    _pause_to: float | None = attrs.field(default=None, init=False)
+    # At most this many more of this process's calls admitted before
+    # ``_allowed_until`` (``allow``); ``None``: no such bound.
+    _allowed: int | None = attrs.field(default=None, init=False)
+    _allowed_until: float = attrs.field(default=-math.inf, init=False)
     _work: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
 
     _available: bool = attrs.field(default=False, init=False)
@@ -350,10 +358,37 @@ class RedisGate:
         return None if self._paused_until == -math.inf else self._paused_until
 
     def pause(self, until: float) -> None:
-        """Send no call to the gate before ``until`` (a server's retry-after). The pause
-        is this process's: the calls of other processes behind its tickets wait for
-        them, the others go on (a size learned from a refusal is shared: ``size``)."""
-        self._paused_until = max(self._paused_until, until)
+        """Admit nobody before ``until`` (a server's retry-after), in every process: this
+        one sends no call to the gate before then, and the server, told at once, grants
+        no slot to any process's call before then (its ``hold_until``). A pause that
+        ends sooner than one already set changes nothing."""
+        if until > self._paused_until:
+            self._paused_until = until
+            self._pause_to = until
+            self._kick()
+
+    def allow(self, count: int, until: float) -> None:
+        """Let at most ``count`` more of this process's calls through before ``until``
+        (what a server's rate headers say remains of its window, and when it resets);
+        the last of them pauses the gate, for every process, until then (``pause``). A
+        later allowance replaces this one; ``count`` 0 is a pause. The count is this
+        process's: it is the one that heard the headers."""
+        if count <= 0:
+            self._allowed = None
+            self.pause(until)
+        else:
+            self._allowed, self._allowed_until = count, until
+
+    def _spend_allowance(self) -> None:
+        """A call of this process was let through: it spends one of the allowance."""
+        assert self._allowed is not None
+        if trio.current_time() >= self._allowed_until:
+            self._allowed = None
+            return
+        self._allowed -= 1
+        if not self._allowed:
+            self._allowed = None
+            self.pause(self._allowed_until)
 
     @property
     def available(self) -> bool:
@@ -446,6 +481,8 @@ class RedisGate:
             del self._waiters[ticket]
             if waiter.released_at is not None:
                 self._latencies.append(time.time() - waiter.released_at)
+            if self._allowed is not None:
+                self._spend_allowance()
             return RedisPermit(ticket, waiter.queued_at, waiter.admitted_at, waiter.global_ticket, waiter.order, self, waiter.id)
         if waiter.failure is not None:
             del self._waiters[ticket]
@@ -585,6 +622,12 @@ class RedisGate:
                     reply = await self._call("resize", size)
                     if self._resize_to == size:  # not asked for another meanwhile
                         self._resize_to = None
+                    self._absorb(reply)
+                if (until := self._pause_to) is not None:
+                    # Sent as a duration: the server holds its gate by its own clock.
+                    reply = await self._call("pause", f"{max(0.0, until - trio.current_time()) * 1000:.3f}")
+                    if self._pause_to == until:  # not asked for a longer one meanwhile
+                        self._pause_to = None
                     self._absorb(reply)
                 arrivals = self._take_arrivals()
                 if not (self._releases or self._timed_out or self._cancelled or arrivals):

@@ -198,5 +198,4 @@ SUITE = Suite(
     title="a gate that learns the platform's limit, against one set by hand and one set too high",
     units=lambda context: 3 * len(GATES),
     run=run_adaptive,
-    by_default=False,
 )

@@ -285,5 +285,4 @@ SUITE = Suite(
     title="many worlds on one gate: each world's ticks against its share of the gate, and fairness (virtual clock, exact)",
     units=units,
     run=run,
-    by_default=False,
 )

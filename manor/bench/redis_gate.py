@@ -400,7 +400,6 @@ SUITE = Suite(
     title="the gate shared through Redis: admissions, latency after a release, makespans against the in-process gate",
     units=units,
     run=run,
-    by_default=False,
 )
 
 if __name__ == "__main__":

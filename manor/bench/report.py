@@ -256,11 +256,14 @@ def _scheduling(console: Console, figures: Mapping[str, Any]) -> None:
         f"scheduling — {setup['scene']}, {setup['draws']} draws, {setup['calls_per_tick']} calls a tick, "
         f"gate {setup['gate_size']} / platform {setup['platform_limit']}, batch size {setup['batch_size']}, "
         f"batch and pipeline in the default order, {setup['order']} (virtual clock, s)",
-        "policy", "makespan mean", "makespan p95", "lower bound mean", "efficiency",
+        "policy", "makespan mean", "makespan p95", "lower bound mean", "efficiency", "use over run",
     )
     for name, label in _HEADLINE_ROWS:
         row = figures[name]
-        table.add_row(label, f"{row['makespan_mean_s']:.3f}", f"{row['makespan_p95_s']:.3f}", f"{row['lower_bound_mean_s']:.3f}", f"{row['efficiency']:.3f}")
+        table.add_row(
+            label, f"{row['makespan_mean_s']:.3f}", f"{row['makespan_p95_s']:.3f}", f"{row['lower_bound_mean_s']:.3f}",
+            f"{row['efficiency']:.3f}", f"{row['use_over_run']:.3f}",
+        )  # fmt: skip
     predictor, mean, gap = figures["prediction"]["predictor"], figures["prediction"]["mean"], figures["gap"]
     table.caption = (
         f"speedup, batch / pipeline: {figures['speedup']:.3f} (both fifo: {figures['speedup_fifo']:.3f}). "
@@ -269,7 +272,8 @@ def _scheduling(console: Console, figures: Mapping[str, Any]) -> None:
         f"{gap['scatter']:.3f} the calls' scatter around their mean, which no prediction made before a call removes, "
         f"{gap['estimation']:.3f} the predictor's estimate of the mean (off by {predictor['mean_abs_error_s']:.3f} s, "
         f"{predictor['mean_rel_error']:.1%}, a call; the true mean by {mean['mean_abs_error_s']:.3f} s, {mean['mean_rel_error']:.1%}) — "
-        f"and {gap['schedule']:.3f} the rule itself. Efficiency is the {setup['efficiency']}."
+        f"and {gap['schedule']:.3f} the rule itself. Efficiency is the {setup['efficiency']}; use over run, "
+        f"{setup['use_over_run']}: below efficiency by what the barrier between ticks costs."
     )
     console.print(table)
     legacy = figures["legacy"]
@@ -299,9 +303,15 @@ def _scheduling(console: Console, figures: Mapping[str, Any]) -> None:
         )
     console.print(table)
     names = ("fifo", "pipeline", "longest_first_actual")
-    table = _table("shipped scenes, each with its own cast, gate and seed (makespan mean s / efficiency)", "scene", "calls a tick", "gate", "fifo", "pipeline", "lf on actuals")
+    table = _table(
+        "shipped scenes, each with its own cast, gate and seed (makespan mean s / efficiency; use over run)",
+        "scene", "calls a tick", "gate", "fifo", "pipeline", "lf on actuals", "use, pipeline",
+    )  # fmt: skip
     for point in figures["scene_sweep"]:
-        table.add_row(point["scene"], str(point["calls_per_tick"]), str(point["gate_size"]), *(_mean_efficiency(point[name]) for name in names))
+        table.add_row(
+            point["scene"], str(point["calls_per_tick"]), str(point["gate_size"]),
+            *(_mean_efficiency(point[name]) for name in names), f"{point['pipeline']['use_over_run']:.3f}",
+        )  # fmt: skip
     console.print(table)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -9,21 +10,14 @@ from typing import Any
 import attrs
 
 from ..run import interrupts
-from . import adaptive, fastforward, fleet, overhead, play, redis_gate, replay, scale, scheduling
+from .catalogue import DEFAULT_SUITES, SUITE_MODULES
 from .report import evaluate_targets
 from .suite import BenchContext, Suite
 
 __all__ = ["DEFAULT_SUITES", "SUITES", "Progress", "interruption", "run_bench"]
 
-#: Every suite, in the order ``manor bench`` runs them.
-SUITES: dict[str, Suite] = {
-    suite.name: suite
-    for suite in (scheduling.SUITE, overhead.SUITE, fastforward.SUITE, scale.SUITE, replay.SUITE, play.SUITE, fleet.SUITE, redis_gate.SUITE, adaptive.SUITE)
-}
-#: The suites ``manor bench`` runs when none is named: those ``by_default`` (not
-#: ``fleet``, so that a plain ``manor bench`` is what it was, nor ``redis-gate``, which
-#: needs a Redis server).
-DEFAULT_SUITES: tuple[str, ...] = tuple(name for name, suite in SUITES.items() if suite.by_default)
+#: Every suite, in the order ``manor bench`` runs them (``catalogue``).
+SUITES: dict[str, Suite] = {name: importlib.import_module(f".{module}", __package__).SUITE for name, module in SUITE_MODULES.items()}
 
 #: Told a suite is starting and how many units it will do; returns the suite's
 #: ``advance`` callback.

@@ -13,7 +13,10 @@ The lower bound of a tick on a gate of size g is ``max(longest call, total call 
 g)``, from the calls' actual latencies (``finished_at - admitted_at``): no schedule can
 finish before its longest call, nor run more than g calls at once. ``efficiency`` is the
 mean over draws of ``lower bound / makespan``; ``speedup`` is the ratio of the mean
-makespans, batch over pipeline.
+makespans, batch over pipeline. ``use_over_run`` is the platform's use over the whole run:
+session-seconds the calls held over ``g × run time``. A tick whose bound is its longest
+call can be efficient and still leave slots idle until that call ends, because the next
+tick waits for it: the barrier between ticks, which efficiency does not count.
 
 Where longest-first falls short of the bound is split in two: it runs once more handed
 each call's *actual* latency (``ActualLatency``: the simulator's draw, known in advance),
@@ -45,7 +48,7 @@ from ..worlds import create_world
 from .games import NextGame
 from .suite import BenchContext, Suite, TickCollector
 
-__all__ = ["ACTUAL", "CAST_SIZES", "MEAN", "ORACLES", "SUITE", "VARIANTS", "ActualLatency", "MeanLatency", "lower_bound", "summarise"]
+__all__ = ["ACTUAL", "CAST_SIZES", "MEAN", "ORACLES", "SUITE", "VARIANTS", "ActualLatency", "MeanLatency", "lower_bound", "summarise", "use_over_run"]
 
 #: The ways of firing a tick the suite compares, as the settings that select them.
 #: ``batch`` and ``pipeline`` keep the user's ticket order (by default longest-first):
@@ -143,8 +146,21 @@ def _ratios(ticks: Sequence[TickRecord], gate_size: int) -> list[float]:
     return [lower_bound(tick, gate_size) / tick.makespan if tick.makespan > 0 else 1.0 for tick in ticks]
 
 
+def use_over_run(ticks: Sequence[TickRecord], gate_size: int) -> float:
+    """The session-seconds the run's calls held (admission to end) over what the gate
+    offered from the first tick's start to the last tick's end: ``gate_size`` sessions
+    the whole time. Where efficiency judges each tick against its own bound, this counts
+    the slots left idle while a tick's last, longest calls finish before the next tick
+    may start — what the barrier between ticks costs."""
+    if not ticks:
+        return 0.0
+    run_time = ticks[-1].finished_at - ticks[0].started_at
+    used = sum(call.latency for tick in ticks for call in tick.calls)
+    return used / (gate_size * run_time) if run_time > 0 else 0.0
+
+
 def summarise(ticks: Sequence[TickRecord], gate_size: int) -> dict[str, float]:
-    """Makespan mean and p95, mean lower bound and efficiency over ``ticks``."""
+    """Makespan mean and p95, mean lower bound, efficiency and use over the run, over ``ticks``."""
     spans = [tick.makespan for tick in ticks]
     bounds = [lower_bound(tick, gate_size) for tick in ticks]
     ratios = _ratios(ticks, gate_size)
@@ -153,6 +169,7 @@ def summarise(ticks: Sequence[TickRecord], gate_size: int) -> dict[str, float]:
         "makespan_p95_s": round(percentile(spans, 95), 4),
         "lower_bound_mean_s": round(fmean(bounds), 4),
         "efficiency": round(fmean(ratios), 4),
+        "use_over_run": round(use_over_run(ticks, gate_size), 4),
     }
 
 
@@ -314,6 +331,7 @@ def run(context: BenchContext) -> dict[str, Any]:
         "draw": "tick r of one run of R ticks per configuration; longest-first predicts tick 1 "
         "from the latency profiles, later ticks from each caller's past calls",
         "efficiency": "mean over draws of lower_bound / makespan",
+        "use_over_run": "session-seconds the calls held / (gate size x run time), over the whole run",
         "speedup": "mean batch makespan / mean pipeline makespan",
         ACTUAL: "longest-first handed each call's actual latency (the simulator's draw) instead of a prediction",
         MEAN: "longest-first handed each agent's true mean latency (its profile's latency_s) instead of a prediction",

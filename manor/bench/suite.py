@@ -75,9 +75,8 @@ class Suite:
         units: how many units of work it will report through ``context.advance``.
         run: does the work and returns the suite's figures.
         skip: why the suite cannot measure the context's scene, or ``None`` if it can.
-        by_default: ``manor bench`` without ``--suite`` runs it (one that needs a
-            server, as Redis, or that a plain ``manor bench`` did not run before, as
-            the fleet, runs only when asked for).
+
+    Which suites a plain ``manor bench`` runs is said in ``catalogue``.
     """
 
     name: str
@@ -85,7 +84,6 @@ class Suite:
     units: Callable[[BenchContext], int]
     run: Callable[[BenchContext], Any]
     skip: Callable[[BenchContext], str | None] = lambda context: None
-    by_default: bool = True
 
 
 class TickCollector(Instrument):

@@ -1,7 +1,10 @@
-"""The ``manor`` command: one entry point, one module per subcommand.
+"""The ``manor`` command: one entry point, two modules per subcommand.
 
-A command's module is imported only when the command is given (for its flags and its
-``run``), so that ``manor --help`` and each command load only what they use.
+A command's parser (``manor.cli.parsers.<name>``: its description and flags) is imported
+only when the command is named, and builds without the engine; the command's module
+(``manor.cli.<name>_cmd``), which does the work, only when it runs. So ``manor --help``,
+``manor <command> --help`` and a mistyped flag load next to nothing, and each command
+loads only what it uses.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import re
 import select
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 import attrs
@@ -28,13 +31,22 @@ __all__ = ["COMMANDS", "Command", "build_parser", "command", "main"]
 
 @attrs.frozen
 class Command:
-    """A subcommand: its name, the module that defines it (``manor.cli.<module>``, whose
-    ``register`` gives the command's parser its description, flags and handler) and its
-    line in ``manor --help`` (``None``: not listed)."""
+    """A subcommand: its name, the module that runs it (``manor.cli.<module>``), and its
+    line in ``manor --help`` (``None``: not listed).
+
+    Its parser is ``manor.cli.parsers.<module without _cmd>``, whose ``register`` gives
+    the command's parser its description and flags, and sets ``handler``: the name of
+    the function of ``module`` that runs the command (or, for a command with nothing to
+    run, as ``manor experiment`` without an experiment, a function of the parsed
+    arguments that needs no module)."""
 
     name: str
     module: str
     help: str | None
+
+    @property
+    def parser(self) -> str:
+        return f"parsers.{self.module.removesuffix('_cmd')}"
 
 
 #: The subcommands, in the order ``manor --help`` lists them.
@@ -117,7 +129,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         listed = {} if command.help is None else {"help": command.help}
         command_parser = commands.add_parser(command.name, **listed)
         if command.name == given:
-            importlib.import_module(f".{command.module}", __name__).register(command_parser)
+            importlib.import_module(f".{command.parser}", __name__).register(command_parser)
+            command_parser.set_defaults(command_module=command.module)
     parser.commands = tuple(action.dest for action in commands._choices_actions)  # those with help: listed
     return parser
 
@@ -145,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                     parser.print_help()
                     return 2
                 debug = debug or args.debug
-                status = args.handler(args) or 0
+                status = _handler(args)(args) or 0
                 sys.stdout.flush()  # here, so a closed stdout is seen while it can be handled
                 return status
         except SystemExit as exc:
@@ -157,6 +170,14 @@ def main(argv: list[str] | None = None) -> int:
             if any(isinstance(cause, KeyboardInterrupt) for leaf in leaves(exc) for cause in _causes(leaf)):
                 forget_unawaited()
             return _report(exc, debug)
+
+
+def _handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
+    """The function that runs the parsed command: its module is imported here, once the
+    command line has been read."""
+    if callable(args.handler):
+        return args.handler  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(f".{args.command_module}", __name__), args.handler)  # type: ignore[no-any-return]
 
 
 def command() -> NoReturn:

@@ -14,21 +14,9 @@ from ..config import BackendTable
 from ..config.backends import describe_table, unset_variables, variables
 from ..run.engine import configure
 from . import output
-from .options import add_setting_flags, sources_from_args
+from .options import sources_from_args
 
-__all__ = ["register"]
-
-
-def register(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Show every effective setting with its source. Sources, lowest to highest: built-in "
-        "defaults (100), scene file (150), gate layer defaults (200), manor.toml (250), MANOR_* "
-        "environment (300), command-line flags (400). Then the [backends.NAME] tables and every agent's "
-        "backend, with what decided it."
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object: key -> {value, source}")
-    add_setting_flags(parser)
-    parser.set_defaults(handler=run)
+__all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:

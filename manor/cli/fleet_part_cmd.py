@@ -37,15 +37,7 @@ from .fleet_cmd import (
 )
 from .output import GateLostNotice
 
-__all__ = ["register"]
-
-
-def register(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "One process of 'manor fleet --processes': reads its part of the fleet as one JSON line on stdin, "
-        "runs those worlds, and writes their progress and figures to stdout as JSON lines. 'manor fleet' runs it."
-    )
-    parser.set_defaults(handler=run)
+__all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:

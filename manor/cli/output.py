@@ -1,12 +1,10 @@
 """How the commands print: Rich consoles without markup, the line a saved run ends with,
-the lines a shared gate has for the user, and the file a ``-o FILE`` names."""
+and the lines a shared gate has for the user."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -18,7 +16,7 @@ from ..tick.statistics import no_call_succeeded
 from ..wording import counted
 from .exit_statuses import NO_CALL_SUCCEEDED
 
-__all__ = ["GateLostNotice", "console", "exit_status_of_calls", "output_path", "report_saved"]
+__all__ = ["GateLostNotice", "console", "exit_status_of_calls", "report_saved"]
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -65,10 +63,3 @@ def report_saved(writer: SaveWriter) -> None:
     """One line on stderr saying where the run was saved (stdout may be pure JSON)."""
     print(f"manor: saved {counted(writer.ticks, 'tick')} to {writer.path}", file=sys.stderr)
 
-
-def output_path(text: str) -> Path:
-    """The argparse type of ``-o FILE``: a path, never empty (``Path("")`` would be ".",
-    the current directory, and the message would not say what was really given)."""
-    if not text:
-        raise argparse.ArgumentTypeError("an empty file name")
-    return Path(text)

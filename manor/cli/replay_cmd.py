@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -19,34 +18,11 @@ from ..saves.format import FleetSeat
 from ..tick.statistics import PlatformRejections
 from ..wording import counted
 from . import output
-from .options import add_setting_flags, flags_from_args
+from .options import flags_from_args
 from .run_cmd import errors_table
 
-__all__ = ["WHAT_IF_KEYS", "register"]
+__all__ = ["print_comparison", "run"]
 
-#: The settings a what-if replay may change.
-WHAT_IF_KEYS = ("run.policy", "run.batch_size", "gate.size", "platform.limit", "run.order")
-
-
-def register(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Replay the ticks of a save file under the virtual clock, each call answered with its "
-        "recorded response after its recorded latency. With --verify the world hash after every tick must "
-        "equal the recorded one. With what-if settings the same recorded calls are replayed under them and "
-        "the recorded and replayed figures are printed side by side; calls that never reached the backend "
-        "in the recording are drawn from the scene's simulated backend (and counted)."
-    )
-    parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
-    parser.add_argument("--verify", action="store_true", help="check the world hash after every tick; exit 1 at a difference")
-    parser.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
-    add_setting_flags(
-        parser, WHAT_IF_KEYS, config_file=False, title="what if (replay under other settings)",
-        defaults={
-            **{key: "as recorded" for key in WHAT_IF_KEYS},
-            "gate.size": "as recorded; derived again from --platform-limit if the recording derived it",
-        },
-    )  # fmt: skip
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -34,23 +33,10 @@ from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
 from . import output
-from .options import add_setting_flags, files_read, sources_from_args
+from .options import files_read, sources_from_args
 from .output import GateLostNotice, report_saved
 
-__all__ = ["register"]
-
-
-def register(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Run a scene headless, tick by tick, and print tick makespans, degradations "
-        "(by caller kind and reason) and platform rejections. With the simulated backend the "
-        "clock is virtual by default: simulated latencies cost no wall time and figures are exact."
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object with the run's figures, nothing else")
-    parser.add_argument("--save", type=Path, default=None, metavar="PATH", help="record the run, tick by tick, to a save file (see 'manor replay')")
-    parser.add_argument("--force", action="store_true", help="let --save overwrite an existing file")
-    add_setting_flags(parser)
-    parser.set_defaults(handler=run)
+__all__ = ["errors_table", "print_summary", "run"]
 
 
 class _ProgressBar(Instrument):

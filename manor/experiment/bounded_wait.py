@@ -36,6 +36,7 @@ from ..providers.agno import (
 from ..run import interrupts
 from ..serve.host import AgentHost
 from ..serve.local import LocalAgentTransport
+from .design import CAPACITY, DURATION_S, HANG_CHOICES, LATENCIES_S
 
 __all__ = [
     "CAPACITY",
@@ -49,15 +50,6 @@ __all__ = [
     "run_over_http",
 ]
 
-#: Latency of each request (s), 1 to 12. Requests 4 and 8 hang when chosen to; when they
-#: do not, they take 1.3 s like their neighbours.
-LATENCIES_S: tuple[float, ...] = (1.3, 1.3, 1.3, 1.3, 1.3, 1.3, 1.3, 1.3, 1.1, 6.0, 1.3, 0.8)
-#: The remote agent's capacity (calls running at once).
-CAPACITY = 3
-#: How long the experiment runs (s).
-DURATION_S = 60.0
-#: ``--hangs`` spellings and the requests they make hang.
-HANG_CHOICES: dict[str, tuple[int, ...]] = {"4,8": (4, 8), "4": (4,), "none": ()}
 
 _AGENT = "remote"
 Outcome = Literal["answered", "timed_out", "unfinished"]

@@ -17,6 +17,10 @@ Two things a single run allows are refused, because what they decide would depen
 which world's task trio runs first: the ``legacy`` policy (no gate: every world at the
 fail-fast platform at once) and a gate larger than the platform limit.
 
+A learned gate (``gate.size = "auto"``) is one for the fleet: one ``LearnedSize`` on the
+one gate, which every world's calls feed (a refusal to any world shrinks it for all) and
+whose every change each world's loop hears (its save records it, its report counts it).
+
 The fleet's gate can itself be shared with other processes through Redis (``gate.url``,
 ``manor.admission.redis_gate``): the worlds' lanes then take turns in the order this process
 sends its waiters to the server, which serves the processes first come, first served.
@@ -37,6 +41,7 @@ import attrs
 import trio
 import trio.testing
 
+from ..admission.adaptive import Adjustment, LearnedSize, apply_to_gate
 from ..admission.gate import SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import TicketOffice
@@ -44,10 +49,12 @@ from ..config import Config, Source
 from ..config.layering import FLAGS
 from ..content import Scene
 from ..errors import ConfigError
+from ..limits import DEFAULT_WORLDS, MAX_WORLDS
 from ..providers import Provider
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..run.engine import Engine, build_engine, configure, gate_for, scene_seed
 from ..tick.instruments import Instrument
+from ..tick.loop import TickLoop
 from ..tick.statistics import RunStatistics, tick_seconds
 from .shares import CallSpan, Tenant, admission_figures, jain_index, tenant_shares
 
@@ -72,13 +79,9 @@ __all__ = [
 #: command line, whose ``--seed`` and ``--scene`` are the fleet's starting point.
 FLEET = FLAGS + 50
 
-#: The most worlds a fleet runs.
-MAX_WORLDS = 1_000
-#: Worlds when neither a number nor scenes are given.
-DEFAULT_WORLDS = 4
 
 #: Settings every world must share: they size the account's one platform and one gate.
-SHARED_KEYS = ("platform.limit", "gate.size", "gate.rate", "gate.burst")
+SHARED_KEYS = ("platform.limit", "gate.size", "gate.max", "gate.min", "gate.rate", "gate.burst")
 
 
 @final
@@ -340,12 +343,7 @@ def _check_shared(configured: Sequence[tuple[Config, Scene]]) -> None:
             )
     config = configured[0][0]
     limit, size = config.settings.platform.limit, config.settings.gate.size
-    if size == "auto":
-        raise ConfigError(
-            f"{config.origins['gate.size']}: gate.size = auto: a fleet's worlds share one gate, and its learning is not "
-            "shared between them yet; set a size (one below the platform's limit), or run the worlds one by one with 'manor run'"
-        )
-    if limit and size > limit:
+    if size != "auto" and limit and size > limit:
         raise ConfigError(
             f"{config.origins['gate.size']}: gate.size {size} is above platform.limit {limit}: in a fleet, which world's "
             "calls the platform turns away would depend on which world trio runs first; keep the gate at or below the limit"
@@ -383,6 +381,11 @@ def build_fleet(
     s = configured[0][0].settings
     if gate is None:
         gate = gate_for(s.gate)
+    # A learned gate learns from every world's calls, and every world hears its changes.
+    learning = None
+    if s.gate.learns:
+        assert s.gate.max is not None  # resolve() derives it
+        learning = LearnedSize(gate, s.gate.min, s.gate.max)
     limiter = SessionLimiter(s.platform.limit)
     office = TicketOffice(gate)
     if tenants is None:
@@ -398,10 +401,24 @@ def build_fleet(
         statistics, service = RunStatistics(), WorldService()
         engine = build_engine(
             config, scene, backend=backends(index), instruments=[statistics, service, *instruments(index)],
-            gate=gate, limiter=limiter, tickets=office.counter(index),
+            gate=gate, limiter=limiter, tickets=office.counter(index), learning=learning,
         )  # fmt: skip
         worlds.append(FleetWorld(index, engine, statistics, service, tenant))
+    if learning is not None:
+        learning.apply = _adjusting(gate, [world.engine.loop for world in worlds])
     return Fleet(tuple(worlds), gate, limiter, office)
+
+
+def _adjusting(gate: SharedGate, loops: Sequence[TickLoop]) -> Callable[[Adjustment], None]:
+    """How the fleet's learning changes the one gate: once, heard by every world's loop
+    (each world's save records it, each world's report counts it), in world order."""
+
+    def adjust(adjustment: Adjustment) -> None:
+        apply_to_gate(gate, adjustment)
+        for loop in loops:
+            loop.gate_adjusted(adjustment)
+
+    return adjust
 
 
 def parts(worlds: int, processes: int) -> list[list[int]]:

@@ -8,6 +8,7 @@ from typing import Any, final
 
 import attrs
 
+from ..admission.adaptive import Adjustment
 from ..config import KEYS, Config, Source, resolve
 from ..config.layering import built_in_source
 from ..config.schema import DERIVED_KEYS, FORMER_DEFAULTS, RETIRED_KEYS
@@ -199,10 +200,22 @@ class RecordedRun:
         # Times read off the real clock do not replay to the bit: a timeout fires a moment
         # late there, a call is let through a moment after the release that freed its slot.
         check = RecordingCheck(save.records, times=bool(admissions) and not recorded_on_real_clock(save))
-        changes = LiveChanges(save.ticks, seed=scene_seed(config, scene), batch_size=config.settings.run.batch_size, skip=self.overridden)
         # A learned gate's changes are made again at the ends of the calls that made them;
-        # a what-if of the gate's size learns anew, or keeps the size it is given.
-        adjustments = None if "gate.size" in self.overridden else recorded_adjustments(save.ticks)
+        # a what-if of the gate's size learns anew, or keeps the size it is given. Under
+        # a shared gate's recorded admissions, its changes of size at their recorded
+        # times (``LiveChanges``): they were made at the ends of other worlds' calls too,
+        # and a tick's ticket order is planned on the gate's size.
+        learned_sizes = bool(admissions) and "gate.size" not in self.overridden
+        changes = LiveChanges(
+            save.ticks, seed=scene_seed(config, scene), batch_size=config.settings.run.batch_size, skip=self.overridden, learned_sizes=learned_sizes
+        )
+        adjustments: dict[int, list[Adjustment]] | None
+        if "gate.size" in self.overridden:
+            adjustments = None
+        elif learned_sizes:
+            adjustments = {}
+        else:
+            adjustments = recorded_adjustments(save.ticks)
         engine = build_engine(
             config, scene, backend=backend, instruments=[*instruments, check, changes, *admissions], layers=admissions, adjustments=adjustments,
         )  # fmt: skip

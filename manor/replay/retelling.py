@@ -21,7 +21,7 @@ import msgspec
 from ..callers import Caller, caller_of
 from ..errors import SaveError
 from ..folds import Fold, fold_story
-from ..output import write_output
+from ..output import STORY_FORMATS, write_output
 from ..records import StoryEntry
 from ..saves.reader import Save
 from ..worlds import create_world, world_class
@@ -32,7 +32,7 @@ from .recorded import check_world
 __all__ = ["FORMATS", "StoryLine", "story_lines", "story_text", "write_story"]
 
 #: The formats ``manor story`` writes.
-FORMATS = ("md", "txt", "jsonl")
+FORMATS = STORY_FORMATS
 Format = Literal["md", "txt", "jsonl"]
 
 

@@ -96,6 +96,7 @@ def build_engine(
     tickets: Tickets | None = None,
     layers: Iterable[Layer] = (),
     adjustments: Mapping[int, Sequence[Adjustment]] | None = None,
+    learning: LearnedSize | None = None,
 ) -> Engine:
     """Build the engine the settings describe, for ``scene``.
 
@@ -113,6 +114,9 @@ def build_engine(
             admissions).
         adjustments: with ``gate.size`` "auto", the recorded run's adjustments of its
             gate, by ticket, to make again instead of learning (a replay).
+        learning: with ``gate.size`` "auto", the learning of the ``gate`` this engine
+            shares with others, fed by all their calls (a fleet's worlds: ``build_fleet``,
+            which has every world's loop hear its changes); by default its own.
 
     Raises:
         ConfigError: (only without ``backend``) an agent on a backend no table defines,
@@ -129,10 +133,10 @@ def build_engine(
         backend = routing_provider(assignment, config.backends, scene_sim(config, scene), run_id)
     if gate is None:
         gate = gate_for(s.gate)
-    learning: LearnedSize | RecordedAdjustments | None = None
-    if s.gate.learns:
+    learner: LearnedSize | RecordedAdjustments | None = learning
+    if s.gate.learns and learner is None:
         assert s.gate.max is not None  # resolve() derives it
-        learning = LearnedSize(gate, s.gate.min, s.gate.max) if adjustments is None else RecordedAdjustments(adjustments, gate)
+        learner = LearnedSize(gate, s.gate.min, s.gate.max) if adjustments is None else RecordedAdjustments(adjustments, gate)
     if limiter is None:
         limiter = SessionLimiter(s.platform.limit)
     # Only layers that act on a call: what calls cost and how long they took is counted
@@ -145,7 +149,7 @@ def build_engine(
         world=create_world(scene, seed),
         gate=gate,
         limiter=limiter,
-        gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s, adjuster=learning), *layers]),
+        gated=Stack(backend, [*shared, GateLayer(gate, timeout=s.gate.timeout_s, adjuster=learner), *layers]),
         direct=Stack(backend, shared),
         policy=make_policy(s.run.policy, s.run.batch_size, seed),
         predictor=LatencyPredictor({agent_id: agent.sim.latency_s for agent_id, agent in scene.agents.items()}),
@@ -156,9 +160,9 @@ def build_engine(
         tickets=tickets,
         instruments=instruments,
     )
-    if learning is not None:
-        learning.apply = loop.adjust_gate  # recorded as live changes (a save's, a replay's)
-    return Engine(loop, scene, config, cost, breaker, run_id, learning)
+    if learner is not None and learning is None:
+        learner.apply = loop.adjust_gate  # recorded as live changes (a save's, a replay's)
+    return Engine(loop, scene, config, cost, breaker, run_id, learner)
 
 
 def gate_for(s: GateSettings, *, world: str | None = None) -> SharedGate:

@@ -89,3 +89,9 @@ def _check_adjustment(source: Source, value: object, at: float | None) -> None:
         raise SaveError(f"{where}: size {adjustment.size} is below 1")
     if adjustment.paused_until is not None and not math.isfinite(adjustment.paused_until):
         raise SaveError(f"{where}: a pause until {adjustment.paused_until}, which never comes")
+    if (adjustment.allowed is None) != (adjustment.allowed_until is None):
+        raise SaveError(f"{where}: an allowance needs both its count and its end")
+    if adjustment.allowed is not None and adjustment.allowed < 0:
+        raise SaveError(f"{where}: {adjustment.allowed} calls allowed, below 0")
+    if adjustment.allowed_until is not None and not math.isfinite(adjustment.allowed_until):
+        raise SaveError(f"{where}: an allowance until {adjustment.allowed_until}, which never comes")

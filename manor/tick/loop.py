@@ -152,6 +152,11 @@ class TickLoop:
         """Make a learned gate's change now (``manor.admission.adaptive``); the
         instruments hear it as a change of ``LEARNED_KEY``."""
         apply_to_gate(self.gate, adjustment)
+        self.gate_adjusted(adjustment)
+
+    def gate_adjusted(self, adjustment: Adjustment) -> None:
+        """The gate this loop shares was just changed by the learning of all who share
+        it (a fleet's worlds): the instruments hear it as a change of ``LEARNED_KEY``."""
         self.instruments.call("setting_changed", LEARNED_KEY, adjustment, self._in_tick)
 
     def switch_policy(self, policy: Policy) -> None:

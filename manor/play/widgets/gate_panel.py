@@ -106,5 +106,5 @@ def _change(adjustment: Adjustment | None) -> str:
     if adjustment is None:
         return "no change"
     if adjustment.size is None:
-        return "paused"
+        return "paused" if adjustment.allowed is None else f"≤{adjustment.allowed} left"
     return f"↓{adjustment.size} refused" if adjustment.why.startswith("refused") else f"↑{adjustment.size} full use"
