@@ -542,7 +542,7 @@ async def test_a_pause_in_one_process_holds_every_process(redis_url: str) -> Non
     async with RedisGate(redis_url, name, size=4, world="a").connected() as a, RedisGate(redis_url, name, size=4, world="b").connected() as b:
         paused_at = trio.current_time()
         a.pause(paused_at + 0.6)
-        with trio.fail_after(3):
+        with trio.fail_after(SEEN_WITHIN_S):
             while a._pause_to is not None:  # told to the server
                 await trio.sleep(0.01)
         assert b.paused_until is None  # not b's own: the server holds its calls
@@ -552,7 +552,7 @@ async def test_a_pause_in_one_process_holds_every_process(redis_url: str) -> Non
         permit.release()
         # A shorter pause asked for later changes nothing; once it has passed, no wait.
         a.pause(trio.current_time() + 0.01)
-        with trio.fail_after(3):
+        with trio.fail_after(SEEN_WITHIN_S):
             while a._pause_to is not None:
                 await trio.sleep(0.01)
         started = trio.current_time()
