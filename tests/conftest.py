@@ -46,6 +46,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         # The configuration's addopts ask for workers; without pytest-xdist (not
         # installed, or -p no:xdist) the suite runs in this one process.
         parser.addoption("--numprocesses", help="ignored: pytest-xdist is not loaded")
+        parser.addoption("--dist", help="ignored: pytest-xdist is not loaded")
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +62,17 @@ def _no_manor_environment() -> Iterator[None]:
         for name in list(os.environ):
             if name.startswith("MANOR_"):
                 patch.delenv(name)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _console_width_pinned() -> Iterator[None]:
+    """Text is matched at 80 columns, whatever the developer's terminal exports: Rich and
+    argparse wrap at ``COLUMNS`` when it is set (their default, 80, when it is not), and
+    the commands the tests start inherit it. A test that needs other widths sets them."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COLUMNS", "80")
+        patch.setenv("LINES", "24")
         yield
 
 

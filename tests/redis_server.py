@@ -20,9 +20,13 @@ import time
 
 import attrs
 
-__all__ = ["RedisServer", "free_port"]
+__all__ = ["SEEN_WITHIN_S", "RedisServer", "free_port"]
 
 
+#: How long a change to a shared gate (its size) may take to reach every process: the
+#: gate's poll (``redis_gate.POLL_S``, 1 s), and room for a loaded machine that runs
+#: the poll late (a grace of 1.5 s was missed under load). A change never seen still fails.
+SEEN_WITHIN_S = 6.0
 #: Where the ports are drawn from: the kernel's usual ephemeral range.
 _PORTS = range(32768, 61000)
 #: Its own generator: the tests' seeding of ``random`` does not make workers' draws alike.

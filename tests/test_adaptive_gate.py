@@ -19,6 +19,7 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from redis_server import SEEN_WITHIN_S
 
 from manor.admission.adaptive import LEARNED_KEY, PROBE_CALLS, Adjustment, LearnedSize, RecordedAdjustments, apply_to_gate
 from manor.admission.gate import Gate
@@ -486,7 +487,7 @@ async def test_one_process_refusal_shrinks_the_shared_gate_for_all(redis_url: st
         epochs = [learning.admitted() for _ in range(5)]
         learning.ended(4, epochs[4], _REFUSED)  # min(8 // 2, 5 - 1) = 4
         assert a.size == 4
-        with trio.fail_after(3):
+        with trio.fail_after(SEEN_WITHIN_S):
             while b.size != 4:
                 await trio.sleep(0.01)
         learning.ended(3, epochs[3], SessionLimitError("429", retry_after=0.2))
@@ -541,7 +542,7 @@ async def test_a_pause_in_one_process_holds_every_process(redis_url: str) -> Non
     async with RedisGate(redis_url, name, size=4, world="a").connected() as a, RedisGate(redis_url, name, size=4, world="b").connected() as b:
         paused_at = trio.current_time()
         a.pause(paused_at + 0.6)
-        with trio.fail_after(3):
+        with trio.fail_after(SEEN_WITHIN_S):
             while a._pause_to is not None:  # told to the server
                 await trio.sleep(0.01)
         assert b.paused_until is None  # not b's own: the server holds its calls
@@ -551,7 +552,7 @@ async def test_a_pause_in_one_process_holds_every_process(redis_url: str) -> Non
         permit.release()
         # A shorter pause asked for later changes nothing; once it has passed, no wait.
         a.pause(trio.current_time() + 0.01)
-        with trio.fail_after(3):
+        with trio.fail_after(SEEN_WITHIN_S):
             while a._pause_to is not None:
                 await trio.sleep(0.01)
         started = trio.current_time()

@@ -12,6 +12,7 @@ experiments; the dashboard; the benchmarks; the command line; and the package's 
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,7 +129,9 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+@functools.cache
 def edges() -> dict[str, set[str]]:
+    """Each module's imports of others of the package (parsed once: every test reads them)."""
     return {
         name: {other for other in imported(name) if other != name and not name.startswith(other + ".")}
         for name in MODULES

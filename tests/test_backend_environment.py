@@ -173,7 +173,8 @@ def test_a_secret_quoted_back_in_another_spelling_is_masked_everywhere(
     path = _file(f'[backends.leaky]\nkind = "command"\nargv = {json.dumps([sys.executable, "-c", leak])}\nenv = ["TESTVAR_TOKEN"]\n'
                  '[agent_backends]\nnarrator = "leaky"\n')  # fmt: skip
     save = tmp_path / "leak.msav"
-    assert main(["run", "--config", str(path), "--ticks", "2", "--json", "--save", str(save)]) == 0
+    scene = fixed_latency_scene(tmp_path, 0.01, "quick")  # the real clock's ticks take 0.02 s, not seconds
+    assert main(["run", "--config", str(path), "--scene", str(scene), "--ticks", "2", "--json", "--save", str(save)]) == 0
     assert main(["story", str(save), "--format", "jsonl"]) == 0
     trace = tmp_path / "leak.json"
     assert main(["trace", str(save), "-o", str(trace)]) == 0

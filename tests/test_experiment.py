@@ -4,13 +4,12 @@ DESIGN.md's rules), determinism, the CLI, and agreement of the --http run."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import msgspec
 import pytest
 import trio
 
+from manor.cli import main
 from manor.experiment import ExperimentSettings, run_in_process, run_over_http
 
 A, T, U = "answered", "timed_out", "unfinished"
@@ -86,30 +85,33 @@ def test_same_result_every_time() -> None:
             assert run_in_process(settings) == first
 
 
-def test_json_has_exactly_the_promised_keys() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "manor", "experiment", "bounded-wait", "--timeout", "3", "--cancel", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
+def _manor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``manor experiment bounded-wait ARGS`` in this process: its exit status, stdout and
+    stderr (a Python started for each was most of these tests' time)."""
+    try:
+        code = main(["experiment", "bounded-wait", *args])
+    except SystemExit as exc:  # argparse's refusals
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_has_exactly_the_promised_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _manor(capsys, "--timeout", "3", "--cancel", "--json")
+    assert code == 0, err
+    data = json.loads(out)
     assert list(data) == ["workers", "timeout_s", "cancel", "hangs", "answered", "timed_out", "unfinished", "requests"]
     assert (data["workers"], data["timeout_s"], data["cancel"], data["hangs"]) == (2, 3.0, True, [4, 8])
     assert (data["answered"], data["timed_out"], data["unfinished"]) == (9, 3, 0)
     assert list(data["requests"][0]) == ["id", "arrived_s", "worker_s", "remote_start_s", "finished_s", "outcome"]
 
 
-def test_table_and_bad_flags() -> None:
-    def manor(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "manor", "experiment", "bounded-wait", *args], capture_output=True, text=True, timeout=60)
-
-    table = manor("--hangs", "none")
-    assert table.returncode == 0 and "answered 12   timed out 0   unfinished at 60 s 0" in table.stdout
+def test_table_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _manor(capsys, "--hangs", "none")
+    assert code == 0 and "answered 12   timed out 0   unfinished at 60 s 0" in out
     for bad in (["--hangs", "5"], ["--timeout", "-1"], ["--workers", "two"], ["--time-scale", "0"]):
-        result = manor(*bad)
-        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        code, _, err = _manor(capsys, *bad)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
 
 
 #: Real seconds are noisy: allowed difference, in experiment seconds. Typical drift is

@@ -206,7 +206,7 @@ class TestBadInput:
     @pytest.mark.parametrize(
         ("argv", "message"),
         [
-            (["--scenes", "wacky_manor,nowhere"], "unknown scene 'nowhere' (bundled scenes: tea_party, wacky_manor, werewolf_village; or give a path to a .toml file)"),
+            (["--scenes", "wacky_manor,nowhere"], "unknown scene 'nowhere' (bundled scenes: reading_of_the_will, tea_party, wacky_manor, werewolf_village; or give a path to a .toml file)"),
             (["--scenes", "tea_party", "--scene", "wacky_manor"], "command line: --scene and --scenes both name the worlds' scenes; give one of them"),
             (["--policy", "legacy"], "command line: run.policy = legacy: a fleet's worlds share one gate, and legacy has none"),
             (["--scenes", "wacky_manor,tea_party"], "the worlds of a fleet share one platform and one gate, but their platform.limit differs"),

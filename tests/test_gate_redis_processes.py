@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 from agent_servers import serving, stats
-from redis_server import RedisServer
+from redis_server import SEEN_WITHIN_S, RedisServer
 
 from manor.admission.redis_gate import gate_status
 from manor.saves import read_save
@@ -273,7 +273,7 @@ class TestCommandLine:
             assert [(holder["world"], holder["holding"], holder["pid"]) for holder in status["holders"]] == [("held here", 1, str(os.getpid()))]
             resized = await trio.to_thread.run_sync(manor, "resize", "4")
             assert resized.returncode == 0 and resized.stdout.strip().endswith("size 2 -> 4")
-            with trio.fail_after(2):
+            with trio.fail_after(SEEN_WITHIN_S):
                 while gate.size != 4:
                     await trio.sleep(0.01)
             table = await trio.to_thread.run_sync(manor, "status")

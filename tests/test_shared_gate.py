@@ -4,10 +4,8 @@ the platform."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -19,6 +17,7 @@ import trio.testing
 from redis_server import RedisServer
 
 from manor.admission.redis_gate import RedisGate, gate_status
+from manor.cli import main
 from manor.errors import SharedGateError, leaves, redacted_url
 from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.replay.recorded import peak_platform_sessions
@@ -140,23 +139,32 @@ class TestSizedPastThePlatform:
                 "as it is (its own settings: size 5); 'manor gate resize 5' sets it to yours"
             )
 
-    def test_resize_above_the_platform_limit_less_one_is_refused_unless_forced(self, redis_url: str, tmp_path: Path) -> None:
+    def test_resize_above_the_platform_limit_less_one_is_refused_unless_forced(
+        self, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``manor gate resize`` in this process (its trio run needs the main thread's
+        signals), the gate held meanwhile by a world in another thread."""
         name = f"resize-{uuid.uuid4().hex[:8]}"
+        joined, leave = threading.Event(), threading.Event()
 
         async def hold() -> None:
             async with RedisGate(redis_url, name, size=5).connected():
-                for size, flags in ((8, ()), (6, ()), (5, ()), (8, ("--platform-limit", "0")), (7, ("--force",))):
-                    result = await trio.to_thread.run_sync(
-                        lambda size=size, flags=flags: subprocess.run(
-                            [sys.executable, "-m", "manor", "gate", "resize", str(size), "--gate-url", redis_url, "--gate-name", name, *flags],
-                            capture_output=True, text=True, check=False, cwd=tmp_path,
-                            env={key: value for key, value in os.environ.items() if not key.startswith("MANOR_")},
-                        )
-                    )
-                    outcomes.append((size, flags, result.returncode, result.stderr.strip(), result.stdout.strip()))
+                joined.set()
+                await trio.to_thread.run_sync(leave.wait)
 
+        holder = threading.Thread(target=trio.run, args=(hold,), daemon=True)
+        holder.start()
         outcomes: list[tuple[int, tuple[str, ...], int, str, str]] = []
-        trio.run(hold)
+        try:
+            assert joined.wait(60), "the gate was never joined"
+            monkeypatch.chdir(tmp_path)
+            for size, flags in ((8, ()), (6, ()), (5, ()), (8, ("--platform-limit", "0")), (7, ("--force",))):
+                code = main(["gate", "resize", str(size), "--gate-url", redis_url, "--gate-name", name, *flags])
+                out, err = capsys.readouterr()
+                outcomes.append((size, flags, code, err.strip(), out.strip()))
+        finally:
+            leave.set()
+            holder.join(60)
         refused = "manor: error: gate size {} is above the platform limit 6 less one (scene wacky_manor.toml): the platform would refuse calls past 6 in flight; --force sets it anyway, --platform-limit names another platform"
         assert outcomes == [
             (8, (), 1, refused.format(8), ""),

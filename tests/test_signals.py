@@ -177,9 +177,14 @@ class TestRun:
         scene = _slow_scene(tmp_path, latency=1.0)
         save = tmp_path / "s.msav"
         call_finished = SaveWriter.call_finished
+        sent: list[int] = []
 
         def signal_in_tick_3(writer: SaveWriter, record: Any) -> None:
-            if record.tick == 3 and writer.ticks == 2:
+            # Once: two calls end at one virtual instant, and a second SIGINT the run
+            # had not read when it ended was delivered again after it, as a
+            # KeyboardInterrupt in whatever this worker ran next.
+            if record.tick == 3 and writer.ticks == 2 and not sent:
+                sent.append(signal.SIGINT)
                 os.kill(os.getpid(), signal.SIGINT)
             call_finished(writer, record)
 
@@ -227,7 +232,7 @@ class TestRealServer:
             assert err == f"manor: {word} after {ticks} ticks; saved to {save}\n"
             assert _verifies(save, capsys)
             # Runs of 30 s: one still running now was never cancelled.
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + PATIENCE_S
             while (stats := httpx.get(f"{url}/stats").json())["running"] and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert (stats["running"], stats["queued"], stats["completed"]) == (0, 0, 0)
@@ -479,6 +484,8 @@ class TestSignalledTwice:
         return done, exits
 
     def test_sigterm_sent_twice_at_once_lets_the_cleanup_finish(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        # "At once" is within the grace however late a loaded machine runs the cleanup.
+        monkeypatch.setitem(manor.run.interrupts.REPEAT_GRACE_S, signal.SIGTERM, PATIENCE_S)
         assert self._run(monkeypatch, signal.SIGTERM, signal.SIGTERM, 0.0) == (["cleaned up"], [])
 
     def test_sigterm_again_after_the_grace_stops_at_once(self, monkeypatch: pytest.MonkeyPatch) -> None:

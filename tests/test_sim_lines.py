@@ -5,6 +5,7 @@ gists what was observed, never its prompt's instruction."""
 from __future__ import annotations
 
 import re
+import string
 import tomllib
 
 import pytest
@@ -40,6 +41,13 @@ def _scene_rooms() -> tuple[str, ...]:
 
 def _names() -> tuple[str, ...]:
     return tuple(tomllib.loads(path.read_text())["name"] for path in sorted(content_dir("agents").glob("*.toml")))
+
+
+def _each(template: str, field: str, words: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``words`` worth trying for ``{field}`` in ``template``: all of them where it
+    takes the field, else one (the line reads the same whichever)."""
+    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    return words if field in fields else words[:1]
 
 
 def reading_problem(template: str, mood: str, room: str, obj: str, someone: str) -> str | None:
@@ -86,10 +94,13 @@ class TestTheLinesReadAsEnglish:
             f"{where}: {problem}"
             for where, lines in templates.items()
             for template in lines
+            # Every mood always (the check reads the mood even where the line has none);
+            # the other words only where the template takes them: elsewhere each gives
+            # the same line, so the same verdict, and the product was seconds of CPU.
             for mood in MOODS
-            for room in rooms
-            for obj in OBJECTS
-            for someone in names
+            for room in _each(template, "room", rooms)
+            for obj in _each(template, "object", OBJECTS)
+            for someone in _each(template, "someone", names)
             if (problem := reading_problem(template, mood, room, obj, someone))
         }
         assert not problems, sorted(problems)[:10]
