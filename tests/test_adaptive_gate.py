@@ -548,7 +548,9 @@ async def test_a_pause_in_one_process_holds_every_process(redis_url: str) -> Non
         assert b.paused_until is None  # not b's own: the server holds its calls
         permit = await b.acquire(timeout=10)
         waited = trio.current_time() - paused_at
-        assert 0.55 <= waited < 1.5, waited
+        # Not before the pause's end; well before the acquire's own 10 s timeout (a loose
+        # upper bound, so that a loaded machine cannot fail it).
+        assert 0.55 <= waited < 5.0, waited
         permit.release()
         # A shorter pause asked for later changes nothing; once it has passed, no wait.
         a.pause(trio.current_time() + 0.01)
@@ -557,5 +559,5 @@ async def test_a_pause_in_one_process_holds_every_process(redis_url: str) -> Non
                 await trio.sleep(0.01)
         started = trio.current_time()
         permit = await b.acquire(timeout=10)
-        assert trio.current_time() - started < 0.5
+        assert trio.current_time() - started < 3.0
         permit.release()
