@@ -130,15 +130,18 @@ class TestSizedPastThePlatform:
                 while (await gate_status(redis_url, name)).statistics.size != 8:  # type: ignore[union-attr]
                     await trio.sleep(0.02)
             async with RedisGate(redis_url, name, size=5).connected() as beside:
-                assert beside.notice is not None and beside.notice.split("; ")[0].endswith("is in use with size 8")
-                assert "resize" not in beside.notice
+                (notice,) = beside.notices
+                assert notice.split("; ")[0].endswith("is in use with size 8")
+                assert "resize" not in notice
         later = RedisGate(redis_url, name, size=5)
         async with later.connected():
             assert later.size == 8
-            assert later.notice == (
-                f"gate {redacted_url(redis_url)} (gate {name}) is used by no process, yet keeps size 8; this process shares it "
-                "as it is (its own settings: size 5); 'manor gate resize 5' sets it to yours"
-            )
+            assert later.notices == [
+                (
+                    f"gate {redacted_url(redis_url)} (gate {name}) is used by no process, yet keeps size 8; this process shares it "
+                    "as it is (its own settings: size 5); 'manor gate resize 5' sets it to yours"
+                )
+            ]
 
     def test_resize_above_the_platform_limit_less_one_is_refused_unless_forced(self, redis_url: str, tmp_path: Path) -> None:
         name = f"resize-{uuid.uuid4().hex[:8]}"

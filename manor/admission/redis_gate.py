@@ -232,17 +232,21 @@ class RedisGate:
         url: the Redis server, ``redis://host:port/db`` (also ``rediss://``, ``unix://``).
         name: the gate's name on that server.
         size: calls in flight at once, if this process creates the gate; a gate that
-            exists keeps its size (``notice`` says so when it differs).
+            exists keeps its size (``notices`` say so when it differs).
         rate: token bucket refill, tokens per second (0: none), if this process creates it.
         burst: the bucket's capacity, likewise.
-        lease_s: how long a permit lasts unless renewed, likewise.
+        lease_s: how long a permit lasts unless renewed, if this process is the first
+            on a gate no process is using (else the gate's, and ``notices`` say so).
         claim_s: how long a tenant keeps a claim on its share after its last call
-            ended, likewise (``manor.admission.gate.Gate``).
+            ended (``manor.admission.gate.Gate``), likewise.
         world: what this process runs, for ``manor gate status``.
         tenant: whom this process's calls count for (default: this host and process
             id); processes with the same tenant share its share.
-        weight: the tenant's weight against the other tenants'.
-        max_sessions: the most calls the tenant may have in flight (``None``: no cap).
+        weight: the tenant's weight against the other tenants', if this process
+            brings the tenant in (no other process of it on the gate, nor calls of it);
+            else the tenant's, and ``notices`` say so.
+        max_sessions: the most calls the tenant may have in flight (``None``: no
+            cap), likewise.
 
     Raises:
         SharedGateError: the Redis client is not installed.
@@ -259,8 +263,9 @@ class RedisGate:
     tenant: str = attrs.field(factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     weight: float = attrs.field(default=1.0, validator=attrs.validators.gt(0))
     max_sessions: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)))
-    #: Said once joined, when the gate already existed with other settings.
-    notice: str | None = attrs.field(default=None, init=False)
+    #: Said once joined, each one line: where the gate, or this process's tenant, was
+    #: found with other settings than this process's, which it shares as they are.
+    notices: list[str] = attrs.field(factory=list, init=False)
 
     _coredis: Any = attrs.field(init=False, repr=False)
     _client: coredis.Redis[str] | None = attrs.field(default=None, init=False, repr=False)
@@ -546,24 +551,53 @@ class RedisGate:
 
     def _joined(self, reply: list[Any], *, again: bool) -> None:
         """Joined (or, ``again``, after the server was lost): the gate's settings are
-        the server's."""
-        created = reply[2][0] == "1"
+        the server's, and so are the tenant's weight and cap; ``notices`` say where they
+        differ from this process's own (on its first join)."""
+        created, others, claim_ms, weight, cap = reply[2]
         figures = reply[0]
         size, rate, burst, lease_ms = int(figures[0]), float(figures[1]), int(figures[2]), float(figures[3])
-        if not (created or again) and (size, rate, burst) != (self._size, self._rate, self._burst):
-            held = int(reply[2][1]) > 0  # another process is on it; else an earlier run left it so
-            self.notice = (
-                f"gate {self.where} {'is in use with' if held else 'is used by no process, yet keeps'} size {size}"
-                + (f", rate {rate:g}/s, burst {burst}" if rate else "")
-                + f"; this process shares it as it is (its own settings: size {self._size}"
-                + (f", rate {self._rate:g}/s, burst {self._burst}" if self._rate else "")
-                + ")"
-                + ("" if held else f"; 'manor gate resize {self._size}' sets it to yours")
-            )
-        self._rate, self._burst, self.lease_s = rate, burst, lease_ms / 1000
+        claim_s, lease_s = float(claim_ms) / 1000, lease_ms / 1000
+        weight, max_sessions = float(weight), int(cap) or None
+        if not (created == "1" or again):
+            self.notices.extend(self._differences(int(others) > 0, size, rate, burst, lease_s, claim_s, weight, max_sessions))
+        self._rate, self._burst, self.lease_s, self.claim_s = rate, burst, lease_s, claim_s
+        self.weight, self.max_sessions = weight, max_sessions
         self._available = True
         self._reconnected.set()
         self._absorb(reply)
+
+    def _differences(
+        self, held: bool, size: int, rate: float, burst: int, lease_s: float, claim_s: float, weight: float, max_sessions: int | None
+    ) -> list[str]:
+        """What the gate as this process found it keeps other than its own settings:
+        the gate's (its size, rate and burst as an earlier process left them; its lease
+        and claim as the process that came to it first set them, while any process is
+        on it: ``held``), and its tenant's weight and cap (as the process that brought
+        the tenant in set them, while any process of it is on the gate)."""
+        said = []
+        theirs, mine = [], []
+        if size != self._size:
+            theirs.append(f"size {size}")
+            mine.append(f"size {self._size}")
+        if (rate, burst) != (self._rate, self._burst):
+            theirs.append(f"rate {rate:g}/s, burst {burst}" if rate else "no rate")
+            mine.append(f"rate {self._rate:g}/s, burst {self._burst}" if self._rate else "no rate")
+        for setting, found, own in (("lease_s", lease_s, self.lease_s), ("claim_s", claim_s, self.claim_s)):
+            if not math.isclose(found, own, abs_tol=5e-4):  # the server keeps milliseconds
+                theirs.append(f"{setting} {found:g}")
+                mine.append(f"{setting} {own:g}")
+        if theirs:
+            said.append(
+                f"gate {self.where} {'is in use with' if held else 'is used by no process, yet keeps'} {', '.join(theirs)}"
+                f"; this process shares it as it is (its own settings: {', '.join(mine)})"
+                + ("" if held or size == self._size else f"; 'manor gate resize {self._size}' sets it to yours")
+            )
+        if (weight, max_sessions) != (self.weight, self.max_sessions):
+            said.append(
+                f"gate {self.where}: tenant {self.tenant} is in use with {_share(weight, max_sessions)}, as the process that "
+                f"brought it in set them; this process counts under them, not its own settings ({_share(self.weight, self.max_sessions)})"
+            )
+        return said
 
     # -- the tasks that keep the gate -------------------------------------------------
 
@@ -839,6 +873,10 @@ class RedisGate:
 
     def _unavailable(self) -> GateUnavailable:
         return GateUnavailable(f"gate {self.where}: Redis unreachable: {self._lost_reason}")
+
+
+def _share(weight: float, max_sessions: int | None) -> str:
+    return f"weight {weight:g} and " + ("no cap" if max_sessions is None else f"max_sessions {max_sessions}")
 
 
 def _describe(exc: BaseException) -> str:
