@@ -222,6 +222,24 @@ class TestTenants:
             assert tenant.session_s_last_minute >= 0.2 and tenant.share_last_minute == 1.0
 
     @pytest.mark.trio
+    @pytest.mark.parametrize("kind", ["in-process", "redis"])
+    async def test_a_lane_s_cap_is_never_exceeded(self, kind: str, redis_url: str) -> None:
+        """One process, a gate of 3, two lanes (a fleet's worlds). Lane 0, capped at 2,
+        has twelve calls of 0.03 s and is alone at first (uncapped, it would take all 3
+        slots); lane 1, not capped, comes 0.05 s later with twelve more: lane 0 never
+        holds more than 2, and lane 1 gets the slot it leaves."""
+        gate: SharedGate = Gate(size=3, claim_s=0.5) if kind == "in-process" else RedisGate(redis_url, _name(), size=3, claim_s=0.5)
+        async with gate.connected():
+            gate.set_share(0, 1.0, 2)
+            peaks: list[list[int]] = [[0], [0]]
+            spans: list[tuple[float, float]] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_hold_all, (gate, 0), 12, 0.03, spans, [0], peaks[0])
+                await trio.sleep(0.05)
+                nursery.start_soon(_hold_all, (gate, 1), 12, 0.03, spans, [0], peaks[1])
+        assert peaks[0] == [2] and peaks[1][0] >= 1 and len(spans) == 24
+
+    @pytest.mark.trio
     async def test_the_process_that_brings_a_tenant_in_sets_its_weight_and_cap(self, redis_url: str) -> None:
         """A tenant's weight and cap are set by the process that brings it in and kept
         while any process of it is on the gate: one that joins it with others shares

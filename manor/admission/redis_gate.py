@@ -52,7 +52,7 @@ import random
 import socket
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, final
@@ -280,6 +280,8 @@ class RedisGate:
     # at the server.
     _line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
     _lanes: set[int] = attrs.field(factory=set, init=False, repr=False)
+    # The lanes' caps (``set_share``): kept here, before their waiters go to the server.
+    _caps: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
     # The lane of each waiter sent and permit held, and when each lane's last call
     # ended: the lanes' claims on their shares of what this process sends (``claims``),
     # and when the sender looks again for a claim that lapses.
@@ -394,15 +396,23 @@ class RedisGate:
         return tickets
 
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
-        """``lane``'s share of this process's turns (``weight``).
+        """``lane``'s share of this process's turns (``weight``), and the most calls it
+        may have in flight (``None``: no cap but the gate's size, or the tenant's): the
+        process sends no more of the lane's waiters to the server than its cap less
+        what it holds and has waiting there, so the cap is never exceeded.
 
         Raises:
-            ValueError: ``weight`` is not positive and finite, or a cap is asked for:
-                the Redis gate does not keep caps per lane yet.
+            ValueError: ``weight`` is not positive and finite, or ``max_sessions`` < 1.
         """
-        if max_sessions is not None:
-            raise ValueError("max_sessions per world is not kept by the Redis gate yet; run the fleet on the in-process gate for caps")
+        if max_sessions is not None and max_sessions < 1:
+            raise ValueError(f"a lane's max_sessions must be at least 1, not {max_sessions}")
         self._line.weigh(lane, weight)
+        self._lanes.add(lane)
+        if max_sessions is None:
+            self._caps.pop(lane, None)
+        else:
+            self._caps[lane] = max_sessions
+        self._kick()
 
     def withdraw(self, ticket: int) -> None:
         """Give up an issued ticket whose caller will not come; safe in a ``finally``."""
@@ -649,19 +659,27 @@ class RedisGate:
         # share of them sends no more while another lane claims its own (``claims``).
         window = self._size if lanes else math.inf
         claims = lanes and self.claim_s > 0
+        # A lane at its cap (what it holds and has at the server) sends no more.
+        caps = self._caps
+        outstanding = Counter(self._lane_of.values()) if caps else Counter[int]()
         passed: set[int] = set()
         while line and len(self._lane_of) < window:
             ticket = line.head(passed)
             if ticket is None:
-                break  # every lane with waiters is kept out by a claim
+                break  # every lane with waiters is kept out by a claim or its cap
             waiter = waiters.get(ticket)
             if waiter is None or waiter.stage == _FAILED:
                 line.drop()  # withdrawn, gave up, or failed: it holds nobody back
             elif waiter.stage == _ARRIVED:
-                if claims and (lapses := self._lends_to(waiter.lane)):
-                    passed.add(waiter.lane)
+                lane = waiter.lane
+                if lane in caps and outstanding[lane] >= caps[lane]:
+                    passed.add(lane)  # until a call of its ends (``_ended``)
+                    continue
+                if claims and (lapses := self._lends_to(lane)):
+                    passed.add(lane)
                     self._send_at = min(self._send_at, lapses)
                     continue
+                outstanding[lane] += 1
                 line.served()
                 waiter.stage = _SENT
                 waiter.id = f"{self._pid}:{waiter.ticket}"
@@ -805,7 +823,9 @@ class RedisGate:
         for of in self._lane_of.values():
             outstanding[of] = outstanding.get(of, 0) + 1
         tenants = {
-            other: Claimant(self._line.weight(other), None, outstanding.get(other, 0), other in self._line, self._lane_ended_at.get(other))
+            other: Claimant(
+                self._line.weight(other), self._caps.get(other), outstanding.get(other, 0), other in self._line, self._lane_ended_at.get(other)
+            )
             for other in self._lanes
         }
         size = self._size if self.max_sessions is None else min(self._size, self.max_sessions)
@@ -816,7 +836,7 @@ class RedisGate:
         lane = self._lane_of.pop(id, None)
         if lane is not None:
             self._lane_ended_at[lane] = trio.current_time()
-            if len(self._lanes) > 1:
+            if len(self._lanes) > 1 or lane in self._caps:
                 self._kick()
 
     def _release(self, id: str) -> None:
