@@ -42,6 +42,7 @@ from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
+from ..run.gate_lost import GateLostNotice
 from ..run.opening import open_run
 from ..saves import SaveWriter
 from ..saves.format import FleetSeat
@@ -51,7 +52,6 @@ from ..wording import counted
 from . import output
 from .numbers import positive_int
 from .options import add_setting_flags, sources_from_args
-from .output import GateLostNotice
 from .run_cmd import errors_table
 
 __all__ = ["register", "save_failure", "saves_state", "stopped_after"]
