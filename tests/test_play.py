@@ -19,6 +19,7 @@ from pathlib import Path
 
 import outcome
 import pytest
+from lost_gate import LOST, LosableGate, LoseGate
 from rich.console import Console
 from saves_fixture import SAVES
 from textual.pilot import Pilot
@@ -41,7 +42,6 @@ from manor.run.engine import build_engine
 from manor.saves import read_save
 from manor.tick.driver import TickDriver
 from manor.worlds import load_scene
-from lost_gate import LOST, LosableGate, LoseGate
 
 
 def settings(values: Mapping[str, object] | None = None) -> tuple[Config, Scene]:

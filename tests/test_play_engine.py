@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import trio
 import trio.testing
+from lost_gate import LOST, LosableGate, LoseGate
 
 from manor.calls import Request
 from manor.config import resolve
@@ -27,7 +28,6 @@ from manor.tick.loop import TickLoop
 from manor.tick.statistics import RunStatistics
 from manor.worlds import create_world, load_scene
 from manor.worlds.manor import CallerKind
-from lost_gate import LOST, LosableGate, LoseGate
 
 LEGACY = {"run.policy": "legacy"}
 

@@ -17,7 +17,8 @@ the in-process ``manor.admission.gate.Gate``:
   turns in lanes (``manor.admission.lanes``), and while it has more than one, a process
   keeps no more waiters at the server and permits together than the gate has slots, so
   that the turns are taken as slots free, not all at once as the waiters arrive, with a
-  claim on each lane's share (``manor.admission.claims``);
+  claim on each lane's share (``manor.admission.claims``); a lane's cap (``set_share``)
+  is kept here too: a lane sends no waiter while it holds and has waiting its cap;
 - a wait longer than ``gate.timeout_s`` degrades as ``gate_timeout``; the optional token
   bucket is shared, and a token taken by a waiter that then gives up is refunded;
 - ``size`` can be changed from any process (or ``manor gate resize``); every process
