@@ -210,6 +210,39 @@ class TestReport:
         assert err == "manor: warning: --processes 3 for 2 worlds: 2 processes, one world each\n"
         assert " ".join(out.split()).startswith("fleet — 2 worlds of Quick in 2 processes, 1 tick, one gate of 2 / platform 3")
 
+    @pytest.mark.parametrize("processes", [1, 2])
+    def test_a_world_s_cap_holds_on_redis(self, tmp_path: Path, redis_url: str, processes: int) -> None:
+        """``--scenes capped:1:1,free``, 4 worlds on a Redis gate of 3, in one process and
+        in two: no capped world ever has two calls in flight, from its save's admissions
+        (each save verifies), and the fleet ends with every call answered."""
+        capped, free = fixed_latency_scene(tmp_path, 0.05, "capped"), fixed_latency_scene(tmp_path, 0.05, "free")
+        saves = tmp_path / "saves"
+        argv = [
+            "fleet", "--worlds", "4", "--processes", str(processes), "--scenes", f"{capped}:1:1,{free}", "--ticks", "3", "--json",
+            "--gate-size", "3", "--platform-limit", "4", "--gate-url", redis_url, "--gate-name", f"caps-{uuid.uuid4().hex[:8]}",
+            "--save-dir", str(saves),
+        ]  # fmt: skip
+        process = _manor(argv, tmp_path)
+        out, err = process.communicate(timeout=PATIENCE_S)
+        assert process.returncode == 0, err
+        worlds = json.loads(out)["worlds"]
+        assert [world["max_sessions"] for world in worlds] == [1, None, 1, None]
+        assert all(world["ok"] == world["calls"] == 18 for world in worlds)
+        for world in worlds:
+            save = saves / f"world-{world['index']}-{'free' if world['index'] % 2 else 'capped'}.msav"
+            peak = _peak_in_flight(read_save(save).ticks)
+            assert peak <= 1 if world["max_sessions"] == 1 else peak >= 1
+            _verifies(save)
+
+
+def _peak_in_flight(ticks: Any) -> int:
+    """The most calls of a world in flight at once, from its records' admissions."""
+    steps = sorted((at, step) for tick in ticks for call in tick.record.calls for at, step in ((call.admitted_at, 1), (call.finished_at, -1)))
+    held = peak = 0
+    for _, step in steps:
+        held += step
+        peak = max(peak, held)
+    return peak
 
 class TestBadInput:
     @pytest.mark.parametrize(

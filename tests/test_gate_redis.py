@@ -245,6 +245,78 @@ class TestTenants:
             assert tenant.session_s_last_minute >= 0.2 and tenant.share_last_minute == 1.0
 
     @pytest.mark.trio
+    @pytest.mark.parametrize("kind", ["in-process", "redis"])
+    async def test_a_lane_s_cap_is_never_exceeded(self, kind: str, redis_url: str) -> None:
+        """One process, a gate of 3, two lanes (a fleet's worlds). Lane 0, capped at 2,
+        has twelve calls of 0.03 s and is alone at first (uncapped, it would take all 3
+        slots); lane 1, not capped, comes 0.05 s later with twelve more: lane 0 never
+        holds more than 2, and lane 1 gets the slot it leaves."""
+        gate: SharedGate = Gate(size=3, claim_s=0.5) if kind == "in-process" else RedisGate(redis_url, _name(), size=3, claim_s=0.5)
+        async with gate.connected():
+            gate.set_share(0, 1.0, 2)
+            peaks: list[list[int]] = [[0], [0]]
+            spans: list[tuple[float, float]] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_hold_all, (gate, 0), 12, 0.03, spans, [0], peaks[0])
+                await trio.sleep(0.05)
+                nursery.start_soon(_hold_all, (gate, 1), 12, 0.03, spans, [0], peaks[1])
+        assert peaks[0] == [2] and peaks[1][0] >= 1 and len(spans) == 24
+
+    @pytest.mark.trio
+    async def test_the_process_that_brings_a_tenant_in_sets_its_weight_and_cap(self, redis_url: str) -> None:
+        """A tenant's weight and cap are set by the process that brings it in and kept
+        while any process of it is on the gate: one that joins it with others shares
+        them as they are (and its cap holds for its calls) and says so in one line; once
+        every process of it has left, the next one sets them again."""
+        name = _name()
+        first = RedisGate(redis_url, name, size=5, tenant="game", weight=2.0, max_sessions=3)
+        async with first.connected():
+            second = RedisGate(redis_url, name, size=5, tenant="game")
+            async with second.connected():
+                assert first.notices == []
+                assert second.notices == [
+                    (
+                        f"gate {second.where}: tenant game is in use with weight 2 and max_sessions 3, as the process that "
+                        "brought it in set them; this process counts under them, not its own settings (weight 1 and no cap)"
+                    )
+                ]
+                assert (second.weight, second.max_sessions) == (2.0, 3)
+                holding, peak = [0], [0]
+                await _hold_all((second, 0), 6, 0.03, [], holding, peak)
+                assert peak == [3]
+            # The first process is still on the gate: the tenant keeps its settings.
+            third = RedisGate(redis_url, name, size=5, tenant="game", weight=5.0)
+            async with third.connected():
+                assert (third.weight, third.max_sessions) == (2.0, 3) and len(third.notices) == 1
+        # Nobody of the tenant is left: the next process sets it.
+        fourth = RedisGate(redis_url, name, size=5, tenant="game", weight=4.0)
+        async with fourth.connected():
+            assert fourth.notices == [] and (fourth.weight, fourth.max_sessions) == (4.0, None)
+            status = await gate_status(redis_url, name)
+            assert status is not None
+            (tenant,) = [tenant for tenant in status.tenants if tenant.name == "game"]
+            assert (tenant.weight, tenant.max_sessions) == (4.0, None)
+
+    @pytest.mark.trio
+    async def test_the_first_process_on_a_gate_sets_its_claim_and_lease(self, redis_url: str) -> None:
+        """``claim_s`` and ``lease_s`` are the first process's while any process is on
+        the gate (one that joins with others takes them and says so); a process that
+        comes to a gate nobody is on sets them to its own."""
+        name = _name()
+        async with RedisGate(redis_url, name, size=3, claim_s=0.5, lease_s=5.0).connected():
+            joining = RedisGate(redis_url, name, size=3, claim_s=2.0, lease_s=5.0)
+            async with joining.connected():
+                assert joining.notices == [
+                    f"gate {joining.where} is in use with claim_s 0.5; this process shares it as it is (its own settings: claim_s 2)"
+                ]
+                assert joining.claim_s == 0.5
+        later = RedisGate(redis_url, name, size=3, claim_s=2.0, lease_s=3.0)
+        async with later.connected():
+            assert later.notices == [] and (later.claim_s, later.lease_s) == (2.0, 3.0)
+            status = await gate_status(redis_url, name)
+            assert status is not None and status.lease_s == 3.0
+
+    @pytest.mark.trio
     async def test_a_process_s_lanes_keep_their_turns_at_the_server(self, redis_url: str) -> None:
         """One process, a gate of 2, two lanes: forty calls of 0.1 s of lane 0 arrive
         first, then, 0.05 s later, four of lane 1. Sent to the server as they arrived,
@@ -514,8 +586,9 @@ class TestAcrossProcesses:
             late = RedisGate(redis_url, a.name, size=7, world="late")
             async with late.connected():
                 assert late.size == 3
-                assert late.notice is not None and "size 3" in late.notice and "size 7" in late.notice
-        assert a.notice is None
+                (notice,) = late.notices
+                assert "size 3" in notice and "size 7" in notice
+        assert a.notices == []
 
     @pytest.mark.trio
     async def test_the_token_bucket_is_shared_and_a_timed_out_token_is_refunded(self, redis_url: str) -> None:

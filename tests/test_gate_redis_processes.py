@@ -315,10 +315,10 @@ class TestBenchmark:
         assert [row["fleet"] for row in mixed["fleets"]] == [name for name, _ in redis_gate.MIXED]
         for row in mixed["fleets"]:
             assert row["in_process"]["manor_vs_twin_mean"] > 0 and row["in_process"]["manor_degraded"] == 0
-            for way in ("redis_one_process", "redis_two_processes"):
+            for way in ("redis_one_process", "redis_two_processes", "redis_two_runs"):
                 assert row[way]["manor_vs_twin_mean_vs_in_process"] > 0
         targets = evaluate_targets({"redis-gate": figures})
-        assert sum("redis-gate.mixed" in target["target"] for target in targets) == 2 * 2 * 2  # crowd, oracle; two ways; mean, p95
+        assert sum("redis-gate.mixed" in target["target"] for target in targets) == 2 * 3 * 2  # crowd, oracle; three ways; mean, p95
 
     def test_without_redis_the_suite_says_so(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from manor.bench import redis_gate

@@ -61,7 +61,7 @@ async def test_a_connected_gate_tells_its_notice_once() -> None:
     """What a gate has to say once connected goes to the caller's notice, once."""
 
     class NoticedGate:
-        notice = "a gate of another size"
+        notices = ("a gate of another size", "a tenant of another weight")
 
         @asynccontextmanager
         async def connected(self) -> AsyncIterator[None]:
@@ -72,4 +72,4 @@ async def test_a_connected_gate_tells_its_notice_once() -> None:
     record: list[str] = []
     async with gate_connected(NoticedGate(), record.append):  # type: ignore[arg-type]
         record.append("run")
-    assert record == ["connect", "a gate of another size", "run", "disconnect"]
+    assert record == ["connect", "a gate of another size", "a tenant of another weight", "run", "disconnect"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import outcome
 import pytest
+from lost_gate import LOST, LosableGate, LoseGate
 from rich.console import Console
 from saves_fixture import SAVES
 from textual.pilot import Pilot
@@ -558,6 +559,41 @@ class TestEnding:
         # Every call of the tick was under way when the backend broke: the first error
         # is named, the others counted.
         assert engine_failure(app.guest.result.error) == "manor: error: the engine stopped: RuntimeError: the backend broke (and 5 more errors)"
+
+
+class TestALostGate:
+    """``manor play`` on a shared gate that goes away waits for it as ``manor run`` does,
+    and says so in a notice; past the wait the engine stops in one line."""
+
+    def app(self, for_s: float) -> tuple[PlayApp, LoseGate]:
+        config, scene = settings({"gate.unavailable_wait_s": 10.0})
+        gate = LosableGate(size=5)
+        lose = LoseGate(gate, at=1, for_s=for_s)
+        state = DashboardState(scene)
+        engine = build_engine(config, scene, gate=gate, instruments=[state, lose])  # type: ignore[arg-type]
+        return PlayApp(engine, state=state, driver=TickDriver(engine.loop), clock=PacedClock(math.inf), ticks=3), lose
+
+    def test_the_next_tick_waits_for_the_gate_with_a_notice(self) -> None:
+        app, lose = self.app(for_s=3.0)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: app.driver.statistics().state == "finished", "the run's end")
+            await settled(pilot)
+
+        drive(app, scenario)
+        (notice,) = [notice for notice in app.notices if notice.title == "shared gate lost"]
+        assert notice.message == f"{LOST}; waiting up to 10s for the gate before the next tick"
+        assert lose.started[2] - lose.started[1] == pytest.approx(3.75, abs=1e-12)
+
+    def test_a_gate_lost_past_the_wait_stops_the_engine_in_one_line(self) -> None:
+        app, _ = self.app(for_s=math.inf)
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: not app.is_running, "the app exited")
+
+        drive(app, scenario)
+        assert app.return_code == 1 and isinstance(app.guest.result, outcome.Error)
+        assert engine_failure(app.guest.result.error) == f"manor: error: the engine stopped: {LOST}; no gate for 10s: stopped after tick 2"
 
 
 class TestAnotherWorld:

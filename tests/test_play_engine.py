@@ -10,11 +10,12 @@ from types import SimpleNamespace
 import pytest
 import trio
 import trio.testing
+from lost_gate import LOST, LosableGate, LoseGate
 
 from manor.calls import Request
 from manor.config import resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
-from manor.errors import REASONS
+from manor.errors import REASONS, SharedGateError
 from manor.play.paced_clock import PacedClock
 from manor.play.speed import SPEEDS, describe, faster, nearest
 from manor.play.state import DashboardState
@@ -146,6 +147,65 @@ class TestTickDriver:
         e.loop.add_instrument(Starts())
         await TickDriver(e.loop, interval=20.0).run(3)
         assert starts == [0.0, 20.0, 40.0]
+
+
+def losing_engine(at: int, for_s: float, wait_s: float) -> tuple[Engine, LoseGate]:
+    """The Wacky Manor on a gate lost as tick ``at`` ends, for ``for_s`` seconds, with
+    ``gate.unavailable_wait_s`` = ``wait_s``."""
+    gate = LosableGate(size=5)
+    lose = LoseGate(gate, at, for_s)
+    scene = load_scene("wacky_manor")
+    config = resolve(
+        [
+            built_in_source(),
+            layer_defaults_source(),
+            flags_source({"platform.limit": 6, "run.seed": scene.spec.seed, "gate.unavailable_wait_s": wait_s}, {}),
+        ]
+    )
+    return build_engine(config, scene, gate=gate, instruments=[lose]), lose  # type: ignore[arg-type]
+
+
+class TestDriverAndALostGate:
+    """The dashboard's driver waits for a lost shared gate as a headless run does."""
+
+    @pytest.mark.trio
+    async def test_the_next_tick_waits_for_the_gate(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Lost for 3 s after tick 1: tick 2 finds no gate, tick 3 starts at the look
+        that finds it again (+0.25, +0.75, +1.75, +3.75), not at once."""
+        e, lose = losing_engine(at=1, for_s=3.0, wait_s=10.0)
+        await TickDriver(e.loop).run(3)
+        assert len(lose.started) == 3 and [wait[1:] for wait in lose.waits] == [(LOST, 10.0)]
+        assert lose.started[2] - lose.started[1] == pytest.approx(3.75, abs=1e-12)  # ticks start at times of a float's rounding
+
+    @pytest.mark.trio
+    async def test_a_gate_lost_past_the_wait_ends_the_run_in_one_line(self, autojump_clock: trio.testing.MockClock) -> None:
+        e, lose = losing_engine(at=1, for_s=math.inf, wait_s=10.0)
+        ticks = Ticks()
+        e.loop.add_instrument(ticks)
+        with pytest.raises(SharedGateError, match=r"; no gate for 10s: stopped after tick 2$"):
+            await TickDriver(e.loop).run()
+        assert trio.current_time() == lose.started[1] + 10.0
+        assert ticks.ticks == [1, 2] and ticks.finished == 1
+
+    @pytest.mark.trio
+    async def test_a_pause_ends_the_wait_and_a_step_tries_again(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Paused while it waits: it stops waiting (nothing runs, nothing ends the run);
+        a step runs a tick, which finds no gate, and stays paused without waiting."""
+        e, lose = losing_engine(at=1, for_s=math.inf, wait_s=10.0)
+        ticks = Ticks()
+        e.loop.add_instrument(ticks)
+        driver = TickDriver(e.loop)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(driver.run)
+            while not lose.waits:
+                await trio.sleep(0.1)
+            driver.pause()
+            await trio.sleep(100)
+            assert ticks.ticks == [1, 2] and driver.statistics().state == "paused"
+            driver.step()
+            await trio.sleep(100)
+            assert ticks.ticks == [1, 2, 3] and driver.statistics().state == "paused" and len(lose.waits) == 1
+            nursery.cancel_scope.cancel()
 
 
 def run_with(clock: trio.abc.Clock, ticks: int = 4, settings: Mapping[str, object] | None = None) -> RunStatistics:

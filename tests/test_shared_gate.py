@@ -4,16 +4,22 @@ the platform."""
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
+from lost_gate import LOST, LosableGate, LoseGate
 from redis_server import RedisServer
 
 from manor.admission.redis_gate import RedisGate, gate_status
@@ -116,6 +122,50 @@ class TestGateLost:
         assert len(lose.waits) == 1
 
 
+def _losing(at: int, for_s: float, **values: Any) -> tuple[Engine, LoseGate]:
+    """An engine of 1 s calls whose gate is lost as tick ``at`` ends, for ``for_s``."""
+    gate = LosableGate(size=2)
+    lose = LoseGate(gate, at, for_s)
+    scene = fixed_scene([1.0] * 4, narrator=1.0, summariser=1.0)
+    engine = build_engine(settings(platform_limit=3, gate_size=2, run_order="fifo", **values), scene, gate=gate, instruments=[lose])  # type: ignore[arg-type]
+    return engine, lose
+
+
+class TestGateLostUnderTheVirtualClock:
+    """``gate.unavailable_wait_s``: how long a run waits for a lost gate between ticks,
+    looking after pauses that double from 0.25 s to 4 s (exact, under MockClock)."""
+
+    def test_the_wait_is_the_setting_and_ends_in_one_line_at_its_end(self) -> None:
+        engine, lose = _losing(at=1, for_s=math.inf, gate_unavailable_wait_s=10.0)
+        with pytest.raises(SharedGateError) as raised:
+            trio.run(engine.loop.run, 5, 0.0, clock=trio.testing.MockClock(autojump_threshold=0))
+        lost_at = lose.started[1]  # tick 2 found no gate at once
+        assert lose.waits == [(lost_at, LOST, 10.0)]
+        assert str(raised.value) == f"{LOST}; no gate for 10s: stopped after tick 2"
+        assert len(lose.started) == 2
+
+    def test_the_next_tick_starts_at_the_first_look_that_finds_the_gate(self) -> None:
+        """Lost for 3 s: looks at +0.25, +0.75, +1.75, +3.75 (found): tick 3 starts then."""
+        engine, lose = _losing(at=1, for_s=3.0, gate_unavailable_wait_s=10.0)
+        trio.run(engine.loop.run, 4, 0.0, clock=trio.testing.MockClock(autojump_threshold=0))
+        assert len(lose.started) == 4 and len(lose.waits) == 1
+        assert lose.started[2] - lose.started[1] == 3.75
+
+    def test_by_default_it_waits_120_s_and_the_flag_and_variable_set_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        engine, _ = _losing(at=1, for_s=math.inf)
+        assert engine.loop.gate_wait_s == 120.0
+        monkeypatch.setenv("MANOR_GATE_UNAVAILABLE_WAIT_S", "7")
+        for flags, value, source in (((), 7.0, "environment"), (("--gate-unavailable-wait", "0"), 0.0, "command line")):
+            done = subprocess.run([sys.executable, "-m", "manor", "config", "--json", *flags], capture_output=True, text=True, check=True)
+            assert json.loads(done.stdout)["gate.unavailable_wait_s"] == {"value": value, "source": source}
+
+    def test_zero_stops_at_the_first_tick_that_found_no_gate(self) -> None:
+        engine, lose = _losing(at=2, for_s=math.inf, gate_unavailable_wait_s=0.0)
+        with pytest.raises(SharedGateError, match="no gate for 0s: stopped after tick 3$"):
+            trio.run(engine.loop.run, 5, 0.0, clock=trio.testing.MockClock(autojump_threshold=0))
+        assert lose.waits[0][0] == lose.started[2]
+
+
 class TestSizedPastThePlatform:
     @pytest.mark.trio
     async def test_a_gate_nobody_holds_that_keeps_another_size_is_said_so(self, redis_url: str) -> None:
@@ -129,15 +179,18 @@ class TestSizedPastThePlatform:
                 while (await gate_status(redis_url, name)).statistics.size != 8:  # type: ignore[union-attr]
                     await trio.sleep(0.02)
             async with RedisGate(redis_url, name, size=5).connected() as beside:
-                assert beside.notice is not None and beside.notice.split("; ")[0].endswith("is in use with size 8")
-                assert "resize" not in beside.notice
+                (notice,) = beside.notices
+                assert notice.split("; ")[0].endswith("is in use with size 8")
+                assert "resize" not in notice
         later = RedisGate(redis_url, name, size=5)
         async with later.connected():
             assert later.size == 8
-            assert later.notice == (
-                f"gate {redacted_url(redis_url)} (gate {name}) is used by no process, yet keeps size 8; this process shares it "
-                "as it is (its own settings: size 5); 'manor gate resize 5' sets it to yours"
-            )
+            assert later.notices == [
+                (
+                    f"gate {redacted_url(redis_url)} (gate {name}) is used by no process, yet keeps size 8; this process shares it "
+                    "as it is (its own settings: size 5); 'manor gate resize 5' sets it to yours"
+                )
+            ]
 
     def test_resize_above_the_platform_limit_less_one_is_refused_unless_forced(
         self, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

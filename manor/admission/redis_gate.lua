@@ -435,14 +435,27 @@ local function give_up(c, ids, counter)
   if left > 0 then redis.call('HINCRBY', STATS, counter, left) end
 end
 
--- Process PID is tenant TENANT, of WEIGHT and CAP (0: none): the last to join says.
+-- Whether TENANT is in use by another process than PID: one alive of that tenant, or
+-- calls it holds or has waiting.
+local function tenant_in_use(tenant, pid)
+  if tenant_number(tenant, 'holding', 0) > 0 or redis.call('ZSCORE', BACKLOG, tenant) then return true end
+  for _, other in ipairs(redis.call('ZRANGEBYSCORE', PROCS, '(' .. ms(now), '+inf')) do
+    if other ~= pid and redis.call('HGET', proc_key(other), 'tenant') == tenant then return true end
+  end
+  return false
+end
+
+-- Process PID is tenant TENANT. The process that brings the tenant in sets its WEIGHT and
+-- CAP (0: none); while it is in use (tenant_in_use) they stay, whatever a process that
+-- joins it says. Returns the tenant's weight and cap as they are.
 local function register_tenant(pid, tenant, weight, cap)
   redis.call('HSET', proc_key(pid), 'tenant', tenant)
   tenant_cache[pid] = tenant
   local key = tenant_key(tenant)
-  redis.call('HSET', key, 'weight', weight, 'cap', cap)
+  if not tenant_in_use(tenant, pid) then redis.call('HSET', key, 'weight', weight, 'cap', cap) end
   redis.call('HSETNX', key, 'holding', 0)
   redis.call('ZADD', TENANTS, ms(now), tenant)
+  return redis.call('HMGET', key, 'weight', 'cap')
 end
 
 -- Tenants no process has used for ten leases, holding nothing, are forgotten.
@@ -474,10 +487,16 @@ if op == 'join' then
   local others = redis.call('ZCOUNT', PROCS, '(' .. ms(now), '+inf')
   local mine = redis.call('ZSCORE', PROCS, pid)
   if mine and tonumber(mine) > now then others = others - 1 end
+  if others == 0 and created == 0 then
+    -- A gate nobody is on takes the lease and the claim of the process that comes to
+    -- it (its size, rate and burst it keeps: 'manor gate resize' sets the size).
+    redis.call('HSET', CFG, 'lease_ms', ARGV[9], 'claim_ms', ARGV[10])
+    c.lease, c.claim = tonumber(ARGV[9]), tonumber(ARGV[10])
+  end
   redis.call('ZADD', PROCS, now + c.lease, pid)
   redis.call('HSET', proc_key(pid), 'host', ARGV[3], 'pid', ARGV[4], 'world', ARGV[5], 'started', ms(now))
   redis.call('PEXPIRE', proc_key(pid), math.ceil(c.lease * 10))
-  register_tenant(pid, ARGV[11], ARGV[12], ARGV[13])
+  local tenant = register_tenant(pid, ARGV[11], ARGV[12], ARGV[13])
   forget_tenants(c)
   if rejoin then
     -- Whatever of ours the gate holds from before is stale: our waiters failed when
@@ -501,7 +520,9 @@ if op == 'join' then
     end
   end
   local grants, wake = dispatch(c, pid, '')
-  return reply(c, wake, grants, {tostring(created), tostring(others)})
+  -- What this process shares as it is: the gate's claim (its creator's), its tenant's
+  -- weight and cap (whoever brought the tenant in).
+  return reply(c, wake, grants, {tostring(created), tostring(others), tostring(c.claim), tenant[1], tenant[2]})
 
 elseif op == 'step' then
   -- pid cause #released released... #timed_out ... #cancelled ... enqueued...

@@ -17,7 +17,8 @@ the in-process ``manor.admission.gate.Gate``:
   turns in lanes (``manor.admission.lanes``), and while it has more than one, a process
   keeps no more waiters at the server and permits together than the gate has slots, so
   that the turns are taken as slots free, not all at once as the waiters arrive, with a
-  claim on each lane's share (``manor.admission.claims``);
+  claim on each lane's share (``manor.admission.claims``); a lane's cap (``set_share``)
+  is kept here too: a lane sends no waiter while it holds and has waiting its cap;
 - a wait longer than ``gate.timeout_s`` degrades as ``gate_timeout``; the optional token
   bucket is shared, and a token taken by a waiter that then gives up is refunded;
 - ``size`` can be changed from any process (or ``manor gate resize``); every process
@@ -54,7 +55,7 @@ import random
 import socket
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, final
@@ -222,17 +223,21 @@ class RedisGate(TicketBook[_Waiter]):
         url: the Redis server, ``redis://host:port/db`` (also ``rediss://``, ``unix://``).
         name: the gate's name on that server.
         size: calls in flight at once, if this process creates the gate; a gate that
-            exists keeps its size (``notice`` says so when it differs).
+            exists keeps its size (``notices`` say so when it differs).
         rate: token bucket refill, tokens per second (0: none), if this process creates it.
         burst: the bucket's capacity, likewise.
-        lease_s: how long a permit lasts unless renewed, likewise.
+        lease_s: how long a permit lasts unless renewed, if this process is the first
+            on a gate no process is using (else the gate's, and ``notices`` say so).
         claim_s: how long a tenant keeps a claim on its share after its last call
-            ended, likewise (``manor.admission.gate.Gate``).
+            ended (``manor.admission.gate.Gate``), likewise.
         world: what this process runs, for ``manor gate status``.
         tenant: whom this process's calls count for (default: this host and process
             id); processes with the same tenant share its share.
-        weight: the tenant's weight against the other tenants'.
-        max_sessions: the most calls the tenant may have in flight (``None``: no cap).
+        weight: the tenant's weight against the other tenants', if this process
+            brings the tenant in (no other process of it on the gate, nor calls of it);
+            else the tenant's, and ``notices`` say so.
+        max_sessions: the most calls the tenant may have in flight (``None``: no
+            cap), likewise.
 
     Raises:
         SharedGateError: the Redis client is not installed.
@@ -249,8 +254,9 @@ class RedisGate(TicketBook[_Waiter]):
     tenant: str = attrs.field(factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     weight: float = attrs.field(default=1.0, validator=attrs.validators.gt(0))
     max_sessions: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(1)))
-    #: Said once joined, when the gate already existed with other settings.
-    notice: str | None = attrs.field(default=None, init=False)
+    #: Said once joined, each one line: where the gate, or this process's tenant, was
+    #: found with other settings than this process's, which it shares as they are.
+    notices: list[str] = attrs.field(factory=list, init=False)
 
     _coredis: Any = attrs.field(init=False, repr=False)
     _client: coredis.Redis[str] | None = attrs.field(default=None, init=False, repr=False)
@@ -263,6 +269,8 @@ class RedisGate(TicketBook[_Waiter]):
     # at the server.
     _line: Lanes = attrs.field(factory=Lanes, init=False, repr=False)
     _lanes: set[int] = attrs.field(factory=set, init=False, repr=False)
+    # The lanes' caps (``set_share``): kept here, before their waiters go to the server.
+    _caps: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
     # The lane of each waiter sent and permit held, and when each lane's last call
     # ended: the lanes' claims on their shares of what this process sends (``claims``),
     # and when the sender looks again for a claim that lapses.
@@ -388,15 +396,23 @@ class RedisGate(TicketBook[_Waiter]):
         return self._issue(count, lane, costs, _Waiter, self._line)
 
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
-        """``lane``'s share of this process's turns (``weight``).
+        """``lane``'s share of this process's turns (``weight``), and the most calls it
+        may have in flight (``None``: no cap but the gate's size, or the tenant's): the
+        process sends no more of the lane's waiters to the server than its cap less
+        what it holds and has waiting there, so the cap is never exceeded.
 
         Raises:
-            ValueError: ``weight`` is not positive and finite, or a cap is asked for:
-                the Redis gate does not keep caps per lane yet.
+            ValueError: ``weight`` is not positive and finite, or ``max_sessions`` < 1.
         """
-        if max_sessions is not None:
-            raise ValueError("max_sessions per world is not kept by the Redis gate yet; run the fleet on the in-process gate for caps")
+        if max_sessions is not None and max_sessions < 1:
+            raise ValueError(f"a lane's max_sessions must be at least 1, not {max_sessions}")
         self._line.weigh(lane, weight)
+        self._lanes.add(lane)
+        if max_sessions is None:
+            self._caps.pop(lane, None)
+        else:
+            self._caps[lane] = max_sessions
+        self._kick()
 
     def withdraw(self, ticket: int) -> None:
         """Give up an issued ticket whose caller will not come; safe in a ``finally``."""
@@ -542,24 +558,53 @@ class RedisGate(TicketBook[_Waiter]):
 
     def _joined(self, reply: list[Any], *, again: bool) -> None:
         """Joined (or, ``again``, after the server was lost): the gate's settings are
-        the server's."""
-        created = reply[2][0] == "1"
+        the server's, and so are the tenant's weight and cap; ``notices`` say where they
+        differ from this process's own (on its first join)."""
+        created, others, claim_ms, weight, cap = reply[2]
         figures = reply[0]
         size, rate, burst, lease_ms = int(figures[0]), float(figures[1]), int(figures[2]), float(figures[3])
-        if not (created or again) and (size, rate, burst) != (self._size, self._rate, self._burst):
-            held = int(reply[2][1]) > 0  # another process is on it; else an earlier run left it so
-            self.notice = (
-                f"gate {self.where} {'is in use with' if held else 'is used by no process, yet keeps'} size {size}"
-                + (f", rate {rate:g}/s, burst {burst}" if rate else "")
-                + f"; this process shares it as it is (its own settings: size {self._size}"
-                + (f", rate {self._rate:g}/s, burst {self._burst}" if self._rate else "")
-                + ")"
-                + ("" if held else f"; 'manor gate resize {self._size}' sets it to yours")
-            )
-        self._rate, self._burst, self.lease_s = rate, burst, lease_ms / 1000
+        claim_s, lease_s = float(claim_ms) / 1000, lease_ms / 1000
+        weight, max_sessions = float(weight), int(cap) or None
+        if not (created == "1" or again):
+            self.notices.extend(self._differences(int(others) > 0, size, rate, burst, lease_s, claim_s, weight, max_sessions))
+        self._rate, self._burst, self.lease_s, self.claim_s = rate, burst, lease_s, claim_s
+        self.weight, self.max_sessions = weight, max_sessions
         self._available = True
         self._reconnected.set()
         self._absorb(reply)
+
+    def _differences(
+        self, held: bool, size: int, rate: float, burst: int, lease_s: float, claim_s: float, weight: float, max_sessions: int | None
+    ) -> list[str]:
+        """What the gate as this process found it keeps other than its own settings:
+        the gate's (its size, rate and burst as an earlier process left them; its lease
+        and claim as the process that came to it first set them, while any process is
+        on it: ``held``), and its tenant's weight and cap (as the process that brought
+        the tenant in set them, while any process of it is on the gate)."""
+        said = []
+        theirs, mine = [], []
+        if size != self._size:
+            theirs.append(f"size {size}")
+            mine.append(f"size {self._size}")
+        if (rate, burst) != (self._rate, self._burst):
+            theirs.append(f"rate {rate:g}/s, burst {burst}" if rate else "no rate")
+            mine.append(f"rate {self._rate:g}/s, burst {self._burst}" if self._rate else "no rate")
+        for setting, found, own in (("lease_s", lease_s, self.lease_s), ("claim_s", claim_s, self.claim_s)):
+            if not math.isclose(found, own, abs_tol=5e-4):  # the server keeps milliseconds
+                theirs.append(f"{setting} {found:g}")
+                mine.append(f"{setting} {own:g}")
+        if theirs:
+            said.append(
+                f"gate {self.where} {'is in use with' if held else 'is used by no process, yet keeps'} {', '.join(theirs)}"
+                f"; this process shares it as it is (its own settings: {', '.join(mine)})"
+                + ("" if held or size == self._size else f"; 'manor gate resize {self._size}' sets it to yours")
+            )
+        if (weight, max_sessions) != (self.weight, self.max_sessions):
+            said.append(
+                f"gate {self.where}: tenant {self.tenant} is in use with {_share(weight, max_sessions)}, as the process that "
+                f"brought it in set them; this process counts under them, not its own settings ({_share(self.weight, self.max_sessions)})"
+            )
+        return said
 
     # -- the tasks that keep the gate -------------------------------------------------
 
@@ -617,19 +662,27 @@ class RedisGate(TicketBook[_Waiter]):
         # share of them sends no more while another lane claims its own (``claims``).
         window = self._size if lanes else math.inf
         claims = lanes and self.claim_s > 0
+        # A lane at its cap (what it holds and has at the server) sends no more.
+        caps = self._caps
+        outstanding = Counter(self._lane_of.values()) if caps else Counter[int]()
         passed: set[int] = set()
         while line and len(self._lane_of) < window:
             ticket = line.head(passed)
             if ticket is None:
-                break  # every lane with waiters is kept out by a claim
+                break  # every lane with waiters is kept out by a claim or its cap
             waiter = waiters.get(ticket)
             if waiter is None or waiter.stage == _FAILED:
                 line.drop()  # withdrawn, gave up, or failed: it holds nobody back
             elif waiter.stage == _ARRIVED:
-                if claims and (lapses := self._lends_to(waiter.lane)):
-                    passed.add(waiter.lane)
+                lane = waiter.lane
+                if lane in caps and outstanding[lane] >= caps[lane]:
+                    passed.add(lane)  # until a call of its ends (``_ended``)
+                    continue
+                if claims and (lapses := self._lends_to(lane)):
+                    passed.add(lane)
                     self._send_at = min(self._send_at, lapses)
                     continue
+                outstanding[lane] += 1
                 line.served()
                 waiter.stage = _SENT
                 waiter.id = f"{self._pid}:{waiter.ticket}"
@@ -773,7 +826,9 @@ class RedisGate(TicketBook[_Waiter]):
         for of in self._lane_of.values():
             outstanding[of] = outstanding.get(of, 0) + 1
         tenants = {
-            other: Claimant(self._line.weight(other), None, outstanding.get(other, 0), other in self._line, self._lane_ended_at.get(other))
+            other: Claimant(
+                self._line.weight(other), self._caps.get(other), outstanding.get(other, 0), other in self._line, self._lane_ended_at.get(other)
+            )
             for other in self._lanes
         }
         size = self._size if self.max_sessions is None else min(self._size, self.max_sessions)
@@ -784,7 +839,7 @@ class RedisGate(TicketBook[_Waiter]):
         lane = self._lane_of.pop(id, None)
         if lane is not None:
             self._lane_ended_at[lane] = trio.current_time()
-            if len(self._lanes) > 1:
+            if len(self._lanes) > 1 or lane in self._caps:
                 self._kick()
 
     def _release(self, id: str) -> None:
@@ -841,6 +896,10 @@ class RedisGate(TicketBook[_Waiter]):
 
     def _unavailable(self) -> GateUnavailable:
         return GateUnavailable(f"gate {self.where}: Redis unreachable: {self._lost_reason}")
+
+
+def _share(weight: float, max_sessions: int | None) -> str:
+    return f"weight {weight:g} and " + ("no cap" if max_sessions is None else f"max_sessions {max_sessions}")
 
 
 def _describe(exc: BaseException) -> str:

@@ -30,8 +30,10 @@ twin, beside a crowd of 204 calls a tick, beside an oracle of 21 calls of 18 s),
 real clock with latencies, the gate timeout and ``gate.claim_s`` scaled alike: in one
 process on the in-process gate; in one process on the Redis gate (a process's worlds
 are lanes, which must keep their turns through the server); and one world per process on
-the Redis gate (``manor fleet --processes 2``: two invocations on one URL, each a tenant
-by its host and process id). ``manor_vs_twin``: the manor's mean (and p95) tick beside the
+the Redis gate, each a tenant by its host and process id: as ``manor fleet --processes
+2`` (a parent starts both once both have joined), and as two separate ``manor run``
+invocations on one URL (a run's engine each, no parent, no ticket office, started at
+one wall-clock instant). ``manor_vs_twin``: the manor's mean (and p95) tick beside the
 other world over beside its twin, each way; ``vs_in_process``: that over the in-process
 gate's (target: within 10 %).
 
@@ -87,8 +89,9 @@ MIXED = (
 )
 MIXED_TICKS, MIXED_TICKS_QUICK = 12, 4
 #: The ways the mixed fleets run: one process on the in-process gate, one process on
-#: Redis (the worlds are lanes), a process per world on Redis (a tenant each).
-MIXED_WAYS = ("in_process", "redis_one_process", "redis_two_processes")
+#: Redis (the worlds are lanes), a process per world on Redis (a tenant each): as a
+#: fleet over processes, and as separate runs (``manor run`` each, no parent).
+MIXED_WAYS = ("in_process", "redis_one_process", "redis_two_processes", "redis_two_runs")
 
 
 def jain(values: Sequence[float]) -> float:
@@ -274,7 +277,16 @@ def _mixed(context: BenchContext, url: str, ticks: int) -> dict[str, Any]:
                 values = {**scaled} if way == "in_process" else {**scaled, "gate.url": url, "gate.name": f"bench-{uuid.uuid4().hex[:8]}"}
                 sources = [*context.sources, Source("redis-gate benchmark", BENCH_ORDINAL, values)]
                 configured = configure_worlds(sources, len(scenes), scenes)
-                if way == "redis_two_processes":
+                if way == "redis_two_runs":
+                    start_at = time.time() + 1.0 + 0.3 * len(scenes)
+                    runs = _collect(
+                        [
+                            _spawn("run", {"sources": _sources_of(sources, scenes[index], scene_seed(*configured[index])), "ticks": ticks, "start_at": start_at})
+                            for index in range(len(scenes))
+                        ]
+                    )
+                    summary = {"worlds": runs}
+                elif way == "redis_two_processes":
                     jobs = [
                         Part(sources=sources, worlds=len(scenes), scenes=scenes, indices=indices, sim_latency_scale=LATENCY_SCALE)
                         for indices in parts(len(scenes), len(scenes))
@@ -317,7 +329,16 @@ async def _mixed_in_one_process(configured: Any, scenes: list[str], ticks: int, 
 
 def _sources(context: BenchContext) -> list[dict[str, Any]]:
     """The user's settings, for the processes to configure themselves alike."""
-    return [{"name": source.name, "ordinal": source.ordinal, "values": dict(source.values), "spelling": dict(source.spelling), "textual": source.textual} for source in context.sources]
+    return _as_json(context.sources)
+
+
+def _as_json(sources: Sequence[Source]) -> list[dict[str, Any]]:
+    return [{"name": source.name, "ordinal": source.ordinal, "values": dict(source.values), "spelling": dict(source.spelling), "textual": source.textual} for source in sources]
+
+
+def _sources_of(sources: Sequence[Source], scene: str, seed: int) -> list[dict[str, Any]]:
+    """``sources`` for a run of ``scene`` with ``seed`` (a mixed fleet's world, run on its own)."""
+    return _as_json([*sources, Source("redis-gate benchmark: one run", BENCH_ORDINAL + 1, {"run.scene": scene, "run.seed": seed})])
 
 
 def _engine(config: Config, scene: Scene, world: int, gate: SharedGate) -> tuple[Any, RunStatistics]:
@@ -389,9 +410,25 @@ async def _world_process(job: dict[str, Any]) -> dict[str, Any]:
         return _world_figures(statistics, trio.current_time() - started)
 
 
+async def _run_process(job: dict[str, Any]) -> dict[str, Any]:
+    """One world as ``manor run`` runs it on the shared gate (its engine, a tenant of its
+    own), its latencies scaled: its tick figures."""
+    from ..run.engine import configure
+
+    config, scene = configure([Source(**source) for source in job["sources"]])
+    gate = gate_for(config.settings.gate, world=f"{scene.spec.name} seed {scene_seed(config, scene)}")
+    backend = scene_sim(config, scene, latency_scale=LATENCY_SCALE)
+    statistics = RunStatistics()
+    engine = build_engine(config, scene, backend=backend, instruments=[statistics], gate=gate)
+    async with gate.connected():
+        await trio.sleep(max(0.0, job["start_at"] - time.time()))  # both runs start together
+        await engine.loop.run(job["ticks"])
+    return {"tick_seconds": statistics.tick_seconds(), "degraded": statistics.degraded}
+
+
 def _main(argv: Sequence[str]) -> None:
     what, job = argv[0], json.loads(argv[1])
-    work = {"admission": _admission_process, "world": _world_process}[what]
+    work = {"admission": _admission_process, "world": _world_process, "run": _run_process}[what]
     print(json.dumps(trio.run(work, job)))
 
 

@@ -83,7 +83,9 @@ def evaluate_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
                 what = f"redis-gate.fleet.ratio ({fleet['worlds']} worlds over {fleet['processes']} processes)"
                 targets.append(_target(what, goal, fleet["ratio"], fleet["ratio"] >= REDIS_GATE_RATIO))
             for row in shared.get("mixed", {}).get("fleets", ())[1:]:
-                for way in ("redis_one_process", "redis_two_processes"):
+                for way in ("redis_one_process", "redis_two_processes", "redis_two_runs"):
+                    if way not in row:
+                        continue  # a result from before the way was measured
                     for key in ("mean", "p95"):
                         value = row[way][f"manor_vs_twin_{key}_vs_in_process"]
                         what = f"redis-gate.mixed {row['fleet']}, {way.removeprefix('redis_').replace('_', ' ')}: the manor's {key} slowdown / in process"
@@ -518,10 +520,11 @@ def _redis_gate(console: Console, figures: Mapping[str, Any]) -> None:
         table = _table(
             f"redis-gate — mixed fleets, {mixed['ticks']} ticks, latencies x {mixed['latency_scale']:g}: the manor's mean / p95 "
             "tick beside the other world over beside its twin",
-            "fleet", "in process", "Redis, one process", "Redis, two processes",
+            "fleet", "in process", "Redis, one process", "Redis, two processes", "Redis, two runs",
         )
         for row in mixed["fleets"]:
-            cells = [f"{row[way]['manor_vs_twin_mean']:.3f} / {row[way]['manor_vs_twin_p95']:.3f}" for way in ("in_process", "redis_one_process", "redis_two_processes")]
+            ways = ("in_process", "redis_one_process", "redis_two_processes", "redis_two_runs")
+            cells = [f"{row[way]['manor_vs_twin_mean']:.3f} / {row[way]['manor_vs_twin_p95']:.3f}" if way in row else "—" for way in ways]
             table.add_row(row["fleet"], *cells)
         console.print(table)
 

@@ -40,6 +40,7 @@ from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
+from ..run.gate_lost import GateLostNotice
 from ..run.opening import open_run
 from ..saves import SaveWriter
 from ..saves.format import FleetSeat
@@ -48,7 +49,6 @@ from ..tick.statistics import PlatformRejections
 from ..wording import counted
 from . import output
 from .options import sources_from_args
-from .output import GateLostNotice
 from .run_cmd import errors_table
 
 __all__ = ["print_summary", "run", "save_failure", "saves_state", "stopped_after"]

@@ -27,6 +27,7 @@ from ..fleet.processes import (
 )
 from ..run import interrupts
 from ..run.engine import scene_sim
+from ..run.gate_lost import GateLostNotice
 from ..run.opening import open_run
 from .fleet_cmd import (
     close_saves,
@@ -35,7 +36,6 @@ from .fleet_cmd import (
     saves_state,
     stopped_after,
 )
-from .output import GateLostNotice
 
 __all__ = ["run"]
 

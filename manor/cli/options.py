@@ -78,6 +78,10 @@ SETTING_FLAGS: dict[str, SettingFlag] = {
         ),
         SettingFlag("--gate-name", "gate.name", str, "the shared gate's name at the Redis server"),
         SettingFlag(
+            "--gate-unavailable-wait", "gate.unavailable_wait_s", _seconds, "after a tick every call of which found the shared gate "
+            "lost, wait up to WAIT seconds for it before the next tick, then stop (0: stop at once)",
+        ),
+        SettingFlag(
             "--tenant", "gate.tenant", str, "whom this process's calls count for at a shared gate (empty: this host and "
             "process id); processes with the same tenant share its share",
         ),

@@ -1,22 +1,20 @@
 """How the commands print: Rich consoles without markup, the line a saved run ends with,
-and the lines a shared gate has for the user."""
+and a run's exit status by its calls."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
 
-from ..records import StoryEntry, TickRecord
 from ..saves import SaveWriter
-from ..tick.instruments import Instrument
 from ..tick.statistics import no_call_succeeded
 from ..wording import counted
 from .exit_statuses import NO_CALL_SUCCEEDED
 
-__all__ = ["GateLostNotice", "console", "exit_status_of_calls", "report_saved"]
+__all__ = ["console", "exit_status_of_calls", "report_saved"]
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -28,24 +26,6 @@ def console(*, stderr: bool = False) -> Console:
     ``rich.text.Text``, never with markup in a string.
     """
     return Console(stderr=stderr, markup=False)
-
-
-class GateLostNotice(Instrument):
-    """One line on stderr when a run starts waiting for its lost shared gate (a tick
-    every call of which found none), once until a tick finds the gate again. One for
-    all the worlds of a fleet: they lose the same gate."""
-
-    def __init__(self) -> None:
-        self._said = False
-
-    def gate_lost(self, message: str, limit_s: float) -> None:
-        if not self._said:
-            self._said = True
-            print(f"manor: warning: {message}; waiting up to {limit_s:g}s for the gate before the next tick", file=sys.stderr, flush=True)
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        if any(call.reason != "gate_unavailable" for call in record.calls):
-            self._said = False
 
 
 def exit_status_of_calls(figures: Iterable[dict[str, Any]]) -> int:

@@ -27,6 +27,7 @@ from ..run import interrupts
 from ..run.engine import Engine, build_engine, configure
 from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
+from ..run.gate_lost import GateLostNotice
 from ..run.opening import open_run
 from ..saves import SaveWriter
 from ..tick.instruments import Instrument
@@ -34,7 +35,7 @@ from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
 from . import output
 from .options import files_read, sources_from_args
-from .output import GateLostNotice, report_saved
+from .output import report_saved
 
 __all__ = ["errors_table", "print_summary", "run"]
 

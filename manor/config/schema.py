@@ -82,6 +82,10 @@ class GateValues(Section):
     #: claim on its share of the slots after its last call ended: others may borrow
     #: beyond their own share only slots nobody claims (0: lend every idle slot at once).
     claim_s: Seconds = 2.0
+    #: How long a run waits for its shared gate (gate.url) when every call of a tick
+    #: found it lost (Redis unreachable), before the next tick; after this it stops,
+    #: its save kept (0: stop at the first such tick).
+    unavailable_wait_s: Seconds = 120.0
     #: This process's tenant at a shared gate (gate.url): processes with the same tenant
     #: share its share; unset or empty: this host and process id.
     tenant: TenantName = ""

@@ -38,6 +38,7 @@ from ..run import interrupts
 from ..run.engine import Engine, build_engine, scene_seed
 from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
+from ..run.gate_lost import GateLostNotice
 from ..run.opening import gate_connected, open_run
 from ..saves import SaveWriter
 from ..tick.driver import TickDriver
@@ -246,6 +247,7 @@ class PlayApp(App[None]):
             backend = self.engine.loop.gated.backend
             with trio.CancelScope() as stop:  # cancelled after a tick that met a final refusal
                 self.engine.loop.add_instrument(StopAtFinalRefusal(backend, stop.cancel))
+                self.engine.loop.add_instrument(GateLostNotice(self._gate_lost))
                 await self.driver.run(self.ticks)
         if (refusal := final_refusal(backend)) is not None:
             # The tick is recorded and the save closed (the driver's run_finished).
@@ -253,6 +255,11 @@ class PlayApp(App[None]):
 
     def _gate_notice(self, notice: str) -> None:
         self.notify(notice, title="shared gate", severity="warning", timeout=20, markup=False)
+
+    def _gate_lost(self, line: str, limit_s: float) -> None:
+        """The driver waits for the lost shared gate (as ``manor run`` does): said while
+        it may wait. Past the wait the engine stops in one line, its save kept."""
+        self.notify(line, title="shared gate lost", severity="warning", timeout=limit_s, markup=False)
 
     async def stop_engine(self) -> None:
         """Cancel the engine and wait until its trio run has ended."""

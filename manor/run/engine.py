@@ -163,6 +163,7 @@ def build_engine(
         price_per_1k_tokens=s.cost.price_per_1k_tokens,
         repair_attempts=s.call.repair_attempts,
         tickets=tickets,
+        gate_wait_s=s.gate.unavailable_wait_s,
         instruments=instruments,
     )
     if learner is not None and learning is None:

@@ -137,9 +137,10 @@ def open_run(
 @asynccontextmanager
 async def gate_connected(gate: SharedGate, notice: Callable[[str], object]) -> AsyncIterator[None]:
     """Within: ``gate`` connected; what it has to tell the user once connected (on
-    Redis, that a gate there already keeps another size) goes to ``notice``."""
+    Redis, that a gate there already keeps another size, or this process's tenant
+    another weight) goes to ``notice``, a line each."""
     async with gate.connected():
-        if (said := getattr(gate, "notice", None)) is not None:
+        for said in getattr(gate, "notices", ()):
             notice(said)
         yield
 

@@ -45,6 +45,13 @@ class TickDriver:
     the unit the world changes by). Stepping while running pauses after the current
     tick.
 
+    A tick every call of which found no gate (a shared gate's server lost) is followed,
+    while running, by a wait for the gate, as in a headless run
+    (``TickLoop.wait_for_lost_gate``): the next tick starts once the gate is back, and
+    a gate lost for longer than the loop's ``gate_wait_s`` ends the run with
+    ``SharedGateError``. A pause ends the wait (nothing runs while paused); the next
+    tick then runs when asked for, and waits again if it finds no gate.
+
     Args:
         loop: the tick loop to drive.
         paused: start paused (nothing runs until ``resume`` or ``step``).
@@ -61,6 +68,8 @@ class TickDriver:
     # The tick under way was asked for by ``step`` (so a pause is not pending).
     _tick_is_step: bool = attrs.field(default=False, init=False)
     _finished: bool = attrs.field(default=False, init=False)
+    # While the driver waits for a lost gate: what a pause cancels.
+    _gate_wait: trio.CancelScope | None = attrs.field(default=None, init=False)
     # Set whenever a control changes; replaced by a fresh event before each wait.
     _changed: trio.Event = attrs.field(factory=trio.Event, init=False)
 
@@ -70,6 +79,8 @@ class TickDriver:
         """Stop after the tick under way; forget any steps not yet run."""
         self.paused = True
         self._steps = 0
+        if self._gate_wait is not None:
+            self._gate_wait.cancel()
         self._changed.set()
 
     def resume(self) -> None:
@@ -99,6 +110,9 @@ class TickDriver:
 
         Instruments get ``run_finished`` however it ends. An error of the tick loop
         itself (not a degraded call, which is counted) propagates.
+
+        Raises:
+            SharedGateError: a shared gate was lost for longer than the loop waits.
         """
         try:
             while self._goes_on(ticks):
@@ -110,10 +124,14 @@ class TickDriver:
                 started = trio.current_time()
                 self._in_tick = True
                 try:
-                    await self.loop.step()
+                    record = await self.loop.step()
                 finally:
                     self._in_tick = False
                 self._ticks += 1
+                if not self.paused and self._goes_on(ticks):
+                    with trio.CancelScope() as self._gate_wait:
+                        await self.loop.wait_for_lost_gate(record)
+                    self._gate_wait = None
                 if self.interval and not self.paused and self._goes_on(ticks):
                     # A pause during the wait starts it at once; resuming restarts it.
                     with trio.move_on_at(started + self.interval):

@@ -18,6 +18,7 @@ from ..admission.tickets import Tickets
 from ..answers import answer_problem, repair_prompt
 from ..calls import Admitted, Done, Event, Opened, Released, Request
 from ..clock import current_time, read_clock_directly
+from ..config.schema import GateValues
 from ..errors import (
     CallError,
     ContentError,
@@ -49,8 +50,8 @@ Order = Literal["fifo", "longest-first"]
 CallNotes = list[Request | tuple[Request, float] | CallRecord]
 
 #: How long a run waits for a lost shared gate, after a tick every call of which found
-#: none, before it stops: long enough for Redis to restart or fail over.
-GATE_WAIT_S = 120.0
+#: none, before it stops, unless told otherwise: ``gate.unavailable_wait_s``'s default.
+GATE_WAIT_S: float = GateValues().unavailable_wait_s
 #: While it waits, the first and the longest pause between looks at the gate.
 GATE_PAUSES_S = (0.25, 4.0)
 
@@ -123,7 +124,8 @@ class TickLoop:
         tickets: where the gate tickets come from: ``None``, straight from ``gate``;
             the worlds of a fleet share a gate and are dealt theirs by its
             ``TicketOffice``.
-        gate_wait_s: how long to wait for a lost gate between ticks (``run``).
+        gate_wait_s: how long to wait for a lost gate between ticks (``run``,
+            ``wait_for_gate``): ``gate.unavailable_wait_s``.
     """
 
     world: World
@@ -301,8 +303,7 @@ class TickLoop:
                 started = trio.current_time()
                 record = await self.step()
                 if tick < ticks - 1 and self.world.over is None and not self._stopping:
-                    if record.calls and all(call.reason == "gate_unavailable" for call in record.calls):
-                        await self._wait_for_gate(record)
+                    await self.wait_for_lost_gate(record)
                     if interval:
                         await trio.sleep_until(started + interval)
         finally:
@@ -312,15 +313,19 @@ class TickLoop:
         """End ``run`` once the tick under way is applied (a refusal no retry cures)."""
         self._stopping = True
 
-    async def _wait_for_gate(self, record: TickRecord) -> None:
-        """Every call of the tick found no gate (its server is lost): rather than burn
-        the next ticks as empty ones, wait until the gate is back, looking at it after
-        pauses that double, for ``gate_wait_s`` at most. A run whose gate is never lost
-        never comes here, and a replay's gate is never lost: no record changes.
+    async def wait_for_lost_gate(self, record: TickRecord) -> None:
+        """If every call of the tick ``record`` found no gate (its server is lost): rather
+        than burn the next ticks as empty ones, wait until the gate is back, looking at
+        it after pauses that double, for ``gate_wait_s`` at most; instruments hear
+        ``gate_lost`` as the wait begins. A run whose gate is never lost never waits,
+        and a replay's gate is never lost: no record changes. ``run`` calls it between
+        ticks, and so does a dashboard's driver.
 
         Raises:
             SharedGateError: the gate is still lost after ``gate_wait_s``.
         """
+        if not record.calls or any(call.reason != "gate_unavailable" for call in record.calls):
+            return
         message = record.calls[0].error
         self.instruments.call("gate_lost", message, self.gate_wait_s)
         deadline = trio.current_time() + self.gate_wait_s
