@@ -107,3 +107,20 @@ class TestClosedStdout:
         process.stdout.close()  # as `head` does once it has read enough
         err = process.stderr.read()
         assert (process.wait(timeout=60), err) == (0, "")
+
+
+class TestSaveToStandardOutput:
+    """``--save -`` made a file named ``-`` in the working directory: a save is written as
+    the run goes and its header rewritten at its end, which standard output cannot take."""
+
+    @pytest.mark.parametrize("command", ["run", "play"])
+    def test_is_refused_in_one_line_and_writes_nothing(
+        self, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.chdir(tmp_path)
+        with pytest.raises(SystemExit) as stopped:
+            main([command, "--save", "-", "--ticks", "1"])
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "a save cannot go to standard output" in err[0], err
+        assert list(tmp_path.iterdir()) == []

@@ -1,11 +1,11 @@
-"""The argparse type of a file a command writes (``-o FILE``)."""
+"""The argparse types of the files a command writes (``-o FILE``, ``--save PATH``)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-__all__ = ["output_path"]
+__all__ = ["output_path", "save_path"]
 
 
 def output_path(text: str) -> Path:
@@ -14,3 +14,12 @@ def output_path(text: str) -> Path:
     if not text:
         raise argparse.ArgumentTypeError("an empty file name")
     return Path(text)
+
+
+def save_path(text: str) -> Path:
+    """The argparse type of ``--save PATH``: a file, never ``-`` nor empty. A save is
+    written as the run goes and its header rewritten at the end, which standard output
+    cannot take; ``-`` would otherwise become a file named ``-``."""
+    if text == "-":
+        raise argparse.ArgumentTypeError("a save cannot go to standard output ('-'): name a file, e.g. --save run.msav")
+    return output_path(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..file_names import save_path
 from ..options import add_setting_flags
 
 __all__ = ["register"]
@@ -27,7 +28,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="show a save file replaying instead: play, pause, step, next event, restart, speed, seek",
     )
     saving = parser.add_mutually_exclusive_group()
-    saving.add_argument("--save", type=Path, default=None, metavar="PATH", help="save the run here (default: saves/SCENE-TIME.msav)")
+    saving.add_argument("--save", type=save_path, default=None, metavar="PATH", help="save the run here (default: saves/SCENE-TIME.msav)")
     saving.add_argument("--no-save", action="store_true", help="do not save the run")
     parser.add_argument("--force", action="store_true", help="let --save overwrite an existing file")
     add_setting_flags(parser, defaults={"run.ticks": "until you quit"})
