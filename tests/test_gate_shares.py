@@ -3,8 +3,10 @@ with weights and caps. Under the virtual clock, times are exact."""
 
 from __future__ import annotations
 
+import json
 import math
 
+import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
@@ -215,3 +217,37 @@ class TestClaims:
     def test_one_lane_claims_nothing(self, latencies: list[float], size: int) -> None:
         calls = [(0, latency) for latency in latencies]
         assert _run(size, calls, claim_s=2.0)["admitted"] == _run(size, calls)["admitted"]
+
+
+class TestSharesWithCaps:
+    """A capped tenant's due is its weight's part of the sessions, never more than its
+    cap; the rest goes to the others by weight. Before, a tenant waiting at its cap was
+    not counted and one of cap 1 counted only while it held nothing: its share read 0
+    and a fleet of capped worlds read Jain 0.5 while the caps were doing their job."""
+
+    def test_a_tenant_at_its_cap_has_its_due(self) -> None:
+        # A gate of 3 over 10 s: A (cap 1) holds 1, B holds 2; both always have a call waiting.
+        a = [(0.0, 0.0, 10.0), (0.0, 10.0, 11.0)]
+        b = [(0.0, 0.0, 10.0), (0.0, 0.0, 10.0), (0.0, 10.0, 11.0)]
+        shares = tenant_shares([Tenant("a", max_sessions=1), Tenant("b")], [a, b])
+        assert [share["share_per_weight"] for share in shares] == [1.0, 1.0]
+        assert shares[0]["backlogged_share"] == pytest.approx(1 / 3, abs=1e-6)
+
+    def test_a_cap_above_the_weights_part_changes_nothing(self) -> None:
+        a = [(0.0, 0.0, 10.0), (0.0, 10.0, 11.0)]
+        b = [(0.0, 0.0, 10.0), (0.0, 0.0, 10.0), (0.0, 10.0, 11.0)]
+        capped = tenant_shares([Tenant("a", max_sessions=5), Tenant("b")], [a, b])
+        free = tenant_shares([Tenant("a"), Tenant("b")], [a, b])
+        assert capped == free
+        # Due 1.5 each, A got 1 and B 2 of the 3 sessions.
+        assert [share["share_per_weight"] for share in free] == pytest.approx([2 / 3, 4 / 3], abs=1e-6)
+
+    def test_a_fleet_of_capped_worlds_reads_fair(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Four manors, two capped at one call: every world's share ÷ due near 1."""
+        from manor.cli import main
+
+        assert main(["fleet", "--worlds", "4", "--scenes", "wacky_manor:1:1,wacky_manor", "--ticks", "3", "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert [world["max_sessions"] for world in summary["worlds"]] == [1, None, 1, None]
+        assert all(world["share_per_weight"] is not None for world in summary["worlds"])
+        assert summary["fairness"]["jain_share_per_weight"] >= 0.95, summary["fairness"]

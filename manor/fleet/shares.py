@@ -2,10 +2,13 @@
 
 A fleet's worlds are the tenants of its gate, each with a weight and an optional cap
 (``Tenant``). Shares are counted in what a call holds — session-seconds — and only
-while tenants compete: a tenant is *backlogged* while it has a call waiting at the gate
-and is below its cap, and the gate is *contended* while two or more are. At each
-contended instant a backlogged tenant holding h of the H sessions the backlogged
-tenants hold gets h / H, and is due w / W (its weight over theirs). Over the run:
+while tenants compete: a tenant is *backlogged* while it has a call waiting at the gate,
+and the gate is *contended* while two or more are. At each contended instant a
+backlogged tenant holding h of the H sessions the backlogged tenants hold gets h / H,
+and is due its weight's part of H, never more than its cap, the rest shared among the
+others by weight (water-filling: due d = min(w·λ, cap) with Σ d = H). Without caps
+that is w / W, its weight over theirs; a tenant waiting at its cap has its due when
+its cap is below its weight's part. Over the run:
 
 - ``backlogged_share``: its mean h / H over the contended time it was backlogged;
 - ``share_per_weight``: what it got over what it was due (1.0: exactly its share);
@@ -15,8 +18,8 @@ Jain's index over ``share_per_weight`` says how evenly the gate kept to the weig
 (1.0: every tenant got its due; 1/n: one tenant got everything).
 
 Each quantity is an integral over time, kept as running sums a tenant settles when its
-own state changes, so a sweep of the calls costs a constant per call end, whatever the
-number of tenants.
+own state changes, so a sweep of the calls costs a constant per call end for tenants
+without a cap, and a sort of the capped tenants waiting for each instant one changes.
 """
 
 from __future__ import annotations
@@ -54,12 +57,36 @@ class _Account:
     waiting: int = 0
     holding: int = 0
     backlogged: bool = False
-    # Running sums as of the tenant's last change.
+    # Due its cap (the water level would give it more), not its weight's part.
+    at_cap: bool = False
+    # Running sums as of the tenant's last settling: ∫1/H, ∫λ/H and contended time.
     marks: tuple[float, float, float] = (0.0, 0.0, 0.0)
     got: float = 0.0
     due: float = 0.0
     contended_s: float = 0.0
     session_s: float = 0.0
+
+
+@attrs.define
+class _Sums:
+    """The running integrals over contended time: of 1 / H, of λ / H (λ: the water
+    level, due a unit of weight) and of time itself."""
+
+    per_held: float = 0.0
+    per_level: float = 0.0
+    contended: float = 0.0
+
+    def settle(self, account: _Account) -> None:
+        """Add to ``account`` what it got and was due since its marks, and mark it now."""
+        held, level, contended = account.marks
+        account.got += account.holding * (self.per_held - held)
+        if account.at_cap:
+            account.due += account.cap * (self.per_held - held)
+        else:
+            account.due += account.weight * (self.per_level - level)
+        account.contended_s += self.contended - contended
+        account.session_s += account.holding * (self.contended - contended)
+        account.marks = (self.per_held, self.per_level, self.contended)
 
 
 def tenant_shares(tenants: Sequence[Tenant], calls: Sequence[Sequence[CallSpan]]) -> list[dict[str, Any]]:
@@ -74,40 +101,42 @@ def tenant_shares(tenants: Sequence[Tenant], calls: Sequence[Sequence[CallSpan]]
             if admitted is not None and finished > admitted:
                 events += [(admitted, index, 0, 1), (finished, index, 0, -1)]
     heapq.heapify(events)
-    # Integrals over the contended time: of 1 / H, of 1 / W, and of time itself.
-    per_held = per_weight = contended = 0.0
+    sums = _Sums()
     backlogged = 0
     held = weights = 0.0  # H and W: sessions held and weights of the backlogged tenants
+    level = 0.0  # λ, due a unit of weight of a tenant below its cap
+    capped: set[int] = set()  # backlogged tenants with a cap
     last = 0.0
     while events:
         now = events[0][0]
         if backlogged >= 2 and held > 0:
             span = now - last
-            per_held += span / held
-            per_weight += span / weights
-            contended += span
+            sums.per_held += span / held
+            sums.per_level += span * level / held
+            sums.contended += span
         last = now
         while events and events[0][0] == now:
             _, index, waiting, holding = heapq.heappop(events)
             account = accounts[index]
             if account.backlogged:
-                # Settle what it got since its last change, at its old holding.
-                marks = account.marks
-                account.got += account.holding * (per_held - marks[0])
-                account.due += account.weight * (per_weight - marks[1])
-                account.contended_s += contended - marks[2]
-                account.session_s += account.holding * (contended - marks[2])
+                sums.settle(account)
                 held -= account.holding
                 weights -= account.weight
                 backlogged -= 1
+                capped.discard(index)
             account.waiting += waiting
             account.holding += holding
-            account.backlogged = account.waiting > 0 and account.holding < account.cap
+            account.backlogged = account.waiting > 0
             if account.backlogged:
-                account.marks = (per_held, per_weight, contended)
+                account.marks = (sums.per_held, sums.per_level, sums.contended)
                 held += account.holding
                 weights += account.weight
                 backlogged += 1
+                if account.cap < math.inf:
+                    capped.add(index)
+            else:
+                account.at_cap = False
+        level = _water_level(accounts, capped, held, weights, sums)
     return [
         {
             "backlogged_share": round(account.got / account.contended_s, 6) if account.contended_s > 0 else None,
@@ -116,6 +145,24 @@ def tenant_shares(tenants: Sequence[Tenant], calls: Sequence[Sequence[CallSpan]]
         }
         for account in accounts
     ]
+
+
+def _water_level(accounts: Sequence[_Account], capped: set[int], held: float, weights: float, sums: _Sums) -> float:
+    """λ such that Σ min(w·λ, cap) over the backlogged tenants is H; marks which capped
+    tenants are due their cap, settling those whose mark changes."""
+    if not capped:
+        return held / weights if weights > 0 else 0.0
+    rest, weight = held, weights
+    for index in sorted(capped, key=lambda index: accounts[index].cap / accounts[index].weight):
+        account = accounts[index]
+        at_cap = weight > 0 and account.weight * rest >= account.cap * weight
+        if at_cap:
+            rest -= account.cap
+            weight -= account.weight
+        if at_cap != account.at_cap:
+            sums.settle(account)
+            account.at_cap = at_cap
+    return rest / weight if weight > 0 else 0.0
 
 
 def admission_figures(calls: Sequence[CallSpan]) -> dict[str, Any]:
