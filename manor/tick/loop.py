@@ -16,7 +16,7 @@ from ..admission.gate import SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
 from ..answers import answer_problem, repair_prompt
-from ..calls import Admitted, Done, Event, Opened, Released, Request
+from ..calls import Done, Request
 from ..clock import current_time, read_clock_directly
 from ..errors import (
     CallError,
@@ -32,6 +32,7 @@ from ..records import CallRecord, TickRecord
 from ..worlds import World
 from ..worlds.base import undeclared_caller
 from ..worlds.failures import world_code
+from .admitted import CALL_TASK, Heard, fire_at_admission, gate_of
 from .gc_pause import full_collections_deferred
 from .instruments import Instrument, Instruments
 from .ordered_start import start_now
@@ -54,37 +55,6 @@ def _plain(caller: str) -> str:
     """A caller kind as a plain string, for its record (a world may plan with ``StrEnum``
     members, as the manor world does)."""
     return caller if type(caller) is str else str(caller)
-
-
-@final
-class _Admission:
-    """When a call got through, as its listener hears it: the gate's admission, or with
-    no gate the platform's session (``at``; ``None`` until then); and when the gate took
-    its slot back (``released_at``), which is the call's end. It hears the layers' events
-    only (``Stack.answer``): the backend answers by its fast path. An object a call, not
-    a closure: a closure would need a cell and a dict of its own for every call."""
-
-    __slots__ = ("at", "instruments", "released_at", "request")
-
-    def __init__(self, request: Request, instruments: Instruments) -> None:
-        self.at: float | None = None
-        self.released_at: float | None = None
-        self.request = request
-        self.instruments = instruments
-
-    def heard(self, event: Event) -> None:
-        if type(event) is Released:
-            self.released_at = event.released_at  # type: ignore[union-attr]
-        elif self.at is None:
-            kind = type(event)
-            if kind is Admitted:
-                self.at = event.admitted_at  # type: ignore[union-attr]
-            elif kind is Opened:
-                self.at = current_time()  # said as the session opens
-            else:
-                return
-            if self.instruments.by_hook["call_admitted"]:
-                self.instruments.call("call_admitted", self.request, self.at)
 
 
 @final
@@ -347,9 +317,7 @@ class TickLoop:
         queued_at = current_time()
         done: Done | None = None
         failure: CallError | None = None
-        instruments = self.instruments
-        hooked = instruments.by_hook
-        admission = _Admission(request, instruments)
+        admission = Heard(request, self.instruments)
         listener = admission.heard
 
         cancelled = False
@@ -370,6 +338,26 @@ class TickLoop:
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
+        return self._ended(request, queued_at, admission, done, failure, cancelled, attempts, finished, repairs, index)
+
+    def _ended(
+        self,
+        request: Request,
+        queued_at: float,
+        admission: Heard,
+        done: Done | None,
+        failure: CallError | None,
+        cancelled: bool,
+        attempts: int,
+        finished: Callable[[int, CallRecord], None] | None,
+        repairs: int,
+        index: int,
+    ) -> CallRecord:
+        """A call has ended (``done``, or ``failure``; ``cancelled`` at the tick
+        deadline): its record, which the instruments hear, and ``finished``, if given,
+        gets with ``index``."""
+        instruments = self.instruments
+        hooked = instruments.by_hook
         # A call through the gate ended when the gate took its slot back: stamped later
         # (on the real clock), it would overlap the call that slot admitted next.
         finished_at = current_time() if admission.released_at is None else admission.released_at
@@ -492,6 +480,19 @@ class TickLoop:
         # Without the gate (the legacy policy's repairs) who the platform refuses is
         # decided by arrival: always one by one then.
         one_by_one = stack is self.direct or self._arrival_order_matters(stack)
+        at_admission = None if one_by_one or self._deadline != math.inf else gate_of(stack.split, self.gate)
+        if at_admission is not None and in_order and in_order[0][1].ticket is not None:
+            ended = self._ended
+
+            def end(call: Heard, done: Done | None, failure: CallError | None) -> None:
+                request = call.request
+                ended(request, call.queued_at, call, done, failure, False, request.attempt + 1, finished, repairs, call.index)
+
+            layer, gate = at_admission
+            await fire_at_admission(
+                in_order, stack.split, layer, gate, self.instruments, end, lambda: outstanding > 0, all_done, task_status  # type: ignore[arg-type]
+            )
+            return
         make = self._make
         heard = self.instruments.by_hook["call_started"]
         async with trio.open_nursery() as nursery:
@@ -501,7 +502,7 @@ class TickLoop:
                 if one_by_one:
                     await start_now(nursery, functools.partial(make, request, stack, request.attempt + 1, finished, repairs, index))
                 else:
-                    nursery.start_soon(make, request, stack, request.attempt + 1, finished, repairs, index, name=_CALL_TASK)
+                    nursery.start_soon(make, request, stack, request.attempt + 1, finished, repairs, index, name=CALL_TASK)
             task_status.started()
 
     def _arrival_order_matters(self, stack: Stack) -> bool:
@@ -515,8 +516,3 @@ class TickLoop:
     def deadline(self) -> float:
         """The current tick's deadline (``inf`` when there is none)."""
         return self._deadline
-
-
-#: The name trio gives a call's task (``TickLoop._make``'s), said once: trio would work it
-#: out from the method for every call spawned.
-_CALL_TASK = f"{TickLoop._make.__module__}.{TickLoop._make.__qualname__}"
