@@ -133,7 +133,7 @@ class _Waiter:
     timeout: float = math.inf
     # The task, while it is parked waiting to be woken; or, for a caller that arrived
     # without one (``Gate.arrive``), what wakes the caller.
-    task: trio.lowlevel.Task | Callable[[], None] | None = None
+    task: trio.lowlevel.Task | Callable[[Permit | None], None] | None = None
     # Parked without a task (``Gate.arrive``), and whether the timekeeper watches it.
     parked: bool = False
     watched: bool = False
@@ -400,16 +400,16 @@ class Gate:
             return arrival
         return await self._wait(arrival, parked=False)  # type: ignore[arg-type]
 
-    def arrive(self, ticket: int, *, timeout: float, wake: Callable[[], None]) -> Permit | Arrival:
+    def arrive(self, ticket: int, *, timeout: float, wake: Callable[[Permit | None], None]) -> Permit | Arrival:
         """A caller arrives for ``ticket`` without a task of its own to park: what
         ``acquire`` does up to its first wait, synchronously, so that a caller with many
         calls (a tick) starts a call's task only once the call is let through.
 
         Returns the permit if the ticket is admitted at once. Otherwise the caller's
-        ``Arrival``: ``wake()`` is called once (perhaps before this returns), when the
-        call is admitted, times out or must wait in a task of its own (for a token, the
-        end of a pause, a claim); the caller then awaits ``admitted(arrival)`` in a task.
-        Until then it may ``leave``.
+        ``Arrival``: ``wake`` is called once (perhaps before this returns), with the
+        permit when the call is admitted, or with ``None`` when it times out or must wait
+        in a task of its own (for a token, the end of a pause, a claim): the caller then
+        awaits ``admitted(arrival)`` in a task. Until then it may ``leave``.
 
         Raises:
             ValueError: the ticket was not issued by this gate, or is already used.
@@ -423,7 +423,7 @@ class Gate:
             or (self._paused_until != -math.inf and self._is_paused_head(waiter))
             or (self._claim_wake is not None and self._claim_wake[0] is waiter)
         ):
-            wake()  # a timed wait: its task's to make
+            wake(None)  # a timed wait: its task's to make
             return waiter
         waiter.task = wake
         waiter.parked = True
@@ -433,8 +433,8 @@ class Gate:
         return waiter
 
     async def admitted(self, arrival: Arrival) -> Permit:
-        """The permit of a caller that ``arrive``-d and was woken: at once if it was
-        admitted, else once it is (waiting as ``acquire`` does).
+        """The permit of a caller that ``arrive``-d and was woken without one, once it is
+        admitted (waiting as ``acquire`` does).
 
         Raises:
             GateTimeout: as ``acquire``.
@@ -829,7 +829,16 @@ class Gate:
             self._in_flight += 1
             if self._in_flight > self._peak:
                 self._peak = self._in_flight
-            _wake(head)
+            task = head.task
+            if task is None or type(task) is trio.lowlevel.Task:
+                _wake(head)
+            else:  # parked without a task (``arrive``): woken with its permit
+                head.task = None
+                head.parked = False
+                if head.watched:
+                    head.watched = False
+                    self._unwatch()
+                task(self._permit(head))  # type: ignore[operator]
         if claims:
             self._hold_back(held_back)
 
@@ -853,7 +862,7 @@ def _wake(waiter: _Waiter) -> None:
         if type(task) is trio.lowlevel.Task:
             trio.lowlevel.reschedule(task)
         else:
-            task()  # type: ignore[operator]
+            task(None)  # type: ignore[operator]
 
 
 def _expired(waiter: _Waiter, now: float) -> bool:

@@ -75,9 +75,10 @@ class Heard:
             if self.instruments.by_hook["call_admitted"]:
                 self.instruments.call("call_admitted", self.request, self.at)
 
-    def wake(self) -> None:
-        """The gate says its turn has come, or that it must wait in a task of its own."""
-        self.firing.spawn(self, None)
+    def wake(self, permit: Permit | None) -> None:
+        """The gate lets it through (``permit``), or says it must wait in a task of its
+        own (``None``)."""
+        self.firing.nursery.start_soon(_admitted, self, permit, name=CALL_TASK)
 
 
 #: How a call that has ended reaches the tick loop: the call, its answer, its failure.
@@ -86,19 +87,27 @@ End = Callable[[Heard, Done | None, CallError | None], None]
 
 @final
 class _Firing:
-    """What every call of one ``fire_at_admission`` shares."""
+    """What every call of one ``fire_at_admission`` shares: the stack's parts, the
+    gate, where ended calls go, the calls' nursery, and the task that waits for the
+    last call to end (``parent``, while it is parked)."""
 
-    __slots__ = ("end", "gate", "layer", "nursery", "split")
+    __slots__ = ("end", "gate", "layer", "nursery", "outstanding", "parent", "split")
 
-    def __init__(self, split: Split, layer: GateLayer, gate: Gate, end: End, nursery: trio.Nursery) -> None:
+    def __init__(self, split: Split, layer: GateLayer, gate: Gate, end: End, outstanding: Callable[[], bool], nursery: trio.Nursery) -> None:
         self.split = split
         self.layer = layer
         self.gate = gate
         self.end = end
+        self.outstanding = outstanding
         self.nursery = nursery
+        self.parent: trio.lowlevel.Task | None = None
 
-    def spawn(self, call: Heard, permit: Permit | None) -> None:
-        self.nursery.start_soon(_admitted, call, permit, name=CALL_TASK)
+    def ended(self, call: Heard, done: Done | None, failure: CallError | None) -> None:
+        """A call has ended: to ``end``; with the last, the parent is woken."""
+        self.end(call, done, failure)
+        if self.parent is not None and not self.outstanding():
+            parent, self.parent = self.parent, None
+            trio.lowlevel.reschedule(parent)
 
 
 def gate_of(split: Split | None, gate: object) -> tuple[GateLayer, Gate] | None:
@@ -121,19 +130,29 @@ async def fire_at_admission(
     instruments: Instruments,
     end: End,
     outstanding: Callable[[], bool],
-    all_done: trio.Event,
     task_status: trio.TaskStatus[None],
 ) -> None:
     """Make ``requests`` (``(index, request)``, ticketed, in ticket order): judged now, each one's task
     started at its admission; each ended call goes to ``end``. Reports started once every
-    call is judged and in line at the gate, and returns when ``all_done`` is set (while
-    ``outstanding()``)."""
+    call is judged and in line at the gate, and returns once none is ``outstanding()``.
+
+    Cancelled, the calls still in line without a task leave the gate at the instant of
+    the cancellation, as tasks parked there would: before a call let through and
+    cancelled gives its slot back, which would admit them only to be cancelled.
+    """
     if instruments.by_hook["call_started"]:
         for _, request in requests:
             instruments.call("call_started", request)
     parked: list[Heard] = []
     async with trio.open_nursery() as nursery:
-        firing = _Firing(split, layer, gate, end, nursery)
+        firing = _Firing(split, layer, gate, end, outstanding, nursery)
+        left: list[Heard] = []
+
+        def abort(raise_cancel: object) -> trio.lowlevel.Abort:
+            firing.parent = None
+            left.extend(call for call in parked if gate.leave(call.arrival))
+            return trio.lowlevel.Abort.SUCCEEDED
+
         timeout = layer.timeout
         arrive = gate.arrive
         try:
@@ -148,7 +167,7 @@ async def fire_at_admission(
                     split.judge(request, states)
                 except CallError as exc:  # refused above the gate: its ticket stalls nobody
                     gate.withdraw(request.ticket)  # type: ignore[arg-type]
-                    end(call, None, exc)
+                    firing.ended(call, None, exc)
                     continue
                 arrival = arrive(request.ticket, timeout=timeout, wake=call.wake)  # type: ignore[arg-type]
                 if type(arrival) is Permit:
@@ -158,13 +177,13 @@ async def fire_at_admission(
                     parked.append(call)
             task_status.started()
             if outstanding():
-                await all_done.wait()
+                firing.parent = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(abort)
         except BaseException as exc:
-            # Cancelled (the run is): the calls still parked leave the gate, as a task
-            # parked there would, and their judging layers hear it.
-            for call in parked:
-                if gate.leave(call.arrival):
-                    split.ended(call.request, call.states, None, exc)
+            # Cancelled (the run is): the calls that left the gate without a task are
+            # heard by their judging layers as a task cancelled there would be.
+            for call in left:
+                split.ended(call.request, call.states, None, exc)
             raise
 
 
@@ -185,4 +204,4 @@ async def _admitted(call: Heard, permit: Permit | None) -> None:
         firing.split.ended(request, call.states, None, exc)
         raise
     firing.split.ended(request, call.states, done, failure)
-    firing.end(call, done, failure)
+    firing.ended(call, done, failure)
