@@ -132,9 +132,10 @@ async def fire_at_admission(
     outstanding: Callable[[], bool],
     task_status: trio.TaskStatus[None],
 ) -> None:
-    """Make ``requests`` (``(index, request)``, ticketed, in ticket order): judged now, each one's task
-    started at its admission; each ended call goes to ``end``. Reports started once every
-    call is judged and in line at the gate, and returns once none is ``outstanding()``.
+    """Make ``requests`` (``(index, request)``, ticketed, in ticket order): each judged
+    now, its task started at its admission; each ended call goes to ``end``. Reports
+    started once every call is judged and in line at the gate, and returns once none is
+    ``outstanding()``.
 
     Cancelled, the calls still in line without a task leave the gate at the instant of
     the cancellation, as tasks parked there would: before a call let through and
@@ -180,8 +181,10 @@ async def fire_at_admission(
                 firing.parent = trio.lowlevel.current_task()
                 await trio.lowlevel.wait_task_rescheduled(abort)
         except BaseException as exc:
-            # Cancelled (the run is): the calls that left the gate without a task are
-            # heard by their judging layers as a task cancelled there would be.
+            # Cancelled (the run is), or failed: no call stays in line without a task,
+            # and those that left are heard by their judging layers as a task cancelled
+            # there would be.
+            left.extend(call for call in parked if gate.leave(call.arrival))
             for call in left:
                 split.ended(call.request, call.states, None, exc)
             raise
