@@ -55,11 +55,24 @@ class Heard:
 
     __slots__ = ("arrival", "at", "firing", "index", "instruments", "queued_at", "released_at", "request", "states")
 
-    def __init__(self, request: Request, instruments: Instruments) -> None:
+    def __init__(
+        self,
+        request: Request,
+        instruments: Instruments,
+        queued_at: float = 0.0,
+        index: int = 0,
+        firing: _Firing | None = None,
+        states: list[object] | None = None,
+    ) -> None:
         self.at: float | None = None
         self.released_at: float | None = None
         self.request = request
         self.instruments = instruments
+        if firing is not None:  # fired at admission (``fire_at_admission``)
+            self.queued_at = queued_at
+            self.index = index
+            self.firing = firing
+            self.states = states  # type: ignore[assignment]
 
     def heard(self, event: Event) -> None:
         if type(event) is Released:
@@ -93,19 +106,20 @@ class _Firing:
 
     __slots__ = ("end", "gate", "layer", "nursery", "outstanding", "parent", "split")
 
-    def __init__(self, split: Split, layer: GateLayer, gate: Gate, end: End, outstanding: Callable[[], bool], nursery: trio.Nursery) -> None:
+    def __init__(self, split: Split, layer: GateLayer, gate: Gate, end: End, calls: int, nursery: trio.Nursery) -> None:
         self.split = split
         self.layer = layer
         self.gate = gate
         self.end = end
-        self.outstanding = outstanding
+        self.outstanding = calls
         self.nursery = nursery
         self.parent: trio.lowlevel.Task | None = None
 
     def ended(self, call: Heard, done: Done | None, failure: CallError | None) -> None:
         """A call has ended: to ``end``; with the last, the parent is woken."""
         self.end(call, done, failure)
-        if self.parent is not None and not self.outstanding():
+        self.outstanding -= 1
+        if not self.outstanding and self.parent is not None:
             parent, self.parent = self.parent, None
             trio.lowlevel.reschedule(parent)
 
@@ -129,13 +143,12 @@ async def fire_at_admission(
     gate: Gate,
     instruments: Instruments,
     end: End,
-    outstanding: Callable[[], bool],
     task_status: trio.TaskStatus[None],
 ) -> None:
     """Make ``requests`` (``(index, request)``, ticketed, in ticket order): each judged
     now, its task started at its admission; each ended call goes to ``end``. Reports
-    started once every call is judged and in line at the gate, and returns once none is
-    ``outstanding()``.
+    started once every call is judged and in line at the gate, and returns once every call
+    has ended.
 
     Cancelled, the calls still in line without a task leave the gate at the instant of
     the cancellation, as tasks parked there would: before a call let through and
@@ -146,7 +159,7 @@ async def fire_at_admission(
             instruments.call("call_started", request)
     parked: list[Heard] = []
     async with trio.open_nursery() as nursery:
-        firing = _Firing(split, layer, gate, end, outstanding, nursery)
+        firing = _Firing(split, layer, gate, end, len(requests), nursery)
         left: list[Heard] = []
 
         def abort(raise_cancel: object) -> trio.lowlevel.Abort:
@@ -158,12 +171,8 @@ async def fire_at_admission(
         arrive = gate.arrive
         try:
             for index, request in requests:
-                call = Heard(request, instruments)
-                call.queued_at = current_time()
-                call.index = index
-                call.firing = firing
                 states: list[object] = []
-                call.states = states
+                call = Heard(request, instruments, current_time(), index, firing, states)
                 try:
                     split.judge(request, states)
                 except CallError as exc:  # refused above the gate: its ticket stalls nobody
@@ -177,7 +186,7 @@ async def fire_at_admission(
                     call.arrival = arrival
                     parked.append(call)
             task_status.started()
-            if outstanding():
+            if firing.outstanding:
                 firing.parent = trio.lowlevel.current_task()
                 await trio.lowlevel.wait_task_rescheduled(abort)
         except BaseException as exc:

@@ -490,7 +490,7 @@ class TickLoop:
 
             layer, gate = at_admission
             await fire_at_admission(
-                in_order, stack.split, layer, gate, self.instruments, end, lambda: outstanding > 0, task_status  # type: ignore[arg-type]
+                in_order, stack.split, layer, gate, self.instruments, end, task_status  # type: ignore[arg-type]
             )
             return
         make = self._make
