@@ -460,8 +460,11 @@ class TickLoop:
         before the next starts, so the layers see them in ticket order, not in the order
         trio happens to run new tasks. Otherwise they are spawned together, which costs
         less: spawned together, they all arrive before any of them can finish, so they
-        all find the layers in the same state. No virtual time passes before it reports
-        started, once every call has been started.
+        all find the layers in the same state. Cheaper still, and the usual case: when
+        the stack splits at an in-process gate (``Stack.split``) and the tick has no
+        deadline, each call is judged now and its task started only when the gate lets
+        it through (``manor.tick.admitted``). No virtual time passes before it reports
+        started, once every call has been started (or is in line at the gate).
         """
 
         in_order = sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket)
