@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import AsyncContextManager, Protocol, final
 
@@ -40,7 +40,7 @@ from .book import AdmittedTicket, Ticket, TicketBook
 from .claims import Claimant, lends_to
 from .lanes import Lanes
 
-__all__ = ["Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
+__all__ = ["Arrival", "Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
 
 # A waiter's stages after ``ISSUED`` (``manor.admission.book``), in their order.
 _WAIT_TOKEN = 1  # waiting for a token from the bucket
@@ -116,11 +116,22 @@ class SharedGate(Protocol):
         ...
 
 
+class Arrival(Protocol):
+    """A caller's place in the in-process gate's line after ``Gate.arrive``: nothing to
+    look at, only to hand back to ``Gate.admitted`` or ``Gate.leave``."""
+
+
 @attrs.define(eq=False)
 class _Waiter(Ticket):
     deadline: float = math.inf
-    # The task, while it is parked waiting to be woken.
-    task: trio.lowlevel.Task | None = None
+    # The seconds it may wait in all (its ``GateTimeout`` says them).
+    timeout: float = math.inf
+    # The task, while it is parked waiting to be woken; or, for a caller that arrived
+    # without one (``Gate.arrive``), what wakes the caller.
+    task: trio.lowlevel.Task | Callable[[Permit | None], None] | None = None
+    # Parked without a task (``Gate.arrive``), and whether the timekeeper watches it.
+    parked: bool = False
+    watched: bool = False
     # When the token head sleeps for a refill, the time it sleeps until.
     sleeping_until: float = math.inf
     # When it was admitted, if the dispatch that admitted it read the clock (it does
@@ -388,11 +399,84 @@ class Gate(TicketBook[_Waiter]):
             ValueError: the ticket was not issued by this gate, or is already used.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        arrival = self._arrive(ticket, timeout)
+        if type(arrival) is Permit:
+            # Admitted as it arrived; still yield once, as an await should.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return arrival
+        return await self._wait(arrival, parked=False)  # type: ignore[arg-type]
+
+    def arrive(self, ticket: int, *, timeout: float, wake: Callable[[Permit | None], None]) -> Permit | Arrival:
+        """A caller arrives for ``ticket`` without a task of its own to park: what
+        ``acquire`` does up to its first wait, synchronously, so that a caller with many
+        calls (a tick) starts a call's task only once the call is let through.
+
+        Returns the permit if the ticket is admitted at once. Otherwise the caller's
+        ``Arrival``: ``wake`` is called once (perhaps before this returns), with the
+        permit when the call is admitted, or with ``None`` when it times out or must wait
+        in a task of its own (for a token, the end of a pause, a claim): the caller then
+        awaits ``admitted(arrival)`` in a task. Until then it may ``leave``.
+
+        Raises:
+            ValueError: the ticket was not issued by this gate, or is already used.
+        """
+        arrival = self._arrive(ticket, timeout)
+        if type(arrival) is Permit:
+            return arrival
+        waiter: _Waiter = arrival  # type: ignore[assignment]
+        if (
+            (self._rate and self._is_token_head(waiter))
+            or (self._paused_until != -math.inf and self._is_paused_head(waiter))
+            or (self._claim_wake is not None and self._claim_wake[0] is waiter)
+        ):
+            wake(None)  # a timed wait: its task's to make
+            return waiter
+        waiter.task = wake
+        waiter.parked = True
+        if waiter.deadline != math.inf:
+            self._watch(waiter)  # the gate's timekeeper wakes it at its deadline
+            waiter.watched = True
+        return waiter
+
+    async def admitted(self, arrival: Arrival) -> Permit:
+        """The permit of a caller that ``arrive``-d and was woken without one, once it is
+        admitted (waiting as ``acquire`` does).
+
+        Raises:
+            GateTimeout: as ``acquire``.
+        """
+        waiter: _Waiter = arrival  # type: ignore[assignment]
+        if waiter.watched:
+            waiter.watched = False
+            self._unwatch()
+        parked, waiter.parked = waiter.parked, False
+        return await self._wait(waiter, parked=parked)
+
+    def leave(self, arrival: Arrival) -> bool:
+        """A caller that ``arrive``-d gives up before it was woken (it is cancelled): it
+        holds nothing afterwards. Once woken, its task sees to itself: this does nothing
+        and says ``False``."""
+        waiter: _Waiter = arrival  # type: ignore[assignment]
+        if not waiter.parked or waiter.task is None:
+            return False
+        waiter.task = None
+        waiter.parked = False
+        if waiter.watched:
+            waiter.watched = False
+            self._unwatch()
+        self._cancelled += 1
+        self._leave(waiter)
+        return True
+
+    def _arrive(self, ticket: int | None, timeout: float) -> Permit | _Waiter:
+        """``ticket``'s caller arrives (``None``: the next ticket, issued now): its permit
+        if admitted at once, else its waiter, in line."""
         waiter = self._arrival(ticket)
         ticket = waiter.ticket
         now = current_time()
         waiter.queued_at = now
-        deadline = waiter.deadline = now + timeout
+        waiter.timeout = timeout
+        waiter.deadline = now + timeout
         if (
             not self._rate
             and self._in_flight < self._size
@@ -415,16 +499,32 @@ class Gate(TicketBook[_Waiter]):
             self._admitted += 1  # after no wait: the wait figures stay as they are
             if self._waiting:
                 self._dispatch(now)
-            # Still yield once, as an await should.
-            await trio.lowlevel.cancel_shielded_checkpoint()
             return Permit(ticket, now, now, self, waiter.lane, waiter.cost)
         waiter.stage = _WAIT_TOKEN if self._rate else _WAIT_SLOT
         self._waiting += 1
         self._dispatch(now)
-        waited = False
+        if waiter.stage == _ADMITTED:
+            return self._permit(waiter)
+        return waiter
+
+    async def _wait(self, waiter: _Waiter, *, parked: bool) -> Permit:
+        """Wait in line until ``waiter`` is admitted, parked until ``_wake``; ``parked``:
+        it has been parked already (``arrive``) and was woken."""
+        deadline = waiter.deadline
         try:
-            while waiter.stage != _ADMITTED:
-                waited = True
+            while True:
+                if parked:
+                    waiter.aborted = False  # woken by its own timer: still waiting
+                    if waiter.stage == _ADMITTED:
+                        break
+                    if deadline != math.inf and trio.current_time() >= deadline:
+                        self._leave(waiter)
+                        self._timeouts += 1
+                        raise GateTimeout(f"no gate slot within {waiter.timeout:g}s")
+                    self._dispatch()
+                if waiter.stage == _ADMITTED:
+                    break
+                parked = True
                 if self._rate and self._is_token_head(waiter):
                     waiter.sleeping_until = self._token_eta()
                     wake_at = min(deadline, waiter.sleeping_until)
@@ -451,17 +551,6 @@ class Gate(TicketBook[_Waiter]):
                 else:
                     with trio.move_on_at(wake_at):
                         await trio.lowlevel.wait_task_rescheduled(waiter.abort)
-                waiter.aborted = False  # woken by its own timer: still waiting
-                if waiter.stage == _ADMITTED:
-                    break
-                if deadline != math.inf and trio.current_time() >= deadline:
-                    self._leave(waiter)
-                    self._timeouts += 1
-                    raise GateTimeout(f"no gate slot within {timeout:g}s")
-                self._dispatch()
-            if not waited:
-                # Admitted without waiting; still yield once, as an await should.
-                await trio.lowlevel.cancel_shielded_checkpoint()
         except BaseException as exc:
             if not isinstance(exc, GateTimeout):
                 self._cancelled += 1
@@ -470,6 +559,10 @@ class Gate(TicketBook[_Waiter]):
                 else:
                     self._leave(waiter)
             raise
+        return self._permit(waiter)
+
+    def _permit(self, waiter: _Waiter) -> Permit:
+        """The permit of ``waiter``, admitted after it waited (perhaps no time)."""
         # When the dispatch decided it (under the virtual clock, the instant it wakes at:
         # the clock moves only when no task can run).
         admitted_at = current_time() if waiter.admitted_at is None else waiter.admitted_at
@@ -477,7 +570,7 @@ class Gate(TicketBook[_Waiter]):
         self._admitted += 1
         self._total_wait += wait
         self._max_wait = max(self._max_wait, wait)
-        return Permit(ticket, waiter.queued_at, admitted_at, self, waiter.lane, waiter.cost)
+        return Permit(waiter.ticket, waiter.queued_at, admitted_at, self, waiter.lane, waiter.cost)
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[Gate]:
@@ -748,7 +841,16 @@ class Gate(TicketBook[_Waiter]):
                     now = current_time()
                 head.admitted_at = now
                 self._spend_allowance(now)
-            _wake(head)
+            task = head.task
+            if task is None or type(task) is trio.lowlevel.Task:
+                _wake(head)
+            else:  # parked without a task (``arrive``): woken with its permit
+                head.task = None
+                head.parked = False
+                if head.watched:
+                    head.watched = False
+                    self._unwatch()
+                task(self._permit(head))  # type: ignore[operator]
         if claims:
             self._hold_back(held_back)
 
@@ -765,10 +867,14 @@ class Gate(TicketBook[_Waiter]):
 
 
 def _wake(waiter: _Waiter) -> None:
-    """Wake the waiter if it is parked; a waiter still running will look for itself."""
+    """Wake the waiter if it is parked; a waiter still running will look for itself. A
+    caller parked without a task (``Gate.arrive``) is told to go on in one."""
     task, waiter.task = waiter.task, None
     if task is not None:
-        trio.lowlevel.reschedule(task)
+        if type(task) is trio.lowlevel.Task:
+            trio.lowlevel.reschedule(task)
+        else:
+            task(None)  # type: ignore[operator]
 
 
 def _expired(waiter: _Waiter, now: float) -> bool:

@@ -4,7 +4,7 @@ right above the backend). An engine's stack has the cost layer only with a budge
 no metrics layer: a run's figures come from its records (``manor.tick.statistics``)."""
 
 from .admission import GateLayer
-from .stack import Layer, Observer, Stack
+from .stack import Layer, Observer, Split, Stack
 from .breaker import BreakerLayer, BreakerState
 from .cost import AgentCost, CostLayer
 from .metrics import LatencyStatistics, MetricsLayer
@@ -22,6 +22,7 @@ __all__ = [
     "MetricsLayer",
     "Observer",
     "PlatformLayer",
+    "Split",
     "Stack",
     "TimeoutLayer",
 ]

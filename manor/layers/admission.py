@@ -32,6 +32,7 @@ class GateLayer(Layer):
     """
 
     priority = 50
+    admits = True
 
     gate: SharedGate
     timeout: float = math.inf
@@ -39,6 +40,12 @@ class GateLayer(Layer):
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         permit = await self.gate.acquire(request.ticket, timeout=self.timeout)
+        return await self.through(permit, request, listener, inner)
+
+    async def through(self, permit: SharedPermit, request: Request, listener: Listener, inner: Inner) -> Done:
+        """The call once ``permit`` let it through: ``inner``, the slot given back exactly
+        once as it ends (``call``'s second half, which a caller that waits for the
+        permit itself, ``manor.tick.admitted``, makes alone)."""
         if self.adjuster is not None:
             return await self._adjusted(permit, request, listener, inner)
         try:
@@ -52,8 +59,8 @@ class GateLayer(Layer):
             listener(Released(released_at=ended))
 
     async def _adjusted(self, permit: SharedPermit, request: Request, listener: Listener, inner: Inner) -> Done:
-        """``call``'s, telling the adjuster how the call ended before its slot is given
-        back: a shrink made on a refusal holds back the next waiter."""
+        """``through``'s, telling the adjuster how the call ended before its slot is
+        given back: a shrink made on a refusal holds back the next waiter."""
         adjuster = self.adjuster
         assert adjuster is not None
         admitted = adjuster.admitted()

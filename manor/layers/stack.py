@@ -31,7 +31,7 @@ from typing import ClassVar, final
 from ..calls import Done, Event, Request
 from ..providers.provider import Provider, stream
 
-__all__ = ["Inner", "Layer", "Listener", "Observer", "Stack", "ignore"]
+__all__ = ["Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
 
 #: Where a call's events go as they happen. It runs inside the call, so it must not block.
 Listener = Callable[[Event], None]
@@ -63,6 +63,9 @@ class Layer(abc.ABC):
     #: accord and leaves ``call_deadline`` alone (the platform layer, which opens a
     #: session or refuses at once). Observers' hooks never wait.
     passes_deadline: ClassVar[bool] = False
+    #: Whether calls wait at this layer to be let through (the gate): a stack is split
+    #: there (``Stack.split``).
+    admits: ClassVar[bool] = False
 
     @abc.abstractmethod
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
@@ -198,6 +201,17 @@ def _compose(innermost: Inner, layers: Sequence[Layer], *, deadline_kept: bool) 
     return inner
 
 
+def _split(layers: Sequence[Layer], innermost: Inner, deadline_kept: bool) -> Split | None:
+    """``layers`` cut at the one that admits (``Split``), the layers below it composed
+    as the answered path composes them; ``None`` when none admits, or a layer above it
+    does more than judge and observe."""
+    admitting = next((index for index, layer in enumerate(layers) if layer.admits), None)
+    if admitting is None or not all(_folds(layer) for layer in layers[:admitting]):
+        return None
+    below = _compose(innermost, layers[admitting + 1 :], deadline_kept=deadline_kept)
+    return Split(layers[:admitting], layers[admitting], below)  # type: ignore[arg-type]
+
+
 def _answer_of(backend: Provider) -> Inner:
     """The backend's fast path as the innermost step: its ``answer`` coroutine itself,
     no frame around it (every frame of a call's await chain is passed through again
@@ -208,6 +222,46 @@ def _answer_of(backend: Provider) -> Inner:
         return answer(request)
 
     return answered
+
+
+@final
+class Split:
+    """A stack cut at the layer calls wait at to be let through (``Layer.admits``), when
+    every layer above it only judges and observes (``Observer``): a caller can then
+    judge a call when it is made (``befores``, outermost first: each may refuse it), wait
+    for its admission itself, and give its task only the rest (``admitting``, ``below``),
+    with the judging layers' ``afters`` (innermost first) when it ends: the same steps,
+    in the same order, as the stack's own call.
+    """
+
+    __slots__ = ("admitting", "afters", "befores", "below")
+
+    def __init__(self, observers: Sequence[Observer], admitting: Layer, below: Inner) -> None:
+        self.befores = tuple(observer.before for observer in observers)
+        self.afters = tuple(observer.after for observer in reversed(observers))
+        self.admitting = admitting
+        self.below = below
+
+    def judge(self, request: Request, states: list[object]) -> None:
+        """The judging layers' ``before`` hooks, outermost first, each one's state
+        appended to ``states``; a refusal's ``afters`` already heard.
+
+        Raises:
+            CallError: a layer refused the call; nothing below it runs.
+        """
+        try:
+            for before in self.befores:
+                states.append(before(request))
+        except BaseException as exc:
+            self.ended(request, states, None, exc)
+            raise
+
+    def ended(self, request: Request, states: Sequence[object], done: Done | None, error: BaseException | None) -> None:
+        """The call ended below the judging layers (``states``: theirs, from ``judge``):
+        their ``after`` hooks, innermost first, for those that let it through."""
+        skipped = len(self.afters) - len(states)  # observers outside the one that refused
+        for after, state in zip(self.afters[skipped:] if skipped else self.afters, reversed(states)):
+            after(request, state, done, error)
 
 
 @final
@@ -241,6 +295,7 @@ class Stack:
         # waits (``Layer.passes_deadline``).
         self._streamed = _compose(functools.partial(stream, backend), self.layers, deadline_kept=False)
         self._answered = _compose(_answer_of(backend), self.layers, deadline_kept=backend.keeps_deadline)
+        self.split = _split(self.layers, _answer_of(backend), backend.keeps_deadline)
 
     def call(self, request: Request, listener: Listener | None = None) -> Awaitable[Done]:
         """Make one call through every layer to the backend; ``listener`` hears its

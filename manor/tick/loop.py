@@ -16,7 +16,7 @@ from ..admission.gate import SharedGate
 from ..admission.limiter import SessionLimiter
 from ..admission.tickets import Tickets
 from ..answers import answer_problem, repair_prompt
-from ..calls import Admitted, Done, Event, Opened, Released, Request
+from ..calls import Done, Request
 from ..clock import current_time, read_clock_directly
 from ..config.schema import GateValues
 from ..errors import (
@@ -33,6 +33,7 @@ from ..records import CallRecord, TickRecord
 from ..worlds import World
 from ..worlds.world import undeclared_caller
 from ..worlds.failures import world_code
+from .admitted import CALL_TASK, CallNotes, Heard, fire_at_admission, gate_of
 from .gc_pause import full_collections_deferred
 from .instruments import Instrument, Instruments
 from .ordered_start import start_now
@@ -43,11 +44,6 @@ from .prediction import Predictor
 __all__ = ["GATE_PAUSES_S", "GATE_WAIT_S", "CallNotes", "TickLoop"]
 
 Order = Literal["fifo", "longest-first"]
-
-#: The calls' events in the order they happened, for a reader that takes them in bulk
-#: (``TickLoop.call_notes``): a call started (its request), admitted (its request and
-#: when) or ended (its record).
-CallNotes = list[Request | tuple[Request, float] | CallRecord]
 
 #: How long a run waits for a lost shared gate, after a tick every call of which found
 #: none, before it stops, unless told otherwise: ``gate.unavailable_wait_s``'s default.
@@ -60,40 +56,6 @@ def _plain(caller: str) -> str:
     """A caller kind as a plain string, for its record (a world may plan with ``StrEnum``
     members, as the manor world does)."""
     return caller if type(caller) is str else str(caller)
-
-
-@final
-class _Admission:
-    """When a call got through, as its listener hears it: the gate's admission, or with
-    no gate the platform's session (``at``; ``None`` until then); and when the gate took
-    its slot back (``released_at``), which is the call's end. It hears the layers' events
-    only (``Stack.answer``): the backend answers by its fast path. An object a call, not
-    a closure: a closure would need a cell and a dict of its own for every call."""
-
-    __slots__ = ("at", "instruments", "notes", "released_at", "request")
-
-    def __init__(self, request: Request, instruments: Instruments, notes: CallNotes | None) -> None:
-        self.at: float | None = None
-        self.released_at: float | None = None
-        self.request = request
-        self.instruments = instruments
-        self.notes = notes
-
-    def heard(self, event: Event) -> None:
-        if type(event) is Released:
-            self.released_at = event.released_at  # type: ignore[union-attr]
-        elif self.at is None:
-            kind = type(event)
-            if kind is Admitted:
-                self.at = event.admitted_at  # type: ignore[union-attr]
-            elif kind is Opened:
-                self.at = current_time()  # said as the session opens
-            else:
-                return
-            if self.notes is not None:
-                self.notes.append((self.request, self.at))
-            if self.instruments.by_hook["call_admitted"]:
-                self.instruments.call("call_admitted", self.request, self.at)
 
 
 @final
@@ -378,10 +340,7 @@ class TickLoop:
         queued_at = current_time()
         done: Done | None = None
         failure: CallError | None = None
-        instruments = self.instruments
-        hooked = instruments.by_hook
-        notes = self.call_notes
-        admission = _Admission(request, instruments, notes)
+        admission = Heard(request, self.instruments, self.call_notes)
         listener = admission.heard
 
         cancelled = False
@@ -402,6 +361,26 @@ class TickLoop:
         finally:
             if request.ticket is not None:
                 self.gate.withdraw(request.ticket)
+        return self._ended(request, queued_at, admission, done, failure, cancelled, attempts, finished, repairs, index)
+
+    def _ended(
+        self,
+        request: Request,
+        queued_at: float,
+        admission: Heard,
+        done: Done | None,
+        failure: CallError | None,
+        cancelled: bool,
+        attempts: int,
+        finished: Callable[[int, CallRecord], None] | None,
+        repairs: int,
+        index: int,
+    ) -> CallRecord:
+        """A call has ended (``done``, or ``failure``; ``cancelled`` at the tick
+        deadline): its record, which the instruments hear, and ``finished``, if given,
+        gets with ``index``."""
+        instruments = self.instruments
+        hooked = instruments.by_hook
         # A call through the gate ended when the gate took its slot back: stamped later
         # (on the real clock), it would overlap the call that slot admitted next.
         finished_at = current_time() if admission.released_at is None else admission.released_at
@@ -435,6 +414,7 @@ class TickLoop:
             )
         else:
             record = self._degraded(request, queued_at, admitted_at, finished_at, attempts, failure, done if failure else None, repairs)
+        notes = self.call_notes
         if notes is not None:
             notes.append(record)
         if hooked["call_finished"]:
@@ -506,8 +486,11 @@ class TickLoop:
         before the next starts, so the layers see them in ticket order, not in the order
         trio happens to run new tasks. Otherwise they are spawned together, which costs
         less: spawned together, they all arrive before any of them can finish, so they
-        all find the layers in the same state. No virtual time passes before it reports
-        started, once every call has been started.
+        all find the layers in the same state. Cheaper still, and the usual case: when
+        the stack splits at an in-process gate (``Stack.split``) and the tick has no
+        deadline, each call is judged now and its task started only when the gate lets
+        it through (``manor.tick.admitted``). No virtual time passes before it reports
+        started, once every call has been started (or is in line at the gate).
         """
 
         in_order = sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket)
@@ -526,6 +509,19 @@ class TickLoop:
         # Without the gate (the legacy policy's repairs) who the platform refuses is
         # decided by arrival: always one by one then.
         one_by_one = stack is self.direct or self._arrival_order_matters(stack)
+        at_admission = None if one_by_one or self._deadline != math.inf else gate_of(stack.split, self.gate)
+        if at_admission is not None and in_order and in_order[0][1].ticket is not None:
+            ended = self._ended
+
+            def end(call: Heard, done: Done | None, failure: CallError | None) -> None:
+                request = call.request
+                ended(request, call.queued_at, call, done, failure, False, request.attempt + 1, finished, repairs, call.index)
+
+            layer, gate = at_admission
+            await fire_at_admission(
+                in_order, stack.split, layer, gate, self.instruments, self.call_notes, end, task_status  # type: ignore[arg-type]
+            )
+            return
         make = self._make
         heard = self.instruments.by_hook["call_started"]
         notes = self.call_notes
@@ -538,7 +534,7 @@ class TickLoop:
                 if one_by_one:
                     await start_now(nursery, functools.partial(make, request, stack, request.attempt + 1, finished, repairs, index))
                 else:
-                    nursery.start_soon(make, request, stack, request.attempt + 1, finished, repairs, index, name=_CALL_TASK)
+                    nursery.start_soon(make, request, stack, request.attempt + 1, finished, repairs, index, name=CALL_TASK)
             task_status.started()
 
     def _arrival_order_matters(self, stack: Stack) -> bool:
@@ -552,8 +548,3 @@ class TickLoop:
     def deadline(self) -> float:
         """The current tick's deadline (``inf`` when there is none)."""
         return self._deadline
-
-
-#: The name trio gives a call's task (``TickLoop._make``'s), said once: trio would work it
-#: out from the method for every call spawned.
-_CALL_TASK = f"{TickLoop._make.__module__}.{TickLoop._make.__qualname__}"

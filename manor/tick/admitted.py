@@ -1,0 +1,232 @@
+"""A tick's calls, each call's task born at its admission.
+
+Spawned at once, every call of a tick would be a task parked at the gate until its
+turn: a thousand calls, a thousand parked tasks, each passing through the scheduler
+again when it is let through (bare trio's parent spawns a task only once a slot is
+free). Here the tick judges every call when it is made — the judging layers above the
+gate (the breaker: is the circuit open? the budget: is it spent?) in their ``before``
+hooks, in ticket order, as ``Stack.split`` cuts them — and has each call it lets through
+arrive at the gate without a task (``Gate.arrive``). A call's task is started when the
+gate lets it through (or when it must wait in a task of its own, or time out), and
+runs the rest: the gate's permit, the layers below, the backend, then the judging
+layers' ``after`` hooks. What each layer sees, and when, is what it sees through the
+whole stack: the judgement is made when the call is made, the outcome when it ends.
+
+``Listener`` is the call's listener as well (what the tick loop hears of it); the tick
+loop builds the record (``end``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import final
+
+import trio
+
+from ..admission.gate import Arrival, Gate, Permit
+from ..calls import Admitted, Done, Event, Opened, Released, Request
+from ..records import CallRecord
+from ..clock import current_time
+from ..errors import CallError
+from ..layers import GateLayer, Split
+from .instruments import Instruments
+
+__all__ = ["CALL_TASK", "CallNotes", "End", "Heard", "fire_at_admission", "gate_of"]
+
+#: The calls' events in the order they happened, for a reader that takes them in bulk
+#: (``TickLoop.call_notes``): a call started (its request), admitted (its request and
+#: when) or ended (its record).
+CallNotes = list[Request | tuple[Request, float] | CallRecord]
+
+#: The name trio gives a call's task, said once: trio would work it out for every call.
+CALL_TASK = "manor: a call"
+
+
+@final
+class Heard:
+    """A call as the tick loop follows it. As its listener (``heard``): when it got
+    through, as it hears it — the gate's admission, or with no gate the platform's
+    session (``at``; ``None`` until then) — and when the gate took its slot back
+    (``released_at``), which is the call's end. It hears the layers' events only
+    (``Stack.answer``): the backend answers by its fast path. Fired at admission
+    (``fire_at_admission``) it holds the call's judgement and place at the gate too. An
+    object a call, not a closure: a closure would need a cell and a dict of its own for
+    every call."""
+
+    arrival: Arrival
+    firing: _Firing
+    index: int
+    queued_at: float
+    states: list[object]
+
+    __slots__ = ("arrival", "at", "firing", "index", "instruments", "notes", "queued_at", "released_at", "request", "states")
+
+    def __init__(
+        self,
+        request: Request,
+        instruments: Instruments,
+        notes: CallNotes | None,
+        queued_at: float = 0.0,
+        index: int = 0,
+        firing: _Firing | None = None,
+        states: list[object] | None = None,
+    ) -> None:
+        self.at: float | None = None
+        self.released_at: float | None = None
+        self.request = request
+        self.instruments = instruments
+        self.notes = notes
+        if firing is not None:  # fired at admission (``fire_at_admission``)
+            self.queued_at = queued_at
+            self.index = index
+            self.firing = firing
+            self.states = states  # type: ignore[assignment]
+
+    def heard(self, event: Event) -> None:
+        if type(event) is Released:
+            self.released_at = event.released_at  # type: ignore[union-attr]
+        elif self.at is None:
+            kind = type(event)
+            if kind is Admitted:
+                self.at = event.admitted_at  # type: ignore[union-attr]
+            elif kind is Opened:
+                self.at = current_time()  # said as the session opens
+            else:
+                return
+            if self.notes is not None:
+                self.notes.append((self.request, self.at))
+            if self.instruments.by_hook["call_admitted"]:
+                self.instruments.call("call_admitted", self.request, self.at)
+
+    def wake(self, permit: Permit | None) -> None:
+        """The gate lets it through (``permit``), or says it must wait in a task of its
+        own (``None``)."""
+        self.firing.nursery.start_soon(_admitted, self, permit, name=CALL_TASK)
+
+
+#: How a call that has ended reaches the tick loop: the call, its answer, its failure.
+End = Callable[[Heard, Done | None, CallError | None], None]
+
+
+@final
+class _Firing:
+    """What every call of one ``fire_at_admission`` shares: the stack's parts, the
+    gate, where ended calls go, the calls' nursery, and the task that waits for the
+    last call to end (``parent``, while it is parked)."""
+
+    __slots__ = ("end", "gate", "layer", "nursery", "outstanding", "parent", "split")
+
+    def __init__(self, split: Split, layer: GateLayer, gate: Gate, end: End, calls: int, nursery: trio.Nursery) -> None:
+        self.split = split
+        self.layer = layer
+        self.gate = gate
+        self.end = end
+        self.outstanding = calls
+        self.nursery = nursery
+        self.parent: trio.lowlevel.Task | None = None
+
+    def ended(self, call: Heard, done: Done | None, failure: CallError | None) -> None:
+        """A call has ended: to ``end``; with the last, the parent is woken."""
+        self.end(call, done, failure)
+        self.outstanding -= 1
+        if not self.outstanding and self.parent is not None:
+            parent, self.parent = self.parent, None
+            trio.lowlevel.reschedule(parent)
+
+
+def gate_of(split: Split | None, gate: object) -> tuple[GateLayer, Gate] | None:
+    """The gate layer and in-process gate a tick's calls through ``split`` can be fired
+    at admission with: ``None`` if none (no split stack, or a gate whose admissions are
+    awaited, a server's: its calls wait in tasks of their own, through the stack)."""
+    if split is None or not isinstance(gate, Gate):
+        return None
+    layer = split.admitting
+    if not isinstance(layer, GateLayer) or layer.gate is not gate:
+        return None
+    return layer, gate
+
+
+async def fire_at_admission(
+    requests: Sequence[tuple[int, Request]],
+    split: Split,
+    layer: GateLayer,
+    gate: Gate,
+    instruments: Instruments,
+    notes: CallNotes | None,
+    end: End,
+    task_status: trio.TaskStatus[None],
+) -> None:
+    """Make ``requests`` (``(index, request)``, ticketed, in ticket order): each judged
+    now, its task started at its admission; each ended call goes to ``end``. Reports
+    started once every call is judged and in line at the gate, and returns once every call
+    has ended.
+
+    Cancelled, the calls still in line without a task leave the gate at the instant of
+    the cancellation, as tasks parked there would: before a call let through and
+    cancelled gives its slot back, which would admit them only to be cancelled.
+    """
+    if notes is not None:
+        notes.extend(request for _, request in requests)
+    if instruments.by_hook["call_started"]:
+        for _, request in requests:
+            instruments.call("call_started", request)
+    parked: list[Heard] = []
+    async with trio.open_nursery() as nursery:
+        firing = _Firing(split, layer, gate, end, len(requests), nursery)
+        left: list[Heard] = []
+
+        def abort(raise_cancel: object) -> trio.lowlevel.Abort:
+            firing.parent = None
+            left.extend(call for call in parked if gate.leave(call.arrival))
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        timeout = layer.timeout
+        arrive = gate.arrive
+        try:
+            for index, request in requests:
+                states: list[object] = []
+                call = Heard(request, instruments, notes, current_time(), index, firing, states)
+                try:
+                    split.judge(request, states)
+                except CallError as exc:  # refused above the gate: its ticket stalls nobody
+                    gate.withdraw(request.ticket)  # type: ignore[arg-type]
+                    firing.ended(call, None, exc)
+                    continue
+                arrival = arrive(request.ticket, timeout=timeout, wake=call.wake)  # type: ignore[arg-type]
+                if type(arrival) is Permit:
+                    nursery.start_soon(_admitted, call, arrival, name=CALL_TASK)
+                else:
+                    call.arrival = arrival
+                    parked.append(call)
+            task_status.started()
+            if firing.outstanding:
+                firing.parent = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(abort)
+        except BaseException as exc:
+            # Cancelled (the run is), or failed: no call stays in line without a task,
+            # and those that left are heard by their judging layers as a task cancelled
+            # there would be.
+            left.extend(call for call in parked if gate.leave(call.arrival))
+            for call in left:
+                split.ended(call.request, call.states, None, exc)
+            raise
+
+
+async def _admitted(call: Heard, permit: Permit | None) -> None:
+    """A call's task, from its admission (``permit``; ``None``: it waits for it here) to
+    its record."""
+    firing = call.firing
+    request = call.request
+    done: Done | None = None
+    failure: CallError | None = None
+    try:
+        if permit is None:
+            permit = await firing.gate.admitted(call.arrival)
+        done = await firing.layer.through(permit, request, call.heard, firing.split.below)
+    except CallError as exc:
+        failure = exc
+    except BaseException as exc:
+        firing.split.ended(request, call.states, None, exc)
+        raise
+    firing.split.ended(request, call.states, done, failure)
+    firing.ended(call, done, failure)

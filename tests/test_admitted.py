@@ -1,0 +1,194 @@
+"""A call's task born at its admission (``manor.tick.admitted``): judged when made, in
+line at the gate without a task (``Gate.arrive``), its task started when the gate lets
+it through — with the same records as calls that wait at the gate in tasks of their own."""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scenes_fixture import fixed_scene, make_engine, run_engine
+from scenes_fixture import settings as config_settings
+
+from manor.admission.gate import Gate, Permit
+from manor.calls import Done, Request
+from manor.errors import GateTimeout
+from manor.layers import Layer
+from manor.layers.stack import Inner, Listener
+from manor.records import TickRecord
+from manor.run.engine import build_engine
+from manor.tick.admitted import CALL_TASK
+from manor.tick.instruments import Instrument
+from manor.worlds import load_scene
+
+
+def _call_tasks() -> int:
+    """The calls' tasks alive in this trio run."""
+    count = 0
+    tasks = [trio.lowlevel.current_root_task()]
+    while tasks:
+        task = tasks.pop()
+        count += task.name == CALL_TASK
+        tasks.extend(child for nursery in task.child_nurseries for child in nursery.child_tasks)
+    return count
+
+
+class _TaskCounter(Instrument):
+    """The most call tasks alive at once, looked at as each call is let through."""
+
+    def __init__(self) -> None:
+        self.most = 0
+
+    def call_admitted(self, request: Request, admitted_at: float) -> None:
+        self.most = max(self.most, _call_tasks())
+
+
+class _PassThrough(Layer):
+    """A layer above the gate that wraps its calls (more than judging them): the stack
+    cannot be split at the gate, and each call waits there in a task of its own."""
+
+    priority = 40
+
+    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
+        return await inner(request, listener)
+
+
+class TestTasksBornAtAdmission:
+    def test_no_more_call_tasks_alive_than_the_gate_lets_through(self) -> None:
+        """Twelve calls, a gate of 5: never more than 5 call tasks at once."""
+        counter = _TaskCounter()
+        engine = make_engine(fixed_scene(), instruments=[counter])
+        assert engine.loop.gate.size == 5
+        [tick] = run_engine(engine, 1)
+        assert len(tick.calls) == 12
+        assert 0 < counter.most <= 5
+
+    def test_a_layer_that_wraps_above_the_gate_keeps_a_task_a_call(self) -> None:
+        """The old way, still there for stacks it cannot split: every call a task."""
+        counter = _TaskCounter()
+        config = config_settings(platform_limit=6, run_order="fifo")
+        engine = build_engine(config, fixed_scene(), instruments=[counter], layers=[_PassThrough()])
+        run_engine(engine, 1)
+        assert counter.most == 12
+
+
+def _records(ticks: list[TickRecord]) -> list[object]:
+    return [msgspec.to_builtins(tick) for tick in ticks]
+
+
+class TestSameRecords:
+    @settings(max_examples=12, deadline=None)
+    @given(
+        error_rate=st.sampled_from([0.0, 0.1, 0.3]),
+        failures=st.integers(1, 5),
+        cooldown=st.sampled_from([0.0, 1.0, 5.0]),
+        budget=st.sampled_from([0.0, 0.002, 0.01]),
+        gate_timeout=st.sampled_from([1.0, 3.0, 30.0]),
+        rate=st.sampled_from([0.0, 2.0]),
+        size=st.integers(1, 6),
+        policy=st.sampled_from(["pipeline", "batch"]),
+    )
+    def test_as_when_every_call_waits_in_a_task(
+        self, error_rate: float, failures: int, cooldown: float, budget: float, gate_timeout: float, rate: float, size: int, policy: str
+    ) -> None:
+        """Judged when made and started at admission, the calls of a run leave the
+        records they leave when each waits at the gate in a task of its own: the
+        judgement (breaker, budget) and the outcome keep their moments."""
+        values = {
+            "sim_error_rate": error_rate, "breaker_failures": failures, "breaker_cooldown_s": cooldown,
+            "cost_budget": budget, "cost_price_per_1k_tokens": 0.001, "gate_timeout_s": gate_timeout,
+            "gate_rate": rate, "gate_size": size, "run_policy": policy, "run_seed": 11,
+        }  # fmt: skip
+        scene = load_scene("wacky_manor")
+        split = build_engine(config_settings(**values), scene)
+        whole = build_engine(config_settings(**values), scene, layers=[_PassThrough()])
+        assert split.loop.gated.split is not None and whole.loop.gated.split is None
+        assert _records(run_engine(split, 12)) == _records(run_engine(whole, 12))
+        assert split.loop.gate.statistics() == whole.loop.gate.statistics()
+
+
+class TestCancelled:
+    def test_calls_in_line_without_a_task_leave_the_gate(self) -> None:
+        """A tick cancelled while calls wait at the gate without tasks: nothing is left
+        waiting or in flight, and the calls' tickets stall nobody."""
+        engine = make_engine(fixed_scene())
+        gate = engine.loop.gate
+
+        async def main() -> None:
+            with trio.move_on_after(0.75):
+                await engine.loop.step()
+            assert gate.statistics().waiting == 0
+            assert gate.statistics().in_flight == 0
+            assert gate.statistics().cancelled == 7  # the 5 let through had their permits
+            # The next ticket goes straight through.
+            permit = await gate.acquire(gate.issue()[0])
+            permit.release()
+
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@pytest.mark.trio
+class TestGateArrive:
+    """``Gate.arrive``: a caller in line without a task."""
+
+    async def test_admitted_at_once_with_a_free_slot(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=1)
+        [ticket] = gate.issue()
+        permit = gate.arrive(ticket, timeout=math.inf, wake=pytest.fail)
+        assert type(permit) is Permit
+        assert gate.statistics().in_flight == 1
+
+    async def test_woken_with_its_permit_when_a_slot_frees(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=1)
+        first, second = gate.issue(2)
+        held = gate.arrive(first, timeout=math.inf, wake=pytest.fail)
+        woken: list[Permit | None] = []
+        arrival = gate.arrive(second, timeout=math.inf, wake=woken.append)
+        assert type(arrival) is not Permit and woken == []
+        await trio.sleep(2.0)
+        held.release()  # type: ignore[union-attr]
+        [permit] = woken
+        assert permit is not None
+        assert (permit.ticket, permit.queued_at, permit.admitted_at) == (second, 0.0, 2.0)
+        assert gate.statistics().max_wait == 2.0
+
+    async def test_woken_without_a_permit_at_its_timeout(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=1)
+        first, second = gate.issue(2)
+        gate.arrive(first, timeout=math.inf, wake=pytest.fail)
+        woken = trio.Event()
+        arrival = gate.arrive(second, timeout=3.0, wake=lambda permit: woken.set())
+        await woken.wait()
+        assert trio.current_time() == 3.0
+        with pytest.raises(GateTimeout, match="no gate slot within 3s"):
+            await gate.admitted(arrival)  # type: ignore[arg-type]
+        assert gate.statistics().timeouts == 1
+
+    async def test_the_token_bucket_head_waits_in_a_task(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Its wait for a token is timed: it is woken at once to make it in a task."""
+        gate = Gate(size=5, rate=1.0, burst=1)
+        first, second = gate.issue(2)
+        gate.arrive(first, timeout=math.inf, wake=pytest.fail)  # the bucket's one token
+        woken: list[Permit | None] = []
+        arrival = gate.arrive(second, timeout=math.inf, wake=woken.append)
+        assert woken == [None]
+        permit = await gate.admitted(arrival)  # type: ignore[arg-type]
+        assert (permit.ticket, trio.current_time()) == (second, 1.0)
+
+    async def test_one_that_leaves_stalls_nobody(self, autojump_clock: trio.testing.MockClock) -> None:
+        gate = Gate(size=1)
+        first, second, third = gate.issue(3)
+        held = gate.arrive(first, timeout=math.inf, wake=pytest.fail)
+        arrival = gate.arrive(second, timeout=math.inf, wake=pytest.fail)
+        woken: list[Permit | None] = []
+        gate.arrive(third, timeout=math.inf, wake=woken.append)
+        assert gate.leave(arrival)  # type: ignore[arg-type]
+        assert not gate.leave(arrival)  # type: ignore[arg-type]
+        held.release()  # type: ignore[union-attr]
+        assert [permit.ticket for permit in woken if permit is not None] == [third]
+        assert gate.statistics().cancelled == 1
