@@ -51,6 +51,23 @@ def _learned(size: int, smallest: int = 1, largest: int = 16) -> tuple[Gate, Lea
     return gate, learning, made
 
 
+async def _admissions(gate: Gate, count: int, *, hold_s: float = 0.0) -> list[tuple[int, float]]:
+    """``count`` new tickets' callers, arriving together and each holding its permit
+    ``hold_s``: each ticket with the instant it was admitted, in the order admitted."""
+    admitted: list[tuple[int, float]] = []
+
+    async def call(ticket: int) -> None:
+        permit = await gate.acquire(ticket)
+        admitted.append((permit.ticket, trio.current_time()))
+        await trio.sleep(hold_s)
+        permit.release()
+
+    async with trio.open_nursery() as nursery:
+        for ticket in gate.issue(count):
+            nursery.start_soon(call, ticket)
+    return admitted
+
+
 def _in_flight(learning: LearnedSize, count: int) -> list[int]:
     """``count`` calls let through: what each hands back at its end."""
     return [learning.admitted() for _ in range(count)]
@@ -168,17 +185,7 @@ class TestPause:
         epochs = _in_flight(learning, 1)
         learning.ended(0, epochs[0], SessionLimitError("429", retry_after=2.5))
         assert made[-1].paused_until == 3.5 and gate.paused_until == 3.5
-        admitted: list[tuple[int, float]] = []
-        async with trio.open_nursery() as nursery:
-            for ticket in gate.issue(3):
-
-                async def call(ticket: int = ticket) -> None:
-                    permit = await gate.acquire(ticket)
-                    admitted.append((permit.ticket, trio.current_time()))
-                    permit.release()
-
-                nursery.start_soon(call)
-        assert admitted == [(0, 3.5), (1, 3.5), (2, 3.5)]
+        assert await _admissions(gate, 3) == [(0, 3.5), (1, 3.5), (2, 3.5)]
 
     @pytest.mark.trio
     async def test_rate_headers_saying_none_remain_pause_until_the_reset(self, autojump_clock: trio.testing.MockClock) -> None:
@@ -241,18 +248,7 @@ class TestRateHeaders:
     async def test_the_gate_admits_the_allowed_calls_then_pauses_until_the_reset(self, autojump_clock: trio.testing.MockClock) -> None:
         gate = Gate(size=4)
         gate.allow(2, 5.0)
-        admitted: list[tuple[int, float]] = []
-        async with trio.open_nursery() as nursery:
-            for ticket in gate.issue(4):
-
-                async def call(ticket: int = ticket) -> None:
-                    permit = await gate.acquire(ticket)
-                    admitted.append((permit.ticket, trio.current_time()))
-                    await trio.sleep(1)
-                    permit.release()
-
-                nursery.start_soon(call)
-        assert sorted(admitted) == [(0, 0.0), (1, 0.0), (2, 5.0), (3, 5.0)]
+        assert sorted(await _admissions(gate, 4, hold_s=1)) == [(0, 0.0), (1, 0.0), (2, 5.0), (3, 5.0)]
         assert gate.paused_until == 5.0
 
     @pytest.mark.trio

@@ -88,6 +88,25 @@ class TestDefaultsInHelp:
         assert "derived again from --platform-limit" in _option_help(text, "--gate-size")
 
 
+class TestFileArguments:
+    """The commands that read a save and write a file (``manor.cli.file_names``) say so alike."""
+
+    @pytest.mark.parametrize("command", ["replay", "story", "trace"])
+    def test_save_names_the_commands_that_write_one(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+        assert _option_help(_help(capsys, monkeypatch, command), "SAVE") == "SAVE the save file (from 'manor run --save' or 'manor play')"
+
+    @pytest.mark.parametrize(("command", "what"), [("story", "write here instead of stdout"), ("trace", "the trace file to write")])
+    def test_output_says_how_the_file_is_written(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str, what: str) -> None:
+        text = _option_help(_help(capsys, monkeypatch, command), "-o")
+        assert text == f"-o FILE, --output FILE {what} (replaced if it exists; a symbolic link is written through; - for stdout)"
+
+    def test_only_the_trace_must_name_its_file(self) -> None:
+        assert build_parser(["story"]).parse_args(["story", "x.msav"]).output is None
+        with pytest.raises(SystemExit) as exit:
+            build_parser(["trace"]).parse_args(["trace", "x.msav"])
+        assert exit.value.code == 2
+
+
 class TestHangs:
     def test_the_help_lists_each_spelling_once_and_the_parser_takes_each(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
         text = _help(capsys, monkeypatch, "experiment", "bounded-wait")

@@ -126,6 +126,19 @@ class TestTheSharedGateProtocol:
             (await gate.acquire(timeout=10)).release()  # the timed-out waiter left nothing behind
 
     @pytest.mark.trio
+    async def test_an_allowance_lets_its_calls_through_then_pauses_until_its_window_resets(self, make_gate: GateFactory) -> None:
+        """Rate headers saying 2 requests remain for 0.3 s (``allow``, the ticket book's)."""
+        async with make_gate(size=4) as gate:
+            reset = trio.current_time() + 0.3
+            gate.allow(2, reset)
+            first, second = await gate.acquire(timeout=10), await gate.acquire(timeout=10)
+            assert trio.current_time() < reset and gate.paused_until == reset
+            third = await gate.acquire(timeout=10)
+            assert trio.current_time() >= reset
+            for permit in (first, second, third):
+                permit.release()
+
+    @pytest.mark.trio
     async def test_a_cancelled_waiter_holds_nothing(self, make_gate: GateFactory) -> None:
         async with make_gate(size=1) as gate:
             held = await gate.acquire(timeout=10)

@@ -7,11 +7,13 @@ each with its cost (the seconds its call is expected to hold a slot). Until its 
 arrives at ``acquire`` a ticket holds back the ones behind it; a ticket whose caller
 will not come is withdrawn. How a gate then admits its tickets is its own business; the
 book is what the two have in common: the numbering, the size, rate and burst they are
-served under, and the rules that a ticket is used once and a permit released once.
+served under, the allowance a server's rate headers grant (``allow``), and the rules
+that a ticket is used once and a permit released once.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -54,8 +56,9 @@ class TicketBook(Generic[W]):
     tickets issued and not yet admitted (or gone), and the gate's size, rate and burst.
 
     A gate subclasses it, declares ``_size``, ``_rate`` and ``_burst`` as its own
-    fields (with its own validation), and says what follows a change of size
-    (``_resized``). For example, the in-process gate::
+    fields (with its own validation), says what follows a change of size
+    (``_resized``) and how the last call of an allowance pauses it
+    (``_allowance_spent``). For example, the in-process gate::
 
         class Gate(TicketBook[_Waiter]):
             def issue(self, count=1, lane=0, costs=None):
@@ -68,6 +71,10 @@ class TicketBook(Generic[W]):
     # Issued tickets by number, until admitted, withdrawn or given up.
     _waiters: dict[int, W] = attrs.field(factory=dict, init=False, repr=False)
     _next_ticket: int = attrs.field(default=0, init=False)
+    # At most this many more admissions before ``_allowed_until`` (``allow``: what a
+    # server's rate headers say remains of its window); ``None``: no such bound.
+    _allowed: int | None = attrs.field(default=None, init=False)
+    _allowed_until: float = attrs.field(default=-math.inf, init=False)
 
     if TYPE_CHECKING:
         # The gate's own fields.
@@ -76,7 +83,9 @@ class TicketBook(Generic[W]):
         _burst: int
 
         def issue(self, count: int = 1, lane: int = 0, costs: Sequence[float] | None = None) -> range: ...
+        def pause(self, until: float) -> None: ...
         def _resized(self) -> None: ...
+        def _allowance_spent(self, until: float) -> None: ...
 
     @property
     def rate(self) -> float:
@@ -104,6 +113,30 @@ class TicketBook(Generic[W]):
             raise ValueError(f"gate size must be at least 1, not {size}")
         self._size = size
         self._resized()
+
+    def allow(self, count: int, until: float) -> None:
+        """Admit at most ``count`` more calls before ``until`` (what a server's rate
+        headers say remains of its window, and when it resets); the last of them pauses
+        the gate until then. A later allowance replaces this one; ``count`` 0 is a
+        pause (``pause``)."""
+        if count <= 0:
+            self._allowed = None
+            self.pause(until)
+        else:
+            self._allowed, self._allowed_until = count, until
+
+    def _spend_allowance(self, now: float) -> None:
+        """An admission at ``now`` spends one call of the allowance (``allow``); the
+        last one pauses the gate until the window resets (``_allowance_spent``). The
+        gate calls it only while there is an allowance (``_allowed`` is not ``None``)."""
+        assert self._allowed is not None
+        if now >= self._allowed_until:  # the window reset: no bound until the next headers
+            self._allowed = None
+            return
+        self._allowed -= 1
+        if not self._allowed:
+            self._allowed = None
+            self._allowance_spent(self._allowed_until)
 
     def _issue(
         self, count: int, lane: int, costs: Sequence[float] | None, make: Callable[[int, int, float], W], line: Lanes, *, per_call: bool = False

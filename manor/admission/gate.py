@@ -263,10 +263,6 @@ class Gate(TicketBook[_Waiter]):
     _refilled_at: float | None = attrs.field(default=None, init=False)
     # Nothing is admitted before this instant (``pause``: a server's retry-after).
     _paused_until: float = attrs.field(default=-math.inf, init=False)
-    # At most this many more admissions before ``_allowed_until`` (``allow``: what a
-    # server's rate headers say remains of its window); ``None``: no such bound.
-    _allowed: int | None = attrs.field(default=None, init=False)
-    _allowed_until: float = attrs.field(default=-math.inf, init=False)
     # Timekeeping (``_keep_time``): the waits it watches, how many are parked, whether
     # it runs, and its one timer.
     _watched: list[tuple[float, int, _Waiter]] = attrs.field(factory=list, init=False, repr=False)
@@ -298,28 +294,12 @@ class Gate(TicketBook[_Waiter]):
             self._paused_until = until
             self._dispatch()
 
-    def allow(self, count: int, until: float) -> None:
-        """Admit at most ``count`` more calls before ``until`` (what a server's rate
-        headers say remains of its window, and when it resets); the last of them pauses
-        the gate until then (``pause``). A later allowance replaces this one; ``count``
-        0 is a pause."""
-        if count <= 0:
-            self._allowed = None
-            self.pause(until)
-        else:
-            self._allowed, self._allowed_until = count, until
-
-    def _spend_allowance(self, now: float) -> None:
-        """An admission at ``now`` spends one call of the allowance (``allow``)."""
-        assert self._allowed is not None
-        if now >= self._allowed_until:  # the window reset: no bound until the next headers
-            self._allowed = None
-            return
-        self._allowed -= 1
-        if not self._allowed:
-            self._allowed = None
-            if self._allowed_until > self._paused_until:
-                self._paused_until = self._allowed_until
+    def _allowance_spent(self, until: float) -> None:
+        """The last call of an allowance (``allow``, the book's) was admitted: nothing
+        more before ``until``. Set here, not by ``pause``: this runs inside the dispatch,
+        which must not start again."""
+        if until > self._paused_until:
+            self._paused_until = until
 
     # -- tickets ----------------------------------------------------------------------
 

@@ -291,10 +291,6 @@ class RedisGate(TicketBook[_Waiter]):
     # pause not yet sent to the server, which holds every process's calls until then.
     _paused_until: float = attrs.field(default=-math.inf, init=False)
     _pause_to: float | None = attrs.field(default=None, init=False)
-    # At most this many more of this process's calls admitted before
-    # ``_allowed_until`` (``allow``); ``None``: no such bound.
-    _allowed: int | None = attrs.field(default=None, init=False)
-    _allowed_until: float = attrs.field(default=-math.inf, init=False)
     _work: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
 
     _available: bool = attrs.field(default=False, init=False)
@@ -346,28 +342,11 @@ class RedisGate(TicketBook[_Waiter]):
             self._pause_to = until
             self._kick()
 
-    def allow(self, count: int, until: float) -> None:
-        """Let at most ``count`` more of this process's calls through before ``until``
-        (what a server's rate headers say remains of its window, and when it resets);
-        the last of them pauses the gate, for every process, until then (``pause``). A
-        later allowance replaces this one; ``count`` 0 is a pause. The count is this
-        process's: it is the one that heard the headers."""
-        if count <= 0:
-            self._allowed = None
-            self.pause(until)
-        else:
-            self._allowed, self._allowed_until = count, until
-
-    def _spend_allowance(self) -> None:
-        """A call of this process was let through: it spends one of the allowance."""
-        assert self._allowed is not None
-        if trio.current_time() >= self._allowed_until:
-            self._allowed = None
-            return
-        self._allowed -= 1
-        if not self._allowed:
-            self._allowed = None
-            self.pause(self._allowed_until)
+    def _allowance_spent(self, until: float) -> None:
+        """The last call of this process's allowance (``allow``, the book's: the count
+        is this process's, which heard the headers) was let through: the gate pauses,
+        for every process, until the window resets."""
+        self.pause(until)
 
     @property
     def available(self) -> bool:
@@ -457,7 +436,7 @@ class RedisGate(TicketBook[_Waiter]):
             if waiter.released_at is not None:
                 self._latencies.append(time.time() - waiter.released_at)
             if self._allowed is not None:
-                self._spend_allowance()
+                self._spend_allowance(trio.current_time())
             return RedisPermit(ticket, waiter.queued_at, waiter.admitted_at, waiter.global_ticket, waiter.order, self, waiter.id)
         if waiter.failure is not None:
             del self._waiters[ticket]

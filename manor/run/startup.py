@@ -4,7 +4,7 @@ Importing Manor (trio, Rich, Textual, msgspec...) takes most of a second, longer
 loaded machine. A Ctrl-C in that time would print Python's ``KeyboardInterrupt``
 traceback, and a SIGTERM would end the process without a word. So, first thing when
 Manor is started as the command, both signals are made to end it at once with the one
-line and the exit status of ``manor.interrupts`` (130, 143): nothing has been written
+line and the exit status of ``manor.run.interrupts`` (130, 143): nothing has been written
 yet, there is nothing to clean up. ``manor.cli.main`` takes them over (``handed_over``)
 as soon as it runs.
 
@@ -56,7 +56,7 @@ def _stop_at_once(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def handed_over() -> Iterator[None]:
     """Within: SIGINT raises ``KeyboardInterrupt`` again (Python's own handler), for a
-    command's clean stop (``manor.interrupts``), if ``stop_at_once_if_command`` had it;
+    command's clean stop (``manor.run.interrupts``), if ``stop_at_once_if_command`` had it;
     on leaving, the start-up handler has it back (what is left has nothing to clean)."""
     if signal.getsignal(signal.SIGINT) is not _stop_at_once:
         yield

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from ..file_names import add_save_argument
 from ..options import add_setting_flags
 
 __all__ = ["WHAT_IF_KEYS", "register"]
@@ -21,7 +21,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         "the recorded and replayed figures are printed side by side; calls that never reached the backend "
         "in the recording are drawn from the scene's simulated backend (and counted)."
     )
-    parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
+    add_save_argument(parser)
     parser.add_argument("--verify", action="store_true", help="check the world hash after every tick; exit 1 at a difference")
     parser.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
     add_setting_flags(

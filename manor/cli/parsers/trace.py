@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from ..file_names import output_path
+from ..file_names import add_output_flag, add_save_argument
 
 __all__ = ["register"]
 
@@ -16,9 +15,6 @@ def register(parser: argparse.ArgumentParser) -> None:
         "caller, spans for waiting at the gate and running, counters for calls in flight and queued at the "
         "gate, and a marker at every tick. Open the file at https://ui.perfetto.dev or chrome://tracing."
     )
-    parser.add_argument("save", type=Path, metavar="SAVE", help="the save file (from 'manor run --save')")
-    parser.add_argument(
-        "-o", "--output", type=output_path, required=True, metavar="FILE",
-        help="the trace file to write (replaced if it exists; a symbolic link is written through; - for stdout)",
-    )  # fmt: skip
+    add_save_argument(parser)
+    add_output_flag(parser, "the trace file to write", required=True)
     parser.set_defaults(handler="run")
