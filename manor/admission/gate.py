@@ -36,7 +36,7 @@ import trio
 
 from ..clock import current_time
 from ..errors import GateTimeout
-from .claims import Claimant, lends_to
+from .claims import ClaimBook, Claimant
 from .lanes import Lanes
 
 __all__ = ["Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
@@ -228,6 +228,11 @@ class Gate:
     # last call ended, and the waiter held back by a claim that lapses with time alone,
     # with the instant it lapses (that waiter sleeps until then, to look again).
     _released_at: dict[int, float] = attrs.field(factory=dict, init=False, repr=False)
+    # The claims as of the last look (``ClaimBook``), and the lanes changed since:
+    # each look puts only those in the book, so that it costs the same however many
+    # lanes share the gate.
+    _claims: ClaimBook | None = attrs.field(default=None, init=False, repr=False)
+    _changed: set[int] = attrs.field(factory=set, init=False, repr=False)
     _claim_wake: tuple[_Waiter, float] | None = attrs.field(default=None, init=False, repr=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _waiting: int = attrs.field(default=0, init=False)
@@ -328,6 +333,8 @@ class Gate:
             cost = 1.0 if costs is None else costs[index]
             self._waiters[ticket] = _Waiter(ticket, lane, cost)
             line.append(ticket, lane, 1.0 if token_costs else cost)
+        if self._claims is not None:
+            self._changed.add(lane)
         return tickets
 
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
@@ -343,6 +350,8 @@ class Gate:
         self._token_line.weigh(lane, weight)
         if lane not in self._lanes:
             self._see(lane)
+        if self._claims is not None:
+            self._changed.add(lane)
         if max_sessions is None:
             self._caps.pop(lane, None)
             self._capped.discard(lane)
@@ -603,6 +612,8 @@ class Gate:
         """``waiter`` leaves the line it is in, unserved."""
         line = self._slot_line if not self._rate or waiter.stage == _WAIT_SLOT else self._token_line
         line.forget(waiter.lane)
+        if self._claims is not None:
+            self._changed.add(waiter.lane)
 
     def _ended(self, lane: int, overrun: float) -> None:
         """A call of ``lane`` ended having held its slot ``overrun`` seconds beyond its
@@ -631,27 +642,36 @@ class Gate:
         cap = self._caps.get(lane)
         if cap is not None and holding >= cap:
             self._capped.add(lane)
+        if self._claims is not None:
+            self._changed.add(lane)  # and it was served: its tickets waiting may be gone
 
     def _unhold(self, lane: int) -> None:
         holding = self._holding[lane] = self._holding[lane] - 1
         cap = self._caps.get(lane)
         if cap is not None and holding < cap:
             self._capped.discard(lane)
+        if self._claims is not None:
+            self._changed.add(lane)  # and its last call's end, when it was released
 
     def _lends_to(self, lane: int, now: float | None) -> float:
         """``0.0`` when ``lane`` may take a free slot now; otherwise when the claims of
         the other lanes that keep it out lapse (``manor.admission.claims``)."""
         if now is None:
             now = current_time()
-        holding, weight, caps = self._holding, self._slot_line.weight, self._caps
-        tenants = {
-            other: Claimant(
-                weight(other), caps.get(other), holding.get(other, 0),
-                other in self._slot_line or other in self._token_line, self._released_at.get(other),
-            )
-            for other in self._lanes
-        }  # fmt: skip
-        return lends_to(lane, tenants, size=self._size, in_flight=self._in_flight, now=now, claim_s=self._claim_s)
+        if self._claims is None:
+            self._claims = ClaimBook(self._claim_s)
+            self._changed.update(self._lanes)
+        if self._changed:
+            holding, weight, caps = self._holding, self._slot_line.weight, self._caps
+            for other in self._changed:
+                claimant = Claimant(
+                    weight(other), caps.get(other), holding.get(other, 0),
+                    other in self._slot_line or other in self._token_line, self._released_at.get(other),
+                )  # fmt: skip
+                self._claims.put(other, claimant, now)
+            self._changed.clear()
+        weight = self._slot_line.weight(lane)
+        return self._claims.lends_to(lane, weight=weight, size=self._size, in_flight=self._in_flight, now=now)
 
     def _front(self, line: Lanes, stage: int, capped: set[int] | tuple[()] = ()) -> _Waiter | None:
         """The waiter whose turn it is in ``line``, dropping those that have passed
@@ -663,7 +683,9 @@ class Gate:
             waiter = self._waiters.get(ticket)
             if waiter is not None and waiter.stage <= stage:
                 return waiter
-            line.drop()
+            dropped = line.drop()
+            if self._claims is not None:
+                self._changed.add(dropped)
         return None
 
     def _is_paused_head(self, waiter: _Waiter) -> bool:
@@ -699,6 +721,8 @@ class Gate:
                 head.stage = _WAIT_SLOT
                 self._token_line.served()
                 self._slot_line.append(head.ticket, head.lane, head.cost)
+                if self._claims is not None:
+                    self._changed.add(head.lane)
         claims = self._fair and self._claim_s > 0
         passed = self._capped
         held_back: tuple[_Waiter, float] | None = None
@@ -724,7 +748,7 @@ class Gate:
                 # lanes may take them. It looks again when the claims lapse.
                 if held_back is None or lapses < held_back[1]:
                     held_back = (head, lapses)
-                passed = {*passed, head.lane}
+                self._slot_line.set_aside()  # passed over for the rest of this dispatch
                 continue
             self._slot_line.served()
             del self._waiters[head.ticket]
@@ -738,6 +762,7 @@ class Gate:
                 self._peak = self._in_flight
             _wake(head)
         if claims:
+            self._slot_line.restore()
             self._hold_back(held_back)
 
     def _hold_back(self, held_back: tuple[_Waiter, float] | None) -> None:
