@@ -38,7 +38,7 @@ class TestClaimBook:
             weight, cap = tenants[tenant].weight if tenant in tenants else weight, tenants[tenant].cap if tenant in tenants else cap
             claimant = Claimant(weight, cap, holding, waiting, None if ago is None else now - ago)
             tenants[tenant] = claimant
-            book.put(tenant, claimant, now)
+            book.put(tenant, claimant, now, arrived=claimant.waiting)
             now += data.draw(st.sampled_from([0.0, 0.5, step]))
             asking = [number for number, claimant in tenants.items() if claimant.waiting]
             if not asking:
@@ -52,7 +52,7 @@ class TestClaimBook:
     def test_a_recent_end_lapses(self) -> None:
         """A tenant between ticks claims its share until ``claim_s`` after its last call."""
         book = ClaimBook(_CLAIM_S)
-        book.put(0, Claimant(holding=2, waiting=True), 10.0)
-        book.put(1, Claimant(ended_at=9.5), 10.0)
+        book.put(0, Claimant(holding=2, waiting=True), 10.0, arrived=True)
+        book.put(1, Claimant(ended_at=9.5), 10.0, arrived=False)
         assert book.lends_to(0, weight=1.0, size=4, in_flight=2, now=10.0) == 11.5
         assert book.lends_to(0, weight=1.0, size=4, in_flight=2, now=11.5) == 0.0

@@ -139,7 +139,7 @@ class _Class:
     """The claiming tenants of one weight and cap: how many, how many only by a recent
     end (they hold nothing), and their holdings."""
 
-    __slots__ = ("cap", "counts", "members", "recent", "weight")
+    __slots__ = ("arrived", "cap", "counts", "members", "recent", "weight")
 
     def __init__(self, weight: float, cap: int | None) -> None:
         self.weight = weight
@@ -147,6 +147,8 @@ class _Class:
         self.members = 0
         self.recent = 0
         self.counts = _Counts()
+        # The holdings of those with a caller waiting at the gate (not only tickets issued).
+        self.arrived = _Counts()
 
 
 @final
@@ -171,14 +173,15 @@ class ClaimBook:
         # order trio ran the tasks that changed the tenants in.
         self._order: list[_Class] = []
         # tenant -> (its class, holding, claiming only by a recent end's ``ended_at``
-        # (None: active), or absent when it claims nothing.
-        self._tenants: dict[int, tuple[_Class, int, float | None]] = {}
+        # (None: active), whether a caller of its waits), or absent when it claims nothing.
+        self._tenants: dict[int, tuple[_Class, int, float | None, bool]] = {}
         # (ended_at, tenant) of the tenants claiming by a recent end; stale entries
         # (the tenant changed since) are skipped.
         self._lapses: list[tuple[float, int]] = []
 
-    def put(self, tenant: int, claimant: Claimant, now: float) -> None:
-        """``tenant`` is now ``claimant`` (as ``lends_to`` would see it at ``now``)."""
+    def put(self, tenant: int, claimant: Claimant, now: float, *, arrived: bool) -> None:
+        """``tenant`` is now ``claimant`` (as ``lends_to`` would see it at ``now``);
+        ``arrived``: a caller of its waits at the gate (``below_share``)."""
         self._remove(tenant)
         if claimant.holding or claimant.waiting:
             ended_at = None
@@ -195,7 +198,9 @@ class ClaimBook:
         group.members += 1
         group.recent += ended_at is not None
         group.counts.add(claimant.holding, 1)
-        self._tenants[tenant] = (group, claimant.holding, ended_at)
+        if arrived:
+            group.arrived.add(claimant.holding, 1)
+        self._tenants[tenant] = (group, claimant.holding, ended_at, arrived)
 
     def lends_to(self, tenant: int, *, weight: float, size: int, in_flight: int, now: float) -> float:
         """As ``lends_to(tenant, ...)`` of the tenants ``put``, ``tenant`` weighing
@@ -238,13 +243,31 @@ class ClaimBook:
         # short), or none: the others claim until a call ends or comes.
         return self._lapses[0][0] + self._claim_s if recent else math.inf
 
+    def below_share(self, *, size: int) -> int:
+        """How many tenants with a caller waiting hold less than their share of ``size``
+        slots: those ``lends_to`` lets in whatever the claims (a gate that held one
+        tenant back looks further only while there are some)."""
+        total = 0.0
+        for group in self._order:
+            total += group.members * group.weight
+        if not total:
+            return 0
+        share = size / total
+        count = 0
+        for group in self._order:
+            if group.members:
+                count += group.arrived.below(math.ceil(share * group.weight - _EPSILON))[0]
+        return count
+
     def _remove(self, tenant: int) -> None:
         entry = self._tenants.pop(tenant, None)
         if entry is not None:
-            group, holding, ended_at = entry
+            group, holding, ended_at, arrived = entry
             group.members -= 1
             group.recent -= ended_at is not None
             group.counts.add(holding, -1)
+            if arrived:
+                group.arrived.add(holding, -1)
 
     def _expire(self, now: float) -> None:
         """Drop the claims by a recent end that have lapsed at ``now``, and stale entries."""

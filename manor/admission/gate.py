@@ -233,6 +233,8 @@ class Gate:
     # lanes share the gate.
     _claims: ClaimBook | None = attrs.field(default=None, init=False, repr=False)
     _changed: set[int] = attrs.field(factory=set, init=False, repr=False)
+    # While there is a book: each lane's callers waiting at the gate.
+    _arrived: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
     _claim_wake: tuple[_Waiter, float] | None = attrs.field(default=None, init=False, repr=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _waiting: int = attrs.field(default=0, init=False)
@@ -422,6 +424,8 @@ class Gate:
             return Permit(ticket, now, now, self, waiter.lane, waiter.cost)
         waiter.stage = _WAIT_TOKEN if self._rate else _WAIT_SLOT
         self._waiting += 1
+        if self._claims is not None:
+            self._arrive(waiter.lane, 1)
         self._dispatch(now)
         waited = False
         try:
@@ -564,6 +568,8 @@ class Gate:
         del self._waiters[waiter.ticket]
         self._forget(waiter)
         self._waiting -= 1
+        if self._claims is not None:
+            self._arrive(waiter.lane, -1)
         if self._rate and waiter.stage == _WAIT_SLOT:
             self._refund()
         self._dispatch()
@@ -653,14 +659,28 @@ class Gate:
         if self._claims is not None:
             self._changed.add(lane)  # and its last call's end, when it was released
 
+    def _arrive(self, lane: int, step: int) -> None:
+        """A caller of ``lane`` came to wait at the gate (``step`` 1) or stopped waiting (-1)."""
+        self._arrived[lane] = self._arrived.get(lane, 0) + step
+        self._changed.add(lane)
+
     def _lends_to(self, lane: int, now: float | None) -> float:
         """``0.0`` when ``lane`` may take a free slot now; otherwise when the claims of
         the other lanes that keep it out lapse (``manor.admission.claims``)."""
         if now is None:
             now = current_time()
+        claims = self._book(now)
+        weight = self._slot_line.weight(lane)
+        return claims.lends_to(lane, weight=weight, size=self._size, in_flight=self._in_flight, now=now)
+
+    def _book(self, now: float) -> ClaimBook:
+        """The claims as of ``now``: the lanes changed since the last look put in the book."""
         if self._claims is None:
             self._claims = ClaimBook(self._claim_s)
             self._changed.update(self._lanes)
+            for waiter in self._waiters.values():
+                if waiter.stage in (_WAIT_TOKEN, _WAIT_SLOT):
+                    self._arrived[waiter.lane] = self._arrived.get(waiter.lane, 0) + 1
         if self._changed:
             holding, weight, caps = self._holding, self._slot_line.weight, self._caps
             for other in self._changed:
@@ -668,10 +688,9 @@ class Gate:
                     weight(other), caps.get(other), holding.get(other, 0),
                     other in self._slot_line or other in self._token_line, self._released_at.get(other),
                 )  # fmt: skip
-                self._claims.put(other, claimant, now)
+                self._claims.put(other, claimant, now, arrived=self._arrived.get(other, 0) > 0)
             self._changed.clear()
-        weight = self._slot_line.weight(lane)
-        return self._claims.lends_to(lane, weight=weight, size=self._size, in_flight=self._in_flight, now=now)
+        return self._claims
 
     def _front(self, line: Lanes, stage: int, capped: set[int] | tuple[()] = ()) -> _Waiter | None:
         """The waiter whose turn it is in ``line``, dropping those that have passed
@@ -749,6 +768,11 @@ class Gate:
                 if held_back is None or lapses < held_back[1]:
                     held_back = (head, lapses)
                 self._slot_line.set_aside()  # passed over for the rest of this dispatch
+                # The lanes behind it over their shares are held back alike (the claims
+                # that keep it out keep them out); only a lane below its share may still
+                # be let in, and when no lane waiting is, the dispatch is done.
+                if not self._book(now).below_share(size=self._size):
+                    break
                 continue
             self._slot_line.served()
             del self._waiters[head.ticket]
@@ -757,6 +781,8 @@ class Gate:
             if self._caps or self._fair:
                 self._hold(head.lane)
             self._waiting -= 1
+            if self._claims is not None:
+                self._arrive(head.lane, -1)
             self._in_flight += 1
             if self._in_flight > self._peak:
                 self._peak = self._in_flight
