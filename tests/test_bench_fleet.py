@@ -71,7 +71,11 @@ def test_the_same_figures_every_run(capsys: pytest.CaptureFixture[str]) -> None:
     runs = []
     for _ in range(2):
         assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
-        runs.append(json.loads(capsys.readouterr().out)["fleet"])
+        fleet = json.loads(capsys.readouterr().out)["fleet"]
+        cpu = fleet.pop("cpu")  # CPU time: measured, not exact
+        assert [point["worlds"] for point in cpu["fleets"]] == [16, 64, 256]
+        assert all(point["us_per_call"] > 0 for point in cpu["fleets"])
+        runs.append(fleet)
     assert runs[0] == runs[1]
 
 

@@ -14,6 +14,10 @@ The in-process gate asks this of its lanes, a process on the Redis gate of its w
 before it sends their waiters to the server; the server asks the same of its tenants
 (``redis_gate.lua``, ``lends_to``).
 
+``lends_to`` looks at every tenant, which a gate of hundreds of tenants cannot afford at
+every admission; ``ClaimBook`` keeps the same answer up to date as tenants change, in
+time that does not grow with their number.
+
     >>> tenants = {0: Claimant(holding=2, waiting=True), 1: Claimant(ended_at=9.5)}  # 1 is between ticks
     >>> lends_to(0, tenants, size=4, in_flight=2, now=10.0, claim_s=2.0)  # 0 holds its 2; the 2 free are 1's
     11.5
@@ -23,12 +27,14 @@ before it sends their waiters to the server; the server asks the same of its ten
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping
+from typing import final
 
 import attrs
 
-__all__ = ["Claimant", "lends_to"]
+__all__ = ["ClaimBook", "Claimant", "lends_to"]
 
 # Shares are fractions of slots: a hair below a whole slot is a whole slot.
 _EPSILON = 1e-9
@@ -80,3 +86,197 @@ def lends_to(tenant: int, tenants: Mapping[int, Claimant], *, size: int, in_flig
     if size - in_flight - short >= 1.0 - _EPSILON:
         return 0.0
     return lapses_at
+
+
+@final
+class _Counts:
+    """How many tenants hold each number of slots, and those slots: a Fenwick tree over
+    the holdings, for the count and the sum of those holding fewer than ``n``."""
+
+    __slots__ = ("_count", "_sum")
+
+    def __init__(self) -> None:
+        self._count = [0] * 9
+        self._sum = [0] * 9
+
+    def add(self, holding: int, step: int) -> None:
+        if holding + 1 >= len(self._count):
+            self._grow(holding + 2)
+        index, count, total, value = holding + 1, self._count, self._sum, holding * step
+        while index < len(count):
+            count[index] += step
+            total[index] += value
+            index += index & -index
+
+    def below(self, n: int) -> tuple[int, int]:
+        """The tenants holding fewer than ``n`` slots, and the slots they hold."""
+        index = min(n, len(self._count) - 1)
+        count = total = 0
+        while index > 0:
+            count += self._count[index]
+            total += self._sum[index]
+            index -= index & -index
+        return count, total
+
+    def _grow(self, size: int) -> None:
+        counts = [self.below(holding + 1)[0] - self.below(holding)[0] for holding in range(len(self._count) - 1)]
+        sums = [count * holding for holding, count in enumerate(counts)]
+        length = len(self._count)
+        while length < size:
+            length *= 2
+        self._count, self._sum = [0] * length, [0] * length
+        for holding, (count, total) in enumerate(zip(counts, sums, strict=True)):
+            if count:
+                index = holding + 1
+                while index < length:
+                    self._count[index] += count
+                    self._sum[index] += total
+                    index += index & -index
+
+
+@final
+class _Class:
+    """The claiming tenants of one weight and cap: how many, how many only by a recent
+    end (they hold nothing), and their holdings."""
+
+    __slots__ = ("arrived", "cap", "counts", "members", "recent", "weight")
+
+    def __init__(self, weight: float, cap: int | None) -> None:
+        self.weight = weight
+        self.cap = cap
+        self.members = 0
+        self.recent = 0
+        self.counts = _Counts()
+        # The holdings of those with a caller waiting at the gate (not only tickets issued).
+        self.arrived = _Counts()
+
+
+@final
+class ClaimBook:
+    """``lends_to`` for tenants whose state is kept here as it changes (``put``), in time
+    that grows with the number of distinct (weight, cap) pairs, not of tenants.
+
+    The answer is ``lends_to``'s over the tenants as last ``put``; its sums are taken in
+    another order, which can move their last bits, well inside the tolerance both keep
+    (a share is a ratio of small numbers, never within 1e-9 of a whole slot unless on it).
+
+    Args:
+        claim_s: how long a tenant's claim outlives its last call's end.
+    """
+
+    __slots__ = ("_classes", "_claim_s", "_lapses", "_order", "_tenants")
+
+    def __init__(self, claim_s: float) -> None:
+        self._claim_s = claim_s
+        self._classes: dict[tuple[float, int | None], _Class] = {}
+        # The classes by weight and cap: sums taken in this order are the same whatever
+        # order trio ran the tasks that changed the tenants in.
+        self._order: list[_Class] = []
+        # tenant -> (its class, holding, claiming only by a recent end's ``ended_at``
+        # (None: active), whether a caller of its waits), or absent when it claims nothing.
+        self._tenants: dict[int, tuple[_Class, int, float | None, bool]] = {}
+        # (ended_at, tenant) of the tenants claiming by a recent end; stale entries
+        # (the tenant changed since) are skipped.
+        self._lapses: list[tuple[float, int]] = []
+
+    def put(self, tenant: int, claimant: Claimant, now: float, *, arrived: bool) -> None:
+        """``tenant`` is now ``claimant`` (as ``lends_to`` would see it at ``now``);
+        ``arrived``: a caller of its waits at the gate (``below_share``)."""
+        self._remove(tenant)
+        if claimant.holding or claimant.waiting:
+            ended_at = None
+        elif claimant.ended_at is not None and now - claimant.ended_at < self._claim_s:
+            ended_at = claimant.ended_at
+            heapq.heappush(self._lapses, (ended_at, tenant))
+        else:
+            return
+        key = (claimant.weight, claimant.cap)
+        group = self._classes.get(key)
+        if group is None:
+            group = self._classes[key] = _Class(claimant.weight, claimant.cap)
+            self._order = [self._classes[key] for key in sorted(self._classes, key=lambda key: (key[0], key[1] is None, key[1] or 0))]
+        group.members += 1
+        group.recent += ended_at is not None
+        group.counts.add(claimant.holding, 1)
+        if arrived:
+            group.arrived.add(claimant.holding, 1)
+        self._tenants[tenant] = (group, claimant.holding, ended_at, arrived)
+
+    def lends_to(self, tenant: int, *, weight: float, size: int, in_flight: int, now: float) -> float:
+        """As ``lends_to(tenant, ...)`` of the tenants ``put``, ``tenant`` weighing
+        ``weight``: a tenant asking for a slot, so one with calls waiting."""
+        self._expire(now)
+        own = self._tenants.get(tenant)
+        total = 0.0
+        members = 0
+        for group in self._order:
+            if group.members:
+                total += group.members * group.weight
+                members += group.members
+        if own is None:
+            total += weight
+        elif members == 1:
+            return 0.0
+        if not members:
+            return 0.0
+        share = size / total
+        holding = 0 if own is None else own[1]
+        if holding < share * weight - _EPSILON:
+            return 0.0
+        short = 0.0
+        recent = 0
+        for group in self._order:
+            if not group.members:
+                continue
+            due = share * group.weight
+            if group.cap is not None and group.cap < due:
+                due = group.cap
+            count, held = group.counts.below(math.ceil(due))
+            if count:
+                short += due * count - held
+                recent += group.recent
+                if own is not None and own[0] is group and holding < due:
+                    short -= due - holding
+        if size - in_flight - short >= 1.0 - _EPSILON:
+            return 0.0
+        # The first claim by a recent end to lapse (such a tenant holds nothing: it is
+        # short), or none: the others claim until a call ends or comes.
+        return self._lapses[0][0] + self._claim_s if recent else math.inf
+
+    def below_share(self, *, size: int) -> int:
+        """How many tenants with a caller waiting hold less than their share of ``size``
+        slots: those ``lends_to`` lets in whatever the claims (a gate that held one
+        tenant back looks further only while there are some)."""
+        total = 0.0
+        for group in self._order:
+            total += group.members * group.weight
+        if not total:
+            return 0
+        share = size / total
+        count = 0
+        for group in self._order:
+            if group.members:
+                count += group.arrived.below(math.ceil(share * group.weight - _EPSILON))[0]
+        return count
+
+    def _remove(self, tenant: int) -> None:
+        entry = self._tenants.pop(tenant, None)
+        if entry is not None:
+            group, holding, ended_at, arrived = entry
+            group.members -= 1
+            group.recent -= ended_at is not None
+            group.counts.add(holding, -1)
+            if arrived:
+                group.arrived.add(holding, -1)
+
+    def _expire(self, now: float) -> None:
+        """Drop the claims by a recent end that have lapsed at ``now``, and stale entries."""
+        lapses, tenants = self._lapses, self._tenants
+        while lapses:
+            ended_at, tenant = lapses[0]
+            entry = tenants.get(tenant)
+            if entry is not None and entry[2] == ended_at:
+                if now - ended_at < self._claim_s:
+                    return
+                self._remove(tenant)
+            heapq.heappop(lapses)

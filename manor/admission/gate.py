@@ -37,7 +37,7 @@ import trio
 from ..clock import current_time
 from ..errors import GateTimeout
 from .book import AdmittedTicket, Ticket, TicketBook
-from .claims import Claimant, lends_to
+from .claims import ClaimBook, Claimant
 from .lanes import Lanes
 
 __all__ = ["Arrival", "Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
@@ -249,6 +249,13 @@ class Gate(TicketBook[_Waiter]):
     # last call ended, and the waiter held back by a claim that lapses with time alone,
     # with the instant it lapses (that waiter sleeps until then, to look again).
     _released_at: dict[int, float] = attrs.field(factory=dict, init=False, repr=False)
+    # The claims as of the last look (``ClaimBook``), and the lanes changed since:
+    # each look puts only those in the book, so that it costs the same however many
+    # lanes share the gate.
+    _claims: ClaimBook | None = attrs.field(default=None, init=False, repr=False)
+    _changed: set[int] = attrs.field(factory=set, init=False, repr=False)
+    # While there is a book: each lane's callers waiting at the gate.
+    _arrived: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
     _claim_wake: tuple[_Waiter, float] | None = attrs.field(default=None, init=False, repr=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _waiting: int = attrs.field(default=0, init=False)
@@ -328,8 +335,12 @@ class Gate(TicketBook[_Waiter]):
             self._slot_line.correct(lane, math.fsum(overruns))
         if self._rate:
             # Tokens are shared by calls, not by seconds: a token is one call.
-            return self._issue(count, lane, costs, _Waiter, self._token_line, per_call=True)
-        return self._issue(count, lane, costs, _Waiter, self._slot_line)
+            tickets = self._issue(count, lane, costs, _Waiter, self._token_line, per_call=True)
+        else:
+            tickets = self._issue(count, lane, costs, _Waiter, self._slot_line)
+        if self._claims is not None:
+            self._changed.add(lane)
+        return tickets
 
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
         """``lane``'s share of the slots against the other lanes (``weight``), and the
@@ -344,6 +355,8 @@ class Gate(TicketBook[_Waiter]):
         self._token_line.weigh(lane, weight)
         if lane not in self._lanes:
             self._see(lane)
+        if self._claims is not None:
+            self._changed.add(lane)
         if max_sessions is None:
             self._caps.pop(lane, None)
             self._capped.discard(lane)
@@ -482,6 +495,8 @@ class Gate(TicketBook[_Waiter]):
             return Permit(ticket, now, now, self, waiter.lane, waiter.cost)
         waiter.stage = _WAIT_TOKEN if self._rate else _WAIT_SLOT
         self._waiting += 1
+        if self._claims is not None:
+            self._arrive(waiter.lane, 1)
         self._dispatch(now)
         if waiter.stage == _ADMITTED:
             return self._permit(waiter)
@@ -635,6 +650,8 @@ class Gate(TicketBook[_Waiter]):
         del self._waiters[waiter.ticket]
         self._forget(waiter)
         self._waiting -= 1
+        if self._claims is not None:
+            self._arrive(waiter.lane, -1)
         if self._rate and waiter.stage == _WAIT_SLOT:
             self._refund()
         self._dispatch()
@@ -683,6 +700,8 @@ class Gate(TicketBook[_Waiter]):
         """``waiter`` leaves the line it is in, unserved."""
         line = self._slot_line if not self._rate or waiter.stage == _WAIT_SLOT else self._token_line
         line.forget(waiter.lane)
+        if self._claims is not None:
+            self._changed.add(waiter.lane)
 
     def _ended(self, lane: int, overrun: float) -> None:
         """A call of ``lane`` ended having held its slot ``overrun`` seconds beyond its
@@ -711,27 +730,49 @@ class Gate(TicketBook[_Waiter]):
         cap = self._caps.get(lane)
         if cap is not None and holding >= cap:
             self._capped.add(lane)
+        if self._claims is not None:
+            self._changed.add(lane)  # and it was served: its tickets waiting may be gone
 
     def _unhold(self, lane: int) -> None:
         holding = self._holding[lane] = self._holding[lane] - 1
         cap = self._caps.get(lane)
         if cap is not None and holding < cap:
             self._capped.discard(lane)
+        if self._claims is not None:
+            self._changed.add(lane)  # and its last call's end, when it was released
+
+    def _arrive(self, lane: int, step: int) -> None:
+        """A caller of ``lane`` came to wait at the gate (``step`` 1) or stopped waiting (-1)."""
+        self._arrived[lane] = self._arrived.get(lane, 0) + step
+        self._changed.add(lane)
 
     def _lends_to(self, lane: int, now: float | None) -> float:
         """``0.0`` when ``lane`` may take a free slot now; otherwise when the claims of
         the other lanes that keep it out lapse (``manor.admission.claims``)."""
         if now is None:
             now = current_time()
-        holding, weight, caps = self._holding, self._slot_line.weight, self._caps
-        tenants = {
-            other: Claimant(
-                weight(other), caps.get(other), holding.get(other, 0),
-                other in self._slot_line or other in self._token_line, self._released_at.get(other),
-            )
-            for other in self._lanes
-        }  # fmt: skip
-        return lends_to(lane, tenants, size=self._size, in_flight=self._in_flight, now=now, claim_s=self._claim_s)
+        claims = self._book(now)
+        weight = self._slot_line.weight(lane)
+        return claims.lends_to(lane, weight=weight, size=self._size, in_flight=self._in_flight, now=now)
+
+    def _book(self, now: float) -> ClaimBook:
+        """The claims as of ``now``: the lanes changed since the last look put in the book."""
+        if self._claims is None:
+            self._claims = ClaimBook(self._claim_s)
+            self._changed.update(self._lanes)
+            for waiter in self._waiters.values():
+                if waiter.stage in (_WAIT_TOKEN, _WAIT_SLOT):
+                    self._arrived[waiter.lane] = self._arrived.get(waiter.lane, 0) + 1
+        if self._changed:
+            holding, weight, caps = self._holding, self._slot_line.weight, self._caps
+            for other in self._changed:
+                claimant = Claimant(
+                    weight(other), caps.get(other), holding.get(other, 0),
+                    other in self._slot_line or other in self._token_line, self._released_at.get(other),
+                )  # fmt: skip
+                self._claims.put(other, claimant, now, arrived=self._arrived.get(other, 0) > 0)
+            self._changed.clear()
+        return self._claims
 
     def _front(self, line: Lanes, stage: int, capped: set[int] | tuple[()] = ()) -> _Waiter | None:
         """The waiter whose turn it is in ``line``, dropping those that have passed
@@ -743,7 +784,9 @@ class Gate(TicketBook[_Waiter]):
             waiter = self._waiters.get(ticket)
             if waiter is not None and waiter.stage <= stage:
                 return waiter
-            line.drop()
+            dropped = line.drop()
+            if self._claims is not None:
+                self._changed.add(dropped)
         return None
 
     def _is_paused_head(self, waiter: _Waiter) -> bool:
@@ -779,6 +822,8 @@ class Gate(TicketBook[_Waiter]):
                 head.stage = _WAIT_SLOT
                 self._token_line.served()
                 self._slot_line.append(head.ticket, head.lane, head.cost)
+                if self._claims is not None:
+                    self._changed.add(head.lane)
         claims = self._fair and self._claim_s > 0
         passed = self._capped
         held_back: tuple[_Waiter, float] | None = None
@@ -804,7 +849,12 @@ class Gate(TicketBook[_Waiter]):
                 # lanes may take them. It looks again when the claims lapse.
                 if held_back is None or lapses < held_back[1]:
                     held_back = (head, lapses)
-                passed = {*passed, head.lane}
+                self._slot_line.set_aside()  # passed over for the rest of this dispatch
+                # The lanes behind it over their shares are held back alike (the claims
+                # that keep it out keep them out); only a lane below its share may still
+                # be let in, and when no lane waiting is, the dispatch is done.
+                if not self._book(now).below_share(size=self._size):
+                    break
                 continue
             self._slot_line.served()
             del self._waiters[head.ticket]
@@ -813,6 +863,8 @@ class Gate(TicketBook[_Waiter]):
             if self._caps or self._fair:
                 self._hold(head.lane)
             self._waiting -= 1
+            if self._claims is not None:
+                self._arrive(head.lane, -1)
             self._in_flight += 1
             if self._in_flight > self._peak:
                 self._peak = self._in_flight
@@ -832,6 +884,7 @@ class Gate(TicketBook[_Waiter]):
                     self._unwatch()
                 task(self._permit(head))  # type: ignore[operator]
         if claims:
+            self._slot_line.restore()
             self._hold_back(held_back)
 
     def _hold_back(self, held_back: tuple[_Waiter, float] | None) -> None:

@@ -59,7 +59,7 @@ class _Lane:
 class Lanes:
     """Tickets in lanes, served by start-time fair queuing on each ticket's cost."""
 
-    __slots__ = ("_active", "_base", "_chosen", "_entries", "_finish", "_heap", "_now", "_weights")
+    __slots__ = ("_active", "_aside", "_base", "_chosen", "_entries", "_finish", "_heap", "_now", "_weights")
 
     def __init__(self) -> None:
         # Lanes with tickets.
@@ -76,6 +76,8 @@ class Lanes:
         self._base = 0.0
         # The lane whose head ``head`` returned, which ``drop`` and ``served`` act on.
         self._chosen: int | None = None
+        # Lanes passed over until ``restore`` (``set_aside``).
+        self._aside: list[int] = []
 
     def __bool__(self) -> bool:
         return bool(self._active)
@@ -163,13 +165,15 @@ class Lanes:
             heapq.heappush(heap, entry)
         return None if self._chosen is None else active[self._chosen].queue[0][0]
 
-    def drop(self) -> None:
-        """Forget the head, which has left the line unserved: its lane keeps its start."""
+    def drop(self) -> int:
+        """Forget the head, which has left the line unserved: its lane keeps its start.
+        Returns its lane."""
         lane = self._take()
         queue = self._active[lane]
         queue.queue.popleft()
         if not queue.queue:
             del self._active[lane]  # its heap entry is stale from now on
+        return lane
 
     def served(self) -> None:
         """The head was served: the lane's finish moves on by its cost over its weight,
@@ -187,6 +191,23 @@ class Lanes:
             self._push(lane, queue)
         else:
             del self._active[lane]
+
+    def set_aside(self) -> None:
+        """Pass over the lane of the head ``head`` last returned until ``restore``: a
+        gate that holds a lane back for the rest of a dispatch looks past it once, not
+        at every ``head``."""
+        lane = self._take()
+        self._entries += 1
+        self._active[lane].entry = self._entries  # its heap entry is stale until restored
+        self._aside.append(lane)
+
+    def restore(self) -> None:
+        """The lanes set aside take their places in the line again."""
+        for lane in self._aside:
+            queue = self._active.get(lane)
+            if queue is not None:
+                self._push(lane, queue)
+        self._aside.clear()
 
     def _take(self) -> int:
         """The lane of the head ``head`` last returned (without a call since, the line's

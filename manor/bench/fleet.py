@@ -18,6 +18,14 @@ the slot time the fleet's run had (a gate kept full: 1). Fairness as ``manor fle
 reports it: Jain's index of the worlds' answered calls per second, and the shortest
 world's mean tick over the longest's.
 
+``cpu`` is what a fleet costs the process that drives it: CPU time a call (the
+process's, ``time.process_time``: on the virtual clock a run is all CPU) of fleets of
+``CPU_WORLDS`` worlds with the gate scaled to the worlds (N times the scene's gate and
+platform limit: each world's share is one world's gate, so the per-call cost is not
+hidden by worlds waiting), beside ``manor run``'s engine on the same scene and ticks,
+measured side by side in one run, best of ``CPU_ROUNDS`` rounds. ``vs_run`` is the
+fleet's CPU a call over the run's, ``vs_smallest`` over the smallest fleet's.
+
 The Redis gate's rows (processes sharing one gate in Redis: admissions per second,
 admission latency after a release, fairness, makespans against ``in_process``) belong
 beside ``in_process`` in this suite's figures, with their targets in
@@ -27,6 +35,7 @@ beside ``in_process`` in this suite's figures, with their targets in
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
@@ -40,15 +49,21 @@ from ..fleet.in_process import build_fleet, configure_worlds, fleet_tenants, sce
 from ..limits import MAX_SECONDS
 from ..records import TickRecord
 from ..run import interrupts
-from ..run.engine import scene_sim
+from ..run.engine import build_engine, scene_sim
+from ..tick.statistics import RunStatistics
 from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector
 
-__all__ = ["CLAIMS_OFF", "MIXED", "SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound", "idle_while_waiting", "mixed_scenes"]
+__all__ = ["CLAIMS_OFF", "CPU_ROUNDS", "CPU_WORLDS", "MIXED", "SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound", "idle_while_waiting", "mixed_scenes"]
 
 #: The fleet sizes the suite runs.
 WORLDS = (1, 4, 16)
 TICKS = 50
 TICKS_QUICK = 10
+#: The fleet sizes whose CPU a call the suite measures (gate scaled), its rounds and ticks.
+CPU_WORLDS = (16, 64, 256)
+CPU_ROUNDS = 3
+CPU_TICKS = 10
+CPU_TICKS_QUICK = 2
 #: What the suite sets for every fleet: the pipeline, no gate timeout.
 _SETTINGS = {"run.policy": "pipeline", "gate.timeout_s": MAX_SECONDS}
 
@@ -66,7 +81,62 @@ def _ticks(context: BenchContext) -> int:
 
 def units(context: BenchContext) -> int:
     mixed = sum(len(entries) for name, entries in MIXED for _ in range(1 + (name in CLAIMS_OFF))) + 3  # the fleets, and each scene alone
-    return sum(WORLDS) * _ticks(context) + mixed * (MIXED_TICKS_QUICK if context.quick else MIXED_TICKS)
+    cpu = CPU_ROUNDS * (1 + sum(CPU_WORLDS)) * (CPU_TICKS_QUICK if context.quick else CPU_TICKS)
+    return sum(WORLDS) * _ticks(context) + mixed * (MIXED_TICKS_QUICK if context.quick else MIXED_TICKS) + cpu
+
+
+def _cpu_settings(context: BenchContext, worlds: int) -> list[Source]:
+    """The suite's settings with the gate and platform limit ``worlds`` times the scene's."""
+    (config, _), = configure_worlds([*context.sources, Source("manor bench", BENCH_ORDINAL, _SETTINGS)], 1)
+    gate, limit = config.settings.gate.size, config.settings.platform.limit
+    scaled = {**_SETTINGS, "gate.size": gate * worlds, "platform.limit": limit * worlds}
+    return [*context.sources, Source("manor bench", BENCH_ORDINAL, scaled)]
+
+
+def _cpu_per_call(context: BenchContext, worlds: int | None, ticks: int) -> float:
+    """CPU seconds a call of a fleet of ``worlds`` (gate scaled), or of ``manor run``'s
+    engine on the scene (``None``), over ``ticks`` ticks on the virtual clock."""
+    sources = _cpu_settings(context, worlds or 1)
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    if worlds is None:
+        (config, scene), = configure_worlds(sources, 1)
+        statistics = RunStatistics()
+        engine = build_engine(config, scene, backend=scene_sim(config, scene), instruments=[statistics, TickCollector(context)])
+        started = time.process_time()
+        interrupts.run(engine.loop.run, ticks, clock=clock)
+        return (time.process_time() - started) / statistics.summary(engine)["calls"]
+    configured = configure_worlds(sources, worlds)
+    fleet = build_fleet(configured, instruments=lambda index: [TickCollector(context)], backends=lambda index: scene_sim(*configured[index]))
+    started = time.process_time()
+    interrupts.run(fleet.run, ticks, clock=clock)
+    cpu = time.process_time() - started
+    return cpu / fleet.summary()["total"]["calls"]
+
+
+def _cpu(context: BenchContext) -> dict[str, Any]:
+    """``manor run``'s CPU a call and each fleet's, side by side, best of the rounds."""
+    ticks = CPU_TICKS_QUICK if context.quick else CPU_TICKS
+    best: dict[int | None, float] = {}
+    for _ in range(CPU_ROUNDS):
+        for worlds in (None, *CPU_WORLDS):
+            per_call = _cpu_per_call(context, worlds, ticks)
+            best[worlds] = min(best.get(worlds, per_call), per_call)
+    run_us = best[None] * 1e6
+    smallest = best[CPU_WORLDS[0]]
+    return {
+        "ticks": ticks,
+        "rounds": CPU_ROUNDS,
+        "run_us_per_call": round(run_us, 2),
+        "fleets": [
+            {
+                "worlds": worlds,
+                "us_per_call": round(best[worlds] * 1e6, 2),
+                "vs_run": round(best[worlds] / best[None], 3),
+                "vs_smallest": round(best[worlds] / smallest, 3),
+            }
+            for worlds in CPU_WORLDS
+        ],
+    }
 
 
 def _fleet(context: BenchContext, worlds: int) -> dict[str, Any]:
@@ -192,19 +262,19 @@ def idle_while_waiting(worlds: Sequence[Sequence[TickRecord]], size: int) -> flo
     what claims cost in work conservation; 0 for a gate that lends every idle slot,
     except at the instants a caller has not arrived yet)."""
     events = sorted(
-        (time, held, waiting)
+        (at, held, waiting)
         for ticks in worlds for tick in ticks for call in tick.calls
-        for time, held, waiting in (
+        for at, held, waiting in (
             ((call.queued_at, 0, 1), (call.admitted_at, 1, -1), (call.finished_at, -1, 0))
             if call.admitted_at is not None else ((call.queued_at, 0, 1), (call.finished_at, 0, -1))
         )
     )  # fmt: skip
     held = waiting = 0
     idle = last = 0.0
-    for time, step, wait in events:
+    for at, step, wait in events:
         if waiting > 0:
-            idle += max(0, size - held) * (time - last)
-        last = time
+            idle += max(0, size - held) * (at - last)
+        last = at
         held += step
         waiting += wait
     return round(idle, 4)
@@ -277,6 +347,7 @@ def run(context: BenchContext) -> dict[str, Any]:
         },
         "in_process": [_fleet(context, worlds) for worlds in WORLDS],
         "mixed": _mixed(context),
+        "cpu": _cpu(context),
     }
 
 

@@ -34,6 +34,10 @@ MIXED_P95_SLOWDOWN = 1.3
 #: Tick makespans of worlds sharing the gate through Redis, at least this fraction of
 #: the same worlds' on the in-process gate (in-process makespan / Redis makespan).
 REDIS_GATE_RATIO = 0.9
+#: A fleet's CPU a call (gate scaled to the worlds) at most this many times ``manor run``'s,
+#: and the largest fleet's at most this many times the smallest's.
+FLEET_CPU_VS_RUN = 2.0
+FLEET_CPU_FLATNESS = 1.2
 
 
 def _target(name: str, goal: str, value: float | None, met: bool | None, note: str = "") -> dict[str, Any]:
@@ -140,6 +144,13 @@ def _fleet_targets(fleet: Mapping[str, Any]) -> list[dict[str, Any]]:
             due = weights[0] / weights[1]
             name = f"fleet.mixed {row['fleet']}: session-seconds while backlogged, first / second (weights {due:g}:1)"
             targets.append(_target(name, f"{due:g} ± 5 %", row["session_s_ratio"], abs(row["session_s_ratio"] / due - 1) <= 0.05))
+    if "cpu" in fleet:
+        for point in fleet["cpu"]["fleets"]:
+            name = f"fleet.cpu {point['worlds']} worlds (gate scaled): CPU a call / manor run's"
+            targets.append(_target(name, f"<= {FLEET_CPU_VS_RUN}", point["vs_run"], point["vs_run"] <= FLEET_CPU_VS_RUN))
+        largest, smallest = fleet["cpu"]["fleets"][-1], fleet["cpu"]["fleets"][0]
+        name = f"fleet.cpu CPU a call, {largest['worlds']} worlds / {smallest['worlds']}"
+        targets.append(_target(name, f"<= {FLEET_CPU_FLATNESS}", largest["vs_smallest"], largest["vs_smallest"] <= FLEET_CPU_FLATNESS))
     return targets
 
 

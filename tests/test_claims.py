@@ -1,0 +1,58 @@
+"""Claims on a share of the slots: the ``ClaimBook`` kept as tenants change gives
+``lends_to``'s answer over all of them."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from manor.admission.claims import ClaimBook, Claimant, lends_to
+
+_CLAIM_S = 2.0
+
+#: A change to one tenant: (tenant, weight, cap, holding, waiting, ended_at offset or None).
+_changes = st.lists(
+    st.tuples(
+        st.integers(0, 7),
+        st.sampled_from([1.0, 2.0, 0.5, 3.0]),
+        st.one_of(st.none(), st.integers(1, 4)),
+        st.integers(0, 6),
+        st.booleans(),
+        st.one_of(st.none(), st.floats(0.0, 4.0)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+class TestClaimBook:
+    @settings(max_examples=300, deadline=None)
+    @given(_changes, st.integers(1, 24), st.floats(0.0, 3.0), st.data())
+    def test_agrees_with_lends_to(self, changes, size, step, data) -> None:
+        """After any changes, asked at any later instant, the book answers as ``lends_to``."""
+        book = ClaimBook(_CLAIM_S)
+        tenants: dict[int, Claimant] = {}
+        now = 10.0
+        for tenant, weight, cap, holding, waiting, ago in changes:
+            # A tenant's weight and cap are the gate's settings: the same in each change.
+            weight, cap = tenants[tenant].weight if tenant in tenants else weight, tenants[tenant].cap if tenant in tenants else cap
+            claimant = Claimant(weight, cap, holding, waiting, None if ago is None else now - ago)
+            tenants[tenant] = claimant
+            book.put(tenant, claimant, now, arrived=claimant.waiting)
+            now += data.draw(st.sampled_from([0.0, 0.5, step]))
+            asking = [number for number, claimant in tenants.items() if claimant.waiting]
+            if not asking:
+                continue
+            tenant = data.draw(st.sampled_from(asking))
+            in_flight = min(size, sum(claimant.holding for claimant in tenants.values()))
+            expected = lends_to(tenant, tenants, size=size, in_flight=in_flight, now=now, claim_s=_CLAIM_S)
+            got = book.lends_to(tenant, weight=tenants[tenant].weight, size=size, in_flight=in_flight, now=now)
+            assert got == expected
+
+    def test_a_recent_end_lapses(self) -> None:
+        """A tenant between ticks claims its share until ``claim_s`` after its last call."""
+        book = ClaimBook(_CLAIM_S)
+        book.put(0, Claimant(holding=2, waiting=True), 10.0, arrived=True)
+        book.put(1, Claimant(ended_at=9.5), 10.0, arrived=False)
+        assert book.lends_to(0, weight=1.0, size=4, in_flight=2, now=10.0) == 11.5
+        assert book.lends_to(0, weight=1.0, size=4, in_flight=2, now=11.5) == 0.0
