@@ -496,7 +496,7 @@ class Gate(TicketBook[_Waiter]):
         waiter.stage = _WAIT_TOKEN if self._rate else _WAIT_SLOT
         self._waiting += 1
         if self._claims is not None:
-            self._arrive(waiter.lane, 1)
+            self._count_arrival(waiter.lane, 1)
         self._dispatch(now)
         if waiter.stage == _ADMITTED:
             return self._permit(waiter)
@@ -651,7 +651,7 @@ class Gate(TicketBook[_Waiter]):
         self._forget(waiter)
         self._waiting -= 1
         if self._claims is not None:
-            self._arrive(waiter.lane, -1)
+            self._count_arrival(waiter.lane, -1)
         if self._rate and waiter.stage == _WAIT_SLOT:
             self._refund()
         self._dispatch()
@@ -741,7 +741,7 @@ class Gate(TicketBook[_Waiter]):
         if self._claims is not None:
             self._changed.add(lane)  # and its last call's end, when it was released
 
-    def _arrive(self, lane: int, step: int) -> None:
+    def _count_arrival(self, lane: int, step: int) -> None:
         """A caller of ``lane`` came to wait at the gate (``step`` 1) or stopped waiting (-1)."""
         self._arrived[lane] = self._arrived.get(lane, 0) + step
         self._changed.add(lane)
@@ -864,7 +864,7 @@ class Gate(TicketBook[_Waiter]):
                 self._hold(head.lane)
             self._waiting -= 1
             if self._claims is not None:
-                self._arrive(head.lane, -1)
+                self._count_arrival(head.lane, -1)
             self._in_flight += 1
             if self._in_flight > self._peak:
                 self._peak = self._in_flight
