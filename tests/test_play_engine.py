@@ -323,6 +323,31 @@ class TestDashboardState:
         assert [t.makespan for t in state.ticks] == stats.makespans
         assert state.story_count == len(e.loop.world.story)
 
+    def test_tick_figures_worked_out_when_read_are_those_of_each_tick(self) -> None:
+        """A finished tick's figures are worked out when the panel reads them, for the
+        ticks it keeps only: read once after many ticks, they are the ones read after
+        each tick, the newest ``history`` of them."""
+
+        class EveryTick(Instrument):
+            def __init__(self, state: DashboardState) -> None:
+                self.state, self.figures = state, []
+
+            def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+                self.figures.append(self.state.ticks[-1])
+
+        # The same run twice (one reader a loop): read after each tick, and once.
+        each, once = engine(LEGACY), engine(LEGACY)
+        read_each, read_once = DashboardState(each.scene), DashboardState(once.scene, history=3)
+        every_tick = EveryTick(read_each)
+        for e, instruments in ((each, (read_each, every_tick)), (once, (read_once,))):
+            for instrument in instruments:
+                e.loop.add_instrument(instrument)
+            trio.run(TickDriver(e.loop).run, 7, clock=trio.testing.MockClock(autojump_threshold=0))
+        assert [t.tick for t in every_tick.figures] == list(range(1, 8))
+        assert list(read_once.ticks) == every_tick.figures[-3:]
+        assert read_once.shown is not None and read_once.shown.tick == 7
+        assert list(read_once.makespans) == [t.makespan for t in every_tick.figures]
+
     def test_rows_follow_each_call_and_nothing_is_left_in_flight(self) -> None:
         """After a tick every caller that was called is done or degraded (retries too)."""
         e = engine(LEGACY)

@@ -4,7 +4,9 @@ The engine writes, the dashboard reads on a timer (about ten times a second, few
 the engine runs flat out), so per call the loop only notes what happened — one list
 append, no hook called (``TickLoop.call_notes``) — and the rows, counts and histories
 are worked out from the notes in bulk when they are read (a frame), or at the end of
-the tick: per frame and per tick, not per call.
+the tick: per frame and per tick, not per call. What only a frame shows of a finished
+tick — its figures for the latency panel, the world's marks on the rows — is worked out
+when read, for the ticks the panel keeps: per frame, not per tick.
 Of a call's three events only the last changes its row, so most are never looked at
 one by one. Updates are coalesced by construction, and a flood of calls never costs a
 redraw. Both run on one thread (trio in guest mode on Textual's loop), so there are no
@@ -133,7 +135,13 @@ class DashboardState(Instrument):
         self.current_tick: int | None = None
         #: The last finished tick (0 before the first).
         self.tick = 0
-        self.ticks: deque[TickFigures] = deque(maxlen=history)
+        self._ticks: deque[TickFigures] = deque(maxlen=history)
+        # Finished ticks not yet worked into figures (``ticks``): a tick's number,
+        # makespan, admission-to-answer latencies, calls and calls degraded. Worked out
+        # when read (a frame), for the newest ``history`` only: per frame, not per tick.
+        self._ticks_pending: list[tuple[int, float, list[float], int, int]] = []
+        # A tick ended since the world's marks were last taken onto the rows.
+        self._marks_due = False
         #: Every finished tick's makespan, and whether a call of it degraded (index:
         #: tick - 1): the whole run at a glance, at 9 bytes a tick.
         self.makespans = array("d")
@@ -192,7 +200,25 @@ class DashboardState(Instrument):
     def rows(self) -> dict[str, CallerRow]:
         """The callers by ``caller:agent``, in the order they were first planned."""
         self._catch_up()
+        self._take_marks_due()
         return self._rows
+
+    @property
+    def ticks(self) -> deque[TickFigures]:
+        """The finished ticks the latency panel shows, oldest first (the newest
+        ``history``)."""
+        pending = self._ticks_pending
+        if pending:
+            kept = self._ticks.maxlen
+            for tick, makespan, latencies, calls, degraded in pending if kept is None else pending[-kept:]:
+                self._ticks.append(
+                    TickFigures(
+                        tick=tick, makespan=makespan, p50=percentile(latencies, 50),
+                        max=max(latencies, default=0.0), calls=calls, degraded=degraded,
+                    )  # fmt: skip
+                )
+            pending.clear()
+        return self._ticks
 
     @property
     def degradations_tick(self) -> dict[str, dict[str, int]]:
@@ -307,22 +333,12 @@ class DashboardState(Instrument):
         else:  # some were repaired: their records are not the tick's
             latencies = [call.latency for call in record.calls if call.admitted_at is not None]
             degraded = sum(1 for call in record.calls if not call.ok)
-        self.ticks.append(
-            TickFigures(
-                tick=record.tick,
-                makespan=record.makespan,
-                p50=percentile(latencies, 50),
-                max=max(latencies, default=0.0),
-                calls=len(record.calls),
-                degraded=degraded,
-            )
-        )
+        self._ticks_pending.append((record.tick, record.makespan, latencies, len(record.calls), degraded))
         self.makespans.append(record.makespan)
         self.degraded_ticks.append(degraded > 0)
         self.tick = record.tick
         self.current_tick = None
-        if self._loop is not None:
-            self._take_marks(self._loop.world)
+        self._marks_due = self._loop is not None
         items = fold_story(story, lambda entry: entry, self.callers)
         self.story.extend(items)
         self.story_count += len(items)
@@ -413,9 +429,10 @@ class DashboardState(Instrument):
                 done=self._finished, planned=self.planned,
                 degraded=sum(n for counts in self._degradations_tick.values() for n in counts.values()),
             )  # fmt: skip
-        if not self.ticks:
+        ticks = self.ticks
+        if not ticks:
             return None
-        last = self.ticks[-1]
+        last = ticks[-1]
         return ShownTick(
             tick=last.tick, under_way=False, makespan=last.makespan, p50=last.p50, max=last.max,
             done=last.calls, planned=last.calls, degraded=last.degraded,
@@ -426,8 +443,16 @@ class DashboardState(Instrument):
     def take_dirty(self) -> set[str]:
         """The keys of rows changed since the last call (for the one table that shows them)."""
         self._catch_up()
+        self._take_marks_due()
         dirty, self._dirty = self._dirty, set()
         return dirty
+
+    def _take_marks_due(self) -> None:
+        """The world's marks onto the rows if a tick ended since they were last taken:
+        when the rows are read, not at every tick's end."""
+        if self._marks_due and self._loop is not None:
+            self._marks_due = False
+            self._take_marks(self._loop.world)
 
     def _take_marks(self, world: World) -> None:
         """The world's marks on its agents (``world_marks``) onto their rows."""
