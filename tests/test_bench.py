@@ -523,6 +523,6 @@ def test_a_scale_worker_s_peak_memory_is_its_own_not_its_parent_s() -> None:
     ``getrusage`` would report the parent's peak: on Linux it survives ``execve``."""
     grown = bytearray(256 * 1024 * 1024)
     grown[:: 4096] = b"\1" * len(grown[:: 4096])  # touched: resident, not just reserved
-    point = scale._in_fresh_process(BenchContext(quick=True), 100, 3)
+    point = scale._in_fresh_process(BenchContext(quick=True), 100)
     assert point["startup_rss_mb"] < 200 and point["peak_rss_mb"] < 200, point
     del grown

@@ -11,11 +11,18 @@ own: ``peak_rss_mb`` is that process's peak resident set size (``getrusage``
 ticks themselves took. ``rss_per_agent_kb`` is the peak less the process before it loaded
 the scene (``startup_rss_mb``: the interpreter and Manor), over the agents: what an agent
 costs, its calls in flight included. (``tracemalloc`` would see only Python's own allocations and slow
-the ticks it measures.) A first tick warms up; ``tick_wall_s`` is the median wall time
-of the ticks after it, and ``per_call_us`` the median CPU time of a tick (the process's,
-``time.process_time``) over its calls: with a zero-latency backend a tick is all CPU
-work, so on an idle machine the two agree, and on a busy one the CPU time leaves out the
-time other processes had the CPU.
+the ticks it measures.)
+
+Every size is timed over the same number of calls, so that a small cast is not timed over
+a fraction of a second while a large one is timed over seconds: a first tick warms up,
+then three rounds each run whole ticks until they have made at least 100,000 calls (one
+tick at 100,000 agents, 1,000 ticks at 100; ``--quick``: 1,000 calls). A round's cost is
+its CPU time (the process's, ``time.process_time``) over its calls, everything that
+happened in it counted — the garbage collections that landed there too — and
+``per_call_us`` is the median of the three rounds. With a zero-latency backend a tick is
+all CPU work, so on an idle machine CPU and wall time agree, and on a busy one the CPU
+time leaves out the time other processes had the CPU. ``tick_wall_s`` is the median wall
+time of a measured tick.
 
 Beside each size, the same calls without Manor, as references: bare trio with every
 call spawned at once, waiting on a ``trio.Semaphore`` of the gate's size (the shape of
@@ -56,13 +63,15 @@ AGENTS = (100, 1_000, 10_000, 100_000)
 AGENTS_QUICK = (100, 1_000)
 #: Seconds a call may wait at the gate: longer than any tick here.
 _GATE_TIMEOUT_S = 3600.0
-#: Calls a cast size is measured over (after the warm-up tick), at least 3 ticks.
-_CALLS = 10_000
-_CALLS_QUICK = 300
+#: Calls a round of a cast size makes at least, in whole ticks: the largest size's tick.
+_WINDOW = 100_000
+_WINDOW_QUICK = 1_000
+#: Rounds a cast size is measured over, after its warm-up tick; its cost is their median.
+ROUNDS = 3
 
 
-def _ticks(agents: int, quick: bool) -> int:
-    return max(3, (_CALLS_QUICK if quick else _CALLS) // agents)
+def _window(quick: bool) -> int:
+    return _WINDOW_QUICK if quick else _WINDOW
 
 
 def _peak_rss_mb() -> float:
@@ -82,9 +91,9 @@ def _peak_rss_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
-    """Run a warm-up tick and ``ticks`` measured ticks of ``agents`` characters here, in
-    this process."""
+def measure(context: BenchContext, agents: int, window: int) -> dict[str, Any]:
+    """Run a warm-up tick and ``ROUNDS`` rounds of ticks of ``agents`` characters, each
+    of at least ``window`` calls, here, in this process."""
     startup = _peak_rss_mb()
     # A tick of 100,000 calls on a busy machine can take longer than the default gate
     # timeout (30 s of real time): its calls would degrade and this would time other work.
@@ -96,48 +105,60 @@ def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
     baseline = _peak_rss_mb()
     limit = engine.loop.gate.size
 
-    async def medians(tick: Callable[[], Awaitable[object]]) -> tuple[float, float]:
-        """Median wall and CPU seconds of a tick, after a warm-up tick."""
+    async def medians(tick: Callable[[], Awaitable[int]]) -> tuple[float, float, int]:
+        """Median wall seconds of a tick, median CPU seconds of a call over the rounds,
+        and the ticks a round ran, after a warm-up tick. ``tick`` returns its calls."""
         await tick()
-        walls, cpus = [], []
-        for _ in range(ticks):
-            wall, cpu = time.perf_counter(), time.process_time()
-            await tick()
-            walls.append(time.perf_counter() - wall)
-            cpus.append(time.process_time() - cpu)
-        return statistics.median(walls), statistics.median(cpus)
+        walls, rounds, ticks = [], [], 0
+        for _ in range(ROUNDS):
+            calls, ticks = 0, 0
+            cpu = time.process_time()
+            while calls < window:
+                wall = time.perf_counter()
+                calls += await tick()
+                walls.append(time.perf_counter() - wall)
+                ticks += 1
+            rounds.append((time.process_time() - cpu) / calls)
+        return statistics.median(walls), statistics.median(rounds), ticks
 
     degraded = 0
 
-    async def tick() -> None:
+    async def tick() -> int:
         nonlocal degraded
         record = await engine.loop.step()
         degraded += sum(not call.ok for call in record.calls)
+        return len(record.calls)
 
-    async def timed() -> tuple[float, float, float, float, float, int]:
-        wall, cpu = await medians(tick)
+    async def timed() -> tuple[float, float, int, float, float, float, int]:
+        wall, cpu, ticks = await medians(tick)
         peak = _peak_rss_mb()  # before the references run: theirs is not Manor's memory
         # The references' calls, planned only now: Manor's peak must not hold them.
         requests = engine.loop.world.plan()
-        _, all_at_once = await medians(functools.partial(_all_at_once_tick, provider, requests, limit))
-        _, acquire_first = await medians(functools.partial(trio_tick, provider, requests, limit))
-        return wall, cpu, peak, all_at_once, acquire_first, len(requests)
 
-    wall, cpu, peak, all_at_once, acquire_first, calls = interrupts.run(timed)
+        async def reference(tick: Callable[[Provider, Sequence[Request], int], Awaitable[None]]) -> int:
+            await tick(provider, requests, limit)
+            return len(requests)
+
+        _, all_at_once, _ = await medians(functools.partial(reference, _all_at_once_tick))
+        _, acquire_first, _ = await medians(functools.partial(reference, trio_tick))
+        return wall, cpu, ticks, peak, all_at_once, acquire_first, len(requests)
+
+    wall, cpu, ticks, peak, all_at_once, acquire_first, calls = interrupts.run(timed)
     if degraded:
         raise BenchError(f"{degraded} calls degraded: the ticks did not all do the same work")
     return {
         "agents": agents,
         "tick_wall_s": round(wall, 6),
-        "per_call_us": round(cpu / calls * 1e6, 2),
+        "per_call_us": round(cpu * 1e6, 2),
         "peak_rss_mb": round(peak, 1),
         "calls_per_tick": calls,
-        "ticks": ticks,
+        "rounds": ROUNDS,
+        "ticks_per_round": ticks,
         "baseline_rss_mb": round(baseline, 1),
         "startup_rss_mb": round(startup, 1),
         "rss_per_agent_kb": round((peak - startup) * 1024 / agents, 2),
-        "trio_all_at_once_per_call_us": round(all_at_once / calls * 1e6, 2),
-        "trio_acquire_first_per_call_us": round(acquire_first / calls * 1e6, 2),
+        "trio_all_at_once_per_call_us": round(all_at_once * 1e6, 2),
+        "trio_acquire_first_per_call_us": round(acquire_first * 1e6, 2),
     }
 
 
@@ -160,12 +181,12 @@ def worker_main() -> None:
     job = json.loads(sys.argv[1])
     context = BenchContext(sources=[Source(**source) for source in job["sources"]])
     try:
-        print(json.dumps(measure(context, job["agents"], job["ticks"])))
+        print(json.dumps(measure(context, job["agents"], job["window"])))
     except ManorError as exc:
         sys.exit(str(exc))  # one line on stderr, which the parent quotes
 
 
-def _in_fresh_process(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
+def _in_fresh_process(context: BenchContext, agents: int) -> dict[str, Any]:
     """``measure`` in a new interpreter.
 
     Raises:
@@ -175,7 +196,7 @@ def _in_fresh_process(context: BenchContext, agents: int, ticks: int) -> dict[st
     job: Mapping[str, Any] = {
         "sources": [attrs.asdict(source) for source in context.sources],
         "agents": agents,
-        "ticks": ticks,
+        "window": _window(context.quick),
     }
     code = "from manor.bench.scale import worker_main; worker_main()"
     done = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True, check=False)
@@ -210,7 +231,7 @@ def run(context: BenchContext) -> list[dict[str, Any]]:
     context.configure()  # a bad setting fails here, in one line, not in a worker
     points = []
     for agents in _sizes(context):
-        points.append(_in_fresh_process(context, agents, _ticks(agents, context.quick)))
+        points.append(_in_fresh_process(context, agents))
         context.advance(1)
     return points
 
