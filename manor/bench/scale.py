@@ -52,6 +52,7 @@ from ..errors import ManorError
 from ..providers.provider import Provider
 from ..run import interrupts
 from ..run.engine import build_engine, scene_seed
+from ..tick.gc_pause import what_is_built_frozen
 from ..worlds import create_world
 from .instant import InstantProvider
 from .overhead import drain, trio_tick
@@ -143,7 +144,8 @@ def measure(context: BenchContext, agents: int, window: int) -> dict[str, Any]:
         _, acquire_first, _ = await medians(functools.partial(reference, trio_tick))
         return wall, cpu, ticks, peak, all_at_once, acquire_first, len(requests)
 
-    wall, cpu, ticks, peak, all_at_once, acquire_first, calls = interrupts.run(timed)
+    with what_is_built_frozen():  # as ``manor run`` runs its ticks
+        wall, cpu, ticks, peak, all_at_once, acquire_first, calls = interrupts.run(timed)
     if degraded:
         raise BenchError(f"{degraded} calls degraded: the ticks did not all do the same work")
     return {
