@@ -4,8 +4,8 @@ Ticks of 100, 1,000, 10,000 and 100,000 generated characters (``--agents N``) th
 the whole engine, real clock, zero-latency backend. Cost per call should stay flat: a
 tick must do no work that grows faster than its number of calls.
 
-Each cast size is measured in a fresh Python process, so that its peak memory is its
-own: ``peak_rss_mb`` is that process's peak resident set size (``getrusage``
+Each round of a cast size is measured in a fresh Python process, so that its peak memory
+is its own: ``peak_rss_mb`` is that process's peak resident set size (``getrusage``
 ``ru_maxrss``) — the interpreter, Manor, the scene and the ticks — and
 ``baseline_rss_mb`` the same just before the first tick, so the difference is what the
 ticks themselves took. ``rss_per_agent_kb`` is the peak less the process before it loaded
@@ -14,15 +14,19 @@ costs, its calls in flight included. (``tracemalloc`` would see only Python's ow
 the ticks it measures.)
 
 Every size is timed over the same number of calls, so that a small cast is not timed over
-a fraction of a second while a large one is timed over seconds: a first tick warms up,
-then three rounds each run whole ticks until they have made at least 100,000 calls (one
-tick at 100,000 agents, 1,000 ticks at 100; ``--quick``: 1,000 calls). A round's cost is
-its CPU time (the process's, ``time.process_time``) over its calls, everything that
-happened in it counted — the garbage collections that landed there too — and
-``per_call_us`` is the median of the three rounds. With a zero-latency backend a tick is
-all CPU work, so on an idle machine CPU and wall time agree, and on a busy one the CPU
-time leaves out the time other processes had the CPU. ``tick_wall_s`` is the median wall
-time of a measured tick.
+a fraction of a second while a large one is timed over seconds. A round of a size is a
+fresh process: a first tick warms up, then it runs whole ticks until they have made at
+least 100,000 calls (one tick at 100,000 agents, 1,000 ticks at 100; ``--quick``: 1,000
+calls), and its cost is its CPU time (the process's, ``time.process_time``) over its
+calls, everything that happened in it counted — the garbage collections that landed
+there too. Three rounds, each of every size in turn (100, 1,000, 10,000, 100,000, then
+again), so that a spell of load falls on the sizes alike; ``per_call_us`` is the median
+of a size's three rounds (``per_call_us_rounds``), and its memory figures are those of
+the round that peaked highest. With a zero-latency backend a tick is all CPU work, so
+on an idle machine CPU and wall time agree, and on a busy one the CPU time leaves out
+the time other processes had the CPU. ``tick_wall_s`` is the median wall time of a
+measured tick. A round runs its ticks with what it built frozen out of the collector's
+full passes, as ``manor run`` does (``manor.tick.gc_pause.what_is_built_frozen``).
 
 Beside each size, the same calls without Manor, as references: bare trio with every
 call spawned at once, waiting on a ``trio.Semaphore`` of the gate's size (the shape of
@@ -67,7 +71,7 @@ _GATE_TIMEOUT_S = 3600.0
 #: Calls a round of a cast size makes at least, in whole ticks: the largest size's tick.
 _WINDOW = 100_000
 _WINDOW_QUICK = 1_000
-#: Rounds a cast size is measured over, after its warm-up tick; its cost is their median.
+#: Rounds a cast size is measured over, each in a fresh process; its cost is their median.
 ROUNDS = 3
 
 
@@ -93,8 +97,8 @@ def _peak_rss_mb() -> float:
 
 
 def measure(context: BenchContext, agents: int, window: int) -> dict[str, Any]:
-    """Run a warm-up tick and ``ROUNDS`` rounds of ticks of ``agents`` characters, each
-    of at least ``window`` calls, here, in this process."""
+    """One round of ``agents`` characters here, in this process: a warm-up tick, then
+    ticks until they have made at least ``window`` calls."""
     startup = _peak_rss_mb()
     # A tick of 100,000 calls on a busy machine can take longer than the default gate
     # timeout (30 s of real time): its calls would degrade and this would time other work.
@@ -107,20 +111,17 @@ def measure(context: BenchContext, agents: int, window: int) -> dict[str, Any]:
     limit = engine.loop.gate.size
 
     async def medians(tick: Callable[[], Awaitable[int]]) -> tuple[float, float, int]:
-        """Median wall seconds of a tick, median CPU seconds of a call over the rounds,
-        and the ticks a round ran, after a warm-up tick. ``tick`` returns its calls."""
+        """Median wall seconds of a tick, CPU seconds of a call over the round, and the
+        ticks it ran, after a warm-up tick. ``tick`` returns its calls."""
         await tick()
-        walls, rounds, ticks = [], [], 0
-        for _ in range(ROUNDS):
-            calls, ticks = 0, 0
-            cpu = time.process_time()
-            while calls < window:
-                wall = time.perf_counter()
-                calls += await tick()
-                walls.append(time.perf_counter() - wall)
-                ticks += 1
-            rounds.append((time.process_time() - cpu) / calls)
-        return statistics.median(walls), statistics.median(rounds), ticks
+        walls, calls, ticks = [], 0, 0
+        cpu = time.process_time()
+        while calls < window:
+            wall = time.perf_counter()
+            calls += await tick()
+            walls.append(time.perf_counter() - wall)
+            ticks += 1
+        return statistics.median(walls), (time.process_time() - cpu) / calls, ticks
 
     degraded = 0
 
@@ -154,7 +155,6 @@ def measure(context: BenchContext, agents: int, window: int) -> dict[str, Any]:
         "per_call_us": round(cpu * 1e6, 2),
         "peak_rss_mb": round(peak, 1),
         "calls_per_tick": calls,
-        "rounds": ROUNDS,
         "ticks_per_round": ticks,
         "baseline_rss_mb": round(baseline, 1),
         "startup_rss_mb": round(startup, 1),
@@ -213,7 +213,7 @@ def _sizes(context: BenchContext) -> tuple[int, ...]:
 
 
 def units(context: BenchContext) -> int:
-    return len(_sizes(context))
+    return len(_sizes(context)) * ROUNDS
 
 
 def skip(context: BenchContext) -> str | None:
@@ -231,11 +231,29 @@ def skip(context: BenchContext) -> str | None:
 
 def run(context: BenchContext) -> list[dict[str, Any]]:
     context.configure()  # a bad setting fails here, in one line, not in a worker
-    points = []
-    for agents in _sizes(context):
-        points.append(_in_fresh_process(context, agents))
-        context.advance(1)
-    return points
+    rounds: dict[int, list[dict[str, Any]]] = {agents: [] for agents in _sizes(context)}
+    # Round by round, every size in turn: a spell of load on the machine falls on the
+    # sizes alike, not on the one whose process happened to run then.
+    for _ in range(ROUNDS):
+        for agents, points in rounds.items():
+            points.append(_in_fresh_process(context, agents))
+            context.advance(1)
+    return [_point(points) for points in rounds.values()]
+
+
+_MEDIANS = ("tick_wall_s", "per_call_us", "trio_all_at_once_per_call_us", "trio_acquire_first_per_call_us")
+
+
+def _point(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A size's figures from its rounds: the median of each time; the memory of the
+    round that peaked highest."""
+    highest = max(rounds, key=lambda point: point["peak_rss_mb"])
+    return {
+        **highest,
+        **{key: statistics.median(point[key] for point in rounds) for key in _MEDIANS},
+        "rounds": len(rounds),
+        "per_call_us_rounds": [point["per_call_us"] for point in rounds],
+    }
 
 
 SUITE = Suite(

@@ -197,7 +197,7 @@ class TickLoop:
         try:
             self.instruments.call("tick_started", tick, requests)
             # The tick's calls are many live objects that die with it: no full scan of
-            # them by the cyclic collector while they are out (see manor/collector.py).
+            # them by the cyclic collector while they are out (see manor/tick/gc_pause.py).
             with full_collections_deferred():
                 records = await self.policy.run(self, requests)
                 if self.repair_attempts:
