@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-class Request(msgspec.Struct, frozen=True, kw_only=True):
+class Request(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One model call as the tick loop planned it: who calls, for which agent, and what
     is asked. A world's ``plan`` returns them; the stack answers each with a ``Done``::
 

@@ -1,9 +1,11 @@
-"""The cyclic garbage collector held off while a tick's calls are out (manor/collector.py):
-what keeps the cost of a call flat from 100 to 100,000 agents."""
+"""The cyclic garbage collector held off while a tick's calls are out, and kept off what
+a run built (manor/tick/gc_pause.py): what keeps the cost of a call flat from 100 to
+100,000 agents."""
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import gc
 from collections.abc import Iterator
 
@@ -12,9 +14,12 @@ import trio
 import trio.testing
 from scenes_fixture import fixed_scene, make_engine
 
+from manor.bench.instant import InstantProvider
+from manor.bench.suite import BenchContext
 from manor.calls import Request
 from manor.records import CallRecord, StoryEntry, TickRecord
-from manor.tick.gc_pause import full_collections_deferred
+from manor.run.engine import build_engine
+from manor.tick.gc_pause import full_collections_deferred, what_is_built_frozen
 from manor.tick.instruments import Instrument
 
 
@@ -110,3 +115,70 @@ class TestFullCollectionsDeferred:
         deferred = calls()
         monkeypatch.setattr("manor.tick.loop.full_collections_deferred", contextlib.nullcontext)
         assert calls() == deferred
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    """A process that froze nothing (an earlier test may have left objects frozen)."""
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+class TestWhatIsBuiltFrozen:
+    """A run's full collections walk what its ticks made, not the world it built."""
+
+    @pytest.mark.usefixtures("unfrozen")
+    def test_a_full_collection_in_a_run_of_a_big_cast_walks_only_what_its_ticks_made(self) -> None:
+        """Unfrozen, the oldest generation holds the interpreter, the scene and the
+        world: every object of the process; frozen, a small part of it."""
+        config, scene = BenchContext().configure({"run.agents": 2_000, "run.policy": "pipeline", "run.order": "fifo"})
+        engine = build_engine(config, scene, backend=InstantProvider())
+        walked: list[int] = []
+
+        def callback(phase: str, info: dict[str, int]) -> None:
+            if phase == "start" and info["generation"] == 2:
+                walked.append(len(gc.get_objects(generation=2)))
+
+        async def ticks() -> None:
+            for _ in range(3):
+                await engine.loop.step()
+
+        built = len(gc.get_objects())
+        with what_is_built_frozen():
+            gc.callbacks.append(callback)
+            try:
+                trio.run(ticks, clock=trio.testing.MockClock(autojump_threshold=0))
+                gc.collect()  # at least one, after the ticks
+            finally:
+                gc.callbacks.remove(callback)
+        assert built > 10_000 and walked
+        assert max(walked) < built / 4, (walked, built)
+
+    @pytest.mark.usefixtures("unfrozen")
+    def test_what_was_frozen_is_given_back_after_the_block_even_when_it_raises(self) -> None:
+        kept = [[1]]
+        with pytest.raises(RuntimeError), what_is_built_frozen():
+            assert gc.get_freeze_count() > 0
+            raise RuntimeError("boom")
+        assert gc.get_freeze_count() == 0 and gc.is_tracked(kept)
+
+    @pytest.mark.usefixtures("unfrozen")
+    def test_a_process_that_froze_before_keeps_what_it_froze(self) -> None:
+        """``manor play`` freezes what it loaded before its run."""
+        gc.freeze()
+        before = gc.get_freeze_count()
+        with what_is_built_frozen():
+            pass
+        assert gc.get_freeze_count() >= before > 0
+
+
+class _Caller(enum.StrEnum):
+    CHARACTER = "character"
+
+
+def test_a_request_is_never_tracked_by_the_collector() -> None:
+    """Its fields cannot lead back to it; a world's ``StrEnum`` caller (a tracked
+    object) made every request of the Wacky Manor a container the collector walked."""
+    request = Request(caller=_Caller.CHARACTER, agent="hobbes", tick=1, prompt="The gong.", shape=CallRecord)
+    assert gc.is_tracked(_Caller.CHARACTER) and not gc.is_tracked(request)

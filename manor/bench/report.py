@@ -16,13 +16,13 @@ from .adaptive import adaptive_targets
 __all__ = ["evaluate_targets", "print_report"]
 
 #: Per-call cost at the largest cast may be at most this many times that at the smallest.
-SCALE_FLATNESS = 1.5
+SCALE_FLATNESS = 1.3
 #: A virtual-clock run's ticks per second at least this fraction of bare trio's.
 FASTFORWARD_RATIO = 0.5
 #: Calls per second with the dashboard watching, at least this fraction of headless.
 PLAY_RATIO = 0.9
 #: Peak resident memory of a process running ticks of 100,000 agents, MB.
-SCALE_PEAK_RSS_MB = 1024
+SCALE_PEAK_RSS_MB = 400
 #: Equal worlds get equal service: Jain's index of their calls per second, and the
 #: shortest world's mean tick over the longest's, at least this.
 FLEET_FAIRNESS = 0.95
@@ -156,7 +156,7 @@ def _fleet_targets(fleet: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _scale_targets(points: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per-call CPU flat from 100 agents to 10,000 and to 100,000; 100,000 agents in
-    less than a gigabyte."""
+    less than 400 MB."""
     if not points:
         return []
     by_agents = {point["agents"]: point for point in points}

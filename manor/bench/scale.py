@@ -4,18 +4,29 @@ Ticks of 100, 1,000, 10,000 and 100,000 generated characters (``--agents N``) th
 the whole engine, real clock, zero-latency backend. Cost per call should stay flat: a
 tick must do no work that grows faster than its number of calls.
 
-Each cast size is measured in a fresh Python process, so that its peak memory is its
-own: ``peak_rss_mb`` is that process's peak resident set size (``getrusage``
+Each round of a cast size is measured in a fresh Python process, so that its peak memory
+is its own: ``peak_rss_mb`` is that process's peak resident set size (``getrusage``
 ``ru_maxrss``) — the interpreter, Manor, the scene and the ticks — and
 ``baseline_rss_mb`` the same just before the first tick, so the difference is what the
 ticks themselves took. ``rss_per_agent_kb`` is the peak less the process before it loaded
 the scene (``startup_rss_mb``: the interpreter and Manor), over the agents: what an agent
 costs, its calls in flight included. (``tracemalloc`` would see only Python's own allocations and slow
-the ticks it measures.) A first tick warms up; ``tick_wall_s`` is the median wall time
-of the ticks after it, and ``per_call_us`` the median CPU time of a tick (the process's,
-``time.process_time``) over its calls: with a zero-latency backend a tick is all CPU
-work, so on an idle machine the two agree, and on a busy one the CPU time leaves out the
-time other processes had the CPU.
+the ticks it measures.)
+
+Every size is timed over the same number of calls, so that a small cast is not timed over
+a fraction of a second while a large one is timed over seconds. A round of a size is a
+fresh process: a first tick warms up, then it runs whole ticks until they have made at
+least 100,000 calls (one tick at 100,000 agents, 1,000 ticks at 100; ``--quick``: 1,000
+calls), and its cost is its CPU time (the process's, ``time.process_time``) over its
+calls, everything that happened in it counted — the garbage collections that landed
+there too. Three rounds, each of every size in turn (100, 1,000, 10,000, 100,000, then
+again), so that a spell of load falls on the sizes alike; ``per_call_us`` is the median
+of a size's three rounds (``per_call_us_rounds``), and its memory figures are those of
+the round that peaked highest. With a zero-latency backend a tick is all CPU work, so
+on an idle machine CPU and wall time agree, and on a busy one the CPU time leaves out
+the time other processes had the CPU. ``tick_wall_s`` is the median wall time of a
+measured tick. A round runs its ticks with what it built frozen out of the collector's
+full passes, as ``manor run`` does (``manor.tick.gc_pause.what_is_built_frozen``).
 
 Beside each size, the same calls without Manor, as references: bare trio with every
 call spawned at once, waiting on a ``trio.Semaphore`` of the gate's size (the shape of
@@ -45,6 +56,7 @@ from ..errors import ManorError
 from ..providers.provider import Provider
 from ..run import interrupts
 from ..run.engine import build_engine, scene_seed
+from ..tick.gc_pause import what_is_built_frozen
 from ..worlds import create_world
 from .instant import InstantProvider
 from .overhead import drain, trio_tick
@@ -56,13 +68,15 @@ AGENTS = (100, 1_000, 10_000, 100_000)
 AGENTS_QUICK = (100, 1_000)
 #: Seconds a call may wait at the gate: longer than any tick here.
 _GATE_TIMEOUT_S = 3600.0
-#: Calls a cast size is measured over (after the warm-up tick), at least 3 ticks.
-_CALLS = 10_000
-_CALLS_QUICK = 300
+#: Calls a round of a cast size makes at least, in whole ticks: the largest size's tick.
+_WINDOW = 100_000
+_WINDOW_QUICK = 1_000
+#: Rounds a cast size is measured over, each in a fresh process; its cost is their median.
+ROUNDS = 3
 
 
-def _ticks(agents: int, quick: bool) -> int:
-    return max(3, (_CALLS_QUICK if quick else _CALLS) // agents)
+def _window(quick: bool) -> int:
+    return _WINDOW_QUICK if quick else _WINDOW
 
 
 def _peak_rss_mb() -> float:
@@ -82,9 +96,9 @@ def _peak_rss_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
-    """Run a warm-up tick and ``ticks`` measured ticks of ``agents`` characters here, in
-    this process."""
+def measure(context: BenchContext, agents: int, window: int) -> dict[str, Any]:
+    """One round of ``agents`` characters here, in this process: a warm-up tick, then
+    ticks until they have made at least ``window`` calls."""
     startup = _peak_rss_mb()
     # A tick of 100,000 calls on a busy machine can take longer than the default gate
     # timeout (30 s of real time): its calls would degrade and this would time other work.
@@ -96,48 +110,57 @@ def measure(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
     baseline = _peak_rss_mb()
     limit = engine.loop.gate.size
 
-    async def medians(tick: Callable[[], Awaitable[object]]) -> tuple[float, float]:
-        """Median wall and CPU seconds of a tick, after a warm-up tick."""
+    async def medians(tick: Callable[[], Awaitable[int]]) -> tuple[float, float, int]:
+        """Median wall seconds of a tick, CPU seconds of a call over the round, and the
+        ticks it ran, after a warm-up tick. ``tick`` returns its calls."""
         await tick()
-        walls, cpus = [], []
-        for _ in range(ticks):
-            wall, cpu = time.perf_counter(), time.process_time()
-            await tick()
+        walls, calls, ticks = [], 0, 0
+        cpu = time.process_time()
+        while calls < window:
+            wall = time.perf_counter()
+            calls += await tick()
             walls.append(time.perf_counter() - wall)
-            cpus.append(time.process_time() - cpu)
-        return statistics.median(walls), statistics.median(cpus)
+            ticks += 1
+        return statistics.median(walls), (time.process_time() - cpu) / calls, ticks
 
     degraded = 0
 
-    async def tick() -> None:
+    async def tick() -> int:
         nonlocal degraded
         record = await engine.loop.step()
         degraded += sum(not call.ok for call in record.calls)
+        return len(record.calls)
 
-    async def timed() -> tuple[float, float, float, float, float, int]:
-        wall, cpu = await medians(tick)
+    async def timed() -> tuple[float, float, int, float, float, float, int]:
+        wall, cpu, ticks = await medians(tick)
         peak = _peak_rss_mb()  # before the references run: theirs is not Manor's memory
         # The references' calls, planned only now: Manor's peak must not hold them.
         requests = engine.loop.world.plan()
-        _, all_at_once = await medians(functools.partial(_all_at_once_tick, provider, requests, limit))
-        _, acquire_first = await medians(functools.partial(trio_tick, provider, requests, limit))
-        return wall, cpu, peak, all_at_once, acquire_first, len(requests)
 
-    wall, cpu, peak, all_at_once, acquire_first, calls = interrupts.run(timed)
+        async def reference(tick: Callable[[Provider, Sequence[Request], int], Awaitable[None]]) -> int:
+            await tick(provider, requests, limit)
+            return len(requests)
+
+        _, all_at_once, _ = await medians(functools.partial(reference, _all_at_once_tick))
+        _, acquire_first, _ = await medians(functools.partial(reference, trio_tick))
+        return wall, cpu, ticks, peak, all_at_once, acquire_first, len(requests)
+
+    with what_is_built_frozen():  # as ``manor run`` runs its ticks
+        wall, cpu, ticks, peak, all_at_once, acquire_first, calls = interrupts.run(timed)
     if degraded:
         raise BenchError(f"{degraded} calls degraded: the ticks did not all do the same work")
     return {
         "agents": agents,
         "tick_wall_s": round(wall, 6),
-        "per_call_us": round(cpu / calls * 1e6, 2),
+        "per_call_us": round(cpu * 1e6, 2),
         "peak_rss_mb": round(peak, 1),
         "calls_per_tick": calls,
-        "ticks": ticks,
+        "ticks_per_round": ticks,
         "baseline_rss_mb": round(baseline, 1),
         "startup_rss_mb": round(startup, 1),
         "rss_per_agent_kb": round((peak - startup) * 1024 / agents, 2),
-        "trio_all_at_once_per_call_us": round(all_at_once / calls * 1e6, 2),
-        "trio_acquire_first_per_call_us": round(acquire_first / calls * 1e6, 2),
+        "trio_all_at_once_per_call_us": round(all_at_once * 1e6, 2),
+        "trio_acquire_first_per_call_us": round(acquire_first * 1e6, 2),
     }
 
 
@@ -160,12 +183,12 @@ def worker_main() -> None:
     job = json.loads(sys.argv[1])
     context = BenchContext(sources=[Source(**source) for source in job["sources"]])
     try:
-        print(json.dumps(measure(context, job["agents"], job["ticks"])))
+        print(json.dumps(measure(context, job["agents"], job["window"])))
     except ManorError as exc:
         sys.exit(str(exc))  # one line on stderr, which the parent quotes
 
 
-def _in_fresh_process(context: BenchContext, agents: int, ticks: int) -> dict[str, Any]:
+def _in_fresh_process(context: BenchContext, agents: int) -> dict[str, Any]:
     """``measure`` in a new interpreter.
 
     Raises:
@@ -175,7 +198,7 @@ def _in_fresh_process(context: BenchContext, agents: int, ticks: int) -> dict[st
     job: Mapping[str, Any] = {
         "sources": [attrs.asdict(source) for source in context.sources],
         "agents": agents,
-        "ticks": ticks,
+        "window": _window(context.quick),
     }
     code = "from manor.bench.scale import worker_main; worker_main()"
     done = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True, check=False)
@@ -190,7 +213,7 @@ def _sizes(context: BenchContext) -> tuple[int, ...]:
 
 
 def units(context: BenchContext) -> int:
-    return len(_sizes(context))
+    return len(_sizes(context)) * ROUNDS
 
 
 def skip(context: BenchContext) -> str | None:
@@ -208,11 +231,29 @@ def skip(context: BenchContext) -> str | None:
 
 def run(context: BenchContext) -> list[dict[str, Any]]:
     context.configure()  # a bad setting fails here, in one line, not in a worker
-    points = []
-    for agents in _sizes(context):
-        points.append(_in_fresh_process(context, agents, _ticks(agents, context.quick)))
-        context.advance(1)
-    return points
+    rounds: dict[int, list[dict[str, Any]]] = {agents: [] for agents in _sizes(context)}
+    # Round by round, every size in turn: a spell of load on the machine falls on the
+    # sizes alike, not on the one whose process happened to run then.
+    for _ in range(ROUNDS):
+        for agents, points in rounds.items():
+            points.append(_in_fresh_process(context, agents))
+            context.advance(1)
+    return [_point(points) for points in rounds.values()]
+
+
+_MEDIANS = ("tick_wall_s", "per_call_us", "trio_all_at_once_per_call_us", "trio_acquire_first_per_call_us")
+
+
+def _point(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A size's figures from its rounds: the median of each time; the memory of the
+    round that peaked highest."""
+    highest = max(rounds, key=lambda point: point["peak_rss_mb"])
+    return {
+        **highest,
+        **{key: statistics.median(point[key] for point in rounds) for key in _MEDIANS},
+        "rounds": len(rounds),
+        "per_call_us_rounds": [point["per_call_us"] for point in rounds],
+    }
 
 
 SUITE = Suite(
