@@ -56,3 +56,22 @@ class TestClaimBook:
         book.put(1, Claimant(ended_at=9.5), 10.0, arrived=False)
         assert book.lends_to(0, weight=1.0, size=4, in_flight=2, now=10.0) == 11.5
         assert book.lends_to(0, weight=1.0, size=4, in_flight=2, now=11.5) == 0.0
+
+    def test_a_lapse_rounded_short_still_lapses(self) -> None:
+        """At the instant a claim is said to lapse, it has lapsed: ``ended_at + claim_s``
+        can round below the instant ``now - ended_at < claim_s`` turns false, and a gate
+        woken then slept until that same instant again (the fleet bench hung on it)."""
+        ended_at = 15.579873492429302
+        assert (ended_at + _CLAIM_S) - ended_at < _CLAIM_S  # the rounding the lapse must cover
+        tenants = {0: Claimant(holding=2, waiting=True), 1: Claimant(ended_at=ended_at)}
+        book = ClaimBook(_CLAIM_S)
+        for tenant, claimant in tenants.items():
+            book.put(tenant, claimant, 16.0, arrived=claimant.waiting)
+        now = 16.0
+        for answer in (
+            lambda now: lends_to(0, tenants, size=4, in_flight=2, now=now, claim_s=_CLAIM_S),
+            lambda now: book.lends_to(0, weight=1.0, size=4, in_flight=2, now=now),
+        ):
+            lapses = answer(now)
+            assert lapses > ended_at + _CLAIM_S - 1e-9
+            assert answer(lapses) == 0.0

@@ -40,6 +40,21 @@ __all__ = ["ClaimBook", "Claimant", "lends_to"]
 _EPSILON = 1e-9
 
 
+def _lapse(ended_at: float, claim_s: float) -> float:
+    """When a claim by a call's end at ``ended_at`` lapses: the first instant ``now`` at
+    which ``now - ended_at < claim_s`` (the test of a claim still held) is false.
+
+    ``ended_at + claim_s`` rounded can fall a hair short of it (17.5798734924293 −
+    15.579873492429302 is 1.9999999999999982): a waiter woken then would find the claim
+    still held, sleep until the same instant and wake at once — a livelock at one
+    virtual instant. The instants after it are tried until the test agrees.
+    """
+    lapses = ended_at + claim_s
+    while lapses - ended_at < claim_s:
+        lapses = math.nextafter(lapses, math.inf)
+    return lapses
+
+
 @attrs.frozen
 class Claimant:
     """A tenant as a claim sees it: its weight, optional cap and calls in flight,
@@ -62,7 +77,7 @@ def lends_to(tenant: int, tenants: Mapping[int, Claimant], *, size: int, in_flig
         if number == tenant or claimant.holding or claimant.waiting:
             lapses = math.inf
         elif claimant.ended_at is not None and now - claimant.ended_at < claim_s:
-            lapses = claimant.ended_at + claim_s
+            lapses = _lapse(claimant.ended_at, claim_s)
         else:
             continue
         total += claimant.weight
@@ -241,7 +256,7 @@ class ClaimBook:
             return 0.0
         # The first claim by a recent end to lapse (such a tenant holds nothing: it is
         # short), or none: the others claim until a call ends or comes.
-        return self._lapses[0][0] + self._claim_s if recent else math.inf
+        return _lapse(self._lapses[0][0], self._claim_s) if recent else math.inf
 
     def below_share(self, *, size: int) -> int:
         """How many tenants with a caller waiting hold less than their share of ``size``
