@@ -222,12 +222,7 @@ class ClaimBook:
         ``weight``: a tenant asking for a slot, so one with calls waiting."""
         self._expire(now)
         own = self._tenants.get(tenant)
-        total = 0.0
-        members = 0
-        for group in self._order:
-            if group.members:
-                total += group.members * group.weight
-                members += group.members
+        total, members = self._weigh()
         if own is None:
             total += weight
         elif members == 1:
@@ -257,6 +252,23 @@ class ClaimBook:
         # The first claim by a recent end to lapse (such a tenant holds nothing: it is
         # short), or none: the others claim until a call ends or comes.
         return _lapse(self._lapses[0][0], self._claim_s) if recent else math.inf
+
+    def over_share(self, holding: int, *, weight: float, size: int) -> bool:
+        """Whether a tenant of the book holding ``holding`` slots at ``weight`` holds its
+        share of ``size`` slots or more: a tenant ``lends_to`` lets in only by the claims
+        (a gate that held one such tenant back holds back the others alike)."""
+        total, _ = self._weigh()
+        return not holding < size / total * weight - _EPSILON
+
+    def _weigh(self) -> tuple[float, int]:
+        """The claiming tenants' weights, summed in the classes' order, and their number."""
+        total = 0.0
+        members = 0
+        for group in self._order:
+            if group.members:
+                total += group.members * group.weight
+                members += group.members
+        return total, members
 
     def below_share(self, *, size: int) -> int:
         """How many tenants with a caller waiting hold less than their share of ``size``

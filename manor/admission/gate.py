@@ -257,6 +257,8 @@ class Gate(TicketBook[_Waiter]):
     # While there is a book: each lane's callers waiting at the gate.
     _arrived: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
     _claim_wake: tuple[_Waiter, float] | None = attrs.field(default=None, init=False, repr=False)
+    # Heads whose dead tickets ``_front`` dropped: a dropped lane may leave the claims.
+    _drops: int = attrs.field(default=0, init=False, repr=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _waiting: int = attrs.field(default=0, init=False)
     _peak: int = attrs.field(default=0, init=False)
@@ -785,6 +787,7 @@ class Gate(TicketBook[_Waiter]):
             if waiter is not None and waiter.stage <= stage:
                 return waiter
             dropped = line.drop()
+            self._drops += 1
             if self._claims is not None:
                 self._changed.add(dropped)
         return None
@@ -827,6 +830,12 @@ class Gate(TicketBook[_Waiter]):
         claims = self._fair and self._claim_s > 0
         passed = self._capped
         held_back: tuple[_Waiter, float] | None = None
+        # Once a head is held back, the heads behind it over their shares are held back
+        # alike, by the same claims, while the claiming lanes stay as they were: what
+        # this dispatch admits after (lanes below their shares) leaves no more slots
+        # unclaimed, but a lane whose dead tickets are dropped may leave the claims.
+        alike = -1  # ``_drops`` when the head was held back
+        below = asked = -1  # the book's ``below_share`` since the last admission, at ``_drops`` ``asked``
         while self._in_flight < self._size:
             head = self._front(self._slot_line, _WAIT_SLOT, passed)
             if head is None or head.stage != _WAIT_SLOT or head.aborted:
@@ -844,18 +853,28 @@ class Gate(TicketBook[_Waiter]):
                     now = current_time()
                 if _expired(head, now):
                     break
-            if claims and (lapses := self._lends_to(head.lane, now)):
-                # Its lane is over its share and the free slots are claimed: the other
-                # lanes may take them. It looks again when the claims lapse.
-                if held_back is None or lapses < held_back[1]:
-                    held_back = (head, lapses)
-                self._slot_line.set_aside()  # passed over for the rest of this dispatch
-                # The lanes behind it over their shares are held back alike (the claims
-                # that keep it out keep them out); only a lane below its share may still
-                # be let in, and when no lane waiting is, the dispatch is done.
-                if not self._book(now).below_share(size=self._size):
-                    break
-                continue
+            if claims:
+                if alike == self._drops and self._claims.over_share(  # type: ignore[union-attr]
+                    self._holding.get(head.lane, 0), weight=self._slot_line.weight(head.lane), size=self._size
+                ):
+                    lapses = held_back[1]  # type: ignore[index]  # held back alike, by claims that lapse no sooner
+                else:
+                    lapses = self._lends_to(head.lane, now)
+                if lapses:
+                    # Its lane is over its share and the free slots are claimed: the other
+                    # lanes may take them. It looks again when the claims lapse.
+                    if held_back is None or lapses < held_back[1]:
+                        held_back = (head, lapses)
+                    alike = self._drops
+                    self._slot_line.set_aside()  # passed over for the rest of this dispatch
+                    # Only a lane below its share may still be let in, and when no lane
+                    # waiting is, the dispatch is done.
+                    if below < 0 or asked != self._drops:
+                        below, asked = self._book(now).below_share(size=self._size), self._drops
+                    if not below:
+                        break
+                    continue
+            below = -1
             self._slot_line.served()
             del self._waiters[head.ticket]
             head.stage = _ADMITTED
