@@ -48,6 +48,9 @@ class TestClaimBook:
             expected = lends_to(tenant, tenants, size=size, in_flight=in_flight, now=now, claim_s=_CLAIM_S)
             got = book.lends_to(tenant, weight=tenants[tenant].weight, size=size, in_flight=in_flight, now=now)
             assert got == expected
+            # A tenant under its share is let in whatever the claims.
+            if not book.over_share(tenants[tenant].holding, weight=tenants[tenant].weight, size=size):
+                assert got == 0.0
 
     def test_a_recent_end_lapses(self) -> None:
         """A tenant between ticks claims its share until ``claim_s`` after its last call."""
