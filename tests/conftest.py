@@ -130,3 +130,29 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.kill()
+
+
+def _signal_state() -> tuple[object, ...]:
+    """What a child started now inherits of this process's signals through ``exec``
+    (ignored or not, and the blocked mask), and which handlers Python runs here."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return ()
+    return (
+        signal.getsignal(signal.SIGINT),
+        signal.getsignal(signal.SIGTERM),
+        frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+    )
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found() -> Iterator[None]:
+    """A test that leaves SIGINT or SIGTERM ignored, blocked or handled otherwise than it
+    found them fails here, by name: otherwise the worker's later tests lose their signals
+    (a child inherits an ignored or blocked signal through ``exec``) and fail or hang."""
+    before = _signal_state()
+    yield
+    after = _signal_state()
+    assert after == before, f"the test left the signals changed: {before} -> {after}"
