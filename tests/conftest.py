@@ -156,3 +156,15 @@ def _signals_left_as_found() -> Iterator[None]:
     yield
     after = _signal_state()
     assert after == before, f"the test left the signals changed: {before} -> {after}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run as a background job of a script (``pytest &``, ``nohup``), this process and
+    every worker start with SIGINT ignored, and every child started by a test inherits
+    that: Manor keeps an ignored SIGINT ignored, as it should, and the tests of its
+    Ctrl-C then wait in vain. The tests assume a terminal's SIGINT: restore it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
