@@ -86,6 +86,10 @@ class _Sums:
             account.due += account.weight * (self.per_level - level)
         account.contended_s += self.contended - contended
         account.session_s += account.holding * (self.contended - contended)
+        self.mark(account)
+
+    def mark(self, account: _Account) -> None:
+        """Mark ``account`` now: what it gets and is due is counted from here on."""
         account.marks = (self.per_held, self.per_level, self.contended)
 
 
@@ -128,7 +132,7 @@ def tenant_shares(tenants: Sequence[Tenant], calls: Sequence[Sequence[CallSpan]]
             account.holding += holding
             account.backlogged = account.waiting > 0
             if account.backlogged:
-                account.marks = (sums.per_held, sums.per_level, sums.contended)
+                sums.mark(account)
                 held += account.holding
                 weights += account.weight
                 backlogged += 1
