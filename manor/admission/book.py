@@ -7,7 +7,8 @@ each with its cost (the seconds its call is expected to hold a slot). Until its 
 arrives at ``acquire`` a ticket holds back the ones behind it; a ticket whose caller
 will not come is withdrawn. How a gate then admits its tickets is its own business; the
 book is what the two have in common: the numbering, the size, rate and burst they are
-served under, the allowance a server's rate headers grant (``allow``), and the rules
+served under, a server's pause (``pause``) and the allowance its rate headers grant
+(``allow``), and the rules
 that a ticket is used once and a permit released once.
 """
 
@@ -57,14 +58,17 @@ class TicketBook(Generic[W]):
 
     A gate subclasses it, declares ``_size``, ``_rate`` and ``_burst`` as its own
     fields (with its own validation), says what follows a change of size
-    (``_resized``) and how the last call of an allowance pauses it
-    (``_allowance_spent``). For example, the in-process gate::
+    (``_resized``) and a pause (``_paused``), and how the last call of an allowance
+    pauses it (``_allowance_spent``). For example, the in-process gate::
 
         class Gate(TicketBook[_Waiter]):
             def issue(self, count=1, lane=0, costs=None):
                 return self._issue(count, lane, costs, _Waiter, self._slot_line)
 
             def _resized(self):
+                self._dispatch()
+
+            def _paused(self):
                 self._dispatch()
     """
 
@@ -75,6 +79,8 @@ class TicketBook(Generic[W]):
     # server's rate headers say remains of its window); ``None``: no such bound.
     _allowed: int | None = attrs.field(default=None, init=False)
     _allowed_until: float = attrs.field(default=-math.inf, init=False)
+    # Nothing is admitted before this instant (``pause``: a server's retry-after).
+    _paused_until: float = attrs.field(default=-math.inf, init=False)
 
     if TYPE_CHECKING:
         # The gate's own fields.
@@ -83,8 +89,8 @@ class TicketBook(Generic[W]):
         _burst: int
 
         def issue(self, count: int = 1, lane: int = 0, costs: Sequence[float] | None = None) -> range: ...
-        def pause(self, until: float) -> None: ...
         def _resized(self) -> None: ...
+        def _paused(self) -> None: ...
         def _allowance_spent(self, until: float) -> None: ...
 
     @property
@@ -113,6 +119,20 @@ class TicketBook(Generic[W]):
             raise ValueError(f"gate size must be at least 1, not {size}")
         self._size = size
         self._resized()
+
+    @property
+    def paused_until(self) -> float | None:
+        """The instant admissions resume after a ``pause``; ``None`` if never paused."""
+        return None if self._paused_until == -math.inf else self._paused_until
+
+    def pause(self, until: float) -> None:
+        """Admit nothing before ``until`` (a server's ``retry-after``): calls in flight
+        go on, waiters wait, and at ``until`` they are admitted in ticket order; the gate
+        says what follows (``_paused``). A pause that ends sooner than one already set
+        changes nothing."""
+        if until > self._paused_until:
+            self._paused_until = until
+            self._paused()
 
     def allow(self, count: int, until: float) -> None:
         """Admit at most ``count`` more calls before ``until`` (what a server's rate

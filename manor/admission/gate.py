@@ -270,8 +270,6 @@ class Gate(TicketBook[_Waiter]):
     _max_wait: float = attrs.field(default=0.0, init=False)
     _tokens: float = attrs.field(default=0.0, init=False)
     _refilled_at: float | None = attrs.field(default=None, init=False)
-    # Nothing is admitted before this instant (``pause``: a server's retry-after).
-    _paused_until: float = attrs.field(default=-math.inf, init=False)
     # Timekeeping (``_keep_time``): the waits it watches, how many are parked, whether
     # it runs, and its one timer.
     _watched: list[tuple[float, int, _Waiter]] = attrs.field(factory=list, init=False, repr=False)
@@ -288,20 +286,12 @@ class Gate(TicketBook[_Waiter]):
         """Growing admits waiters at once; shrinking takes effect as calls finish."""
         self._dispatch()
 
-    # -- pauses -----------------------------------------------------------------------
+    # -- pauses (``pause`` and ``paused_until`` are the book's) -------------------------
 
-    @property
-    def paused_until(self) -> float | None:
-        """The instant admissions resume after a ``pause``; ``None`` if never paused."""
-        return None if self._paused_until == -math.inf else self._paused_until
-
-    def pause(self, until: float) -> None:
-        """Admit nothing before ``until`` (a server's ``retry-after``): calls in flight
-        go on, waiters wait, and at ``until`` they are admitted in ticket order. A pause
-        that ends sooner than one already set changes nothing."""
-        if until > self._paused_until:
-            self._paused_until = until
-            self._dispatch()
+    def _paused(self) -> None:
+        """What follows a pause (``pause``, the book's): the dispatch has the head of the
+        line sleep until it ends, and then admit in ticket order."""
+        self._dispatch()
 
     def _allowance_spent(self, until: float) -> None:
         """The last call of an allowance (``allow``, the book's) was admitted: nothing

@@ -287,9 +287,8 @@ class RedisGate(TicketBook[_Waiter]):
     _timed_out: list[str] = attrs.field(factory=list, init=False, repr=False)
     _cancelled: list[str] = attrs.field(factory=list, init=False, repr=False)
     _resize_to: int | None = attrs.field(default=None, init=False)
-    # This process sends no call to the gate before this instant (``pause``), and the
-    # pause not yet sent to the server, which holds every process's calls until then.
-    _paused_until: float = attrs.field(default=-math.inf, init=False)
+    # The pause (``pause``, the book's: this process sends no call to the gate before
+    # it ends) not yet sent to the server, which holds every process's calls until then.
     _pause_to: float | None = attrs.field(default=None, init=False)
     _work: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
 
@@ -327,20 +326,12 @@ class RedisGate(TicketBook[_Waiter]):
         self._resize_to = self._size
         self._kick()
 
-    @property
-    def paused_until(self) -> float | None:
-        """The instant this process's calls go to the gate again (``pause``)."""
-        return None if self._paused_until == -math.inf else self._paused_until
-
-    def pause(self, until: float) -> None:
-        """Admit nobody before ``until`` (a server's retry-after), in every process: this
-        one sends no call to the gate before then, and the server, told at once, grants
-        no slot to any process's call before then (its ``hold_until``). A pause that
-        ends sooner than one already set changes nothing."""
-        if until > self._paused_until:
-            self._paused_until = until
-            self._pause_to = until
-            self._kick()
+    def _paused(self) -> None:
+        """A pause (``pause``, the book's) holds every process: this one sends no call to
+        the gate before it ends, and the server, told at once, grants no slot to any
+        process's call before then (its ``hold_until``)."""
+        self._pause_to = self._paused_until
+        self._kick()
 
     def _allowance_spent(self, until: float) -> None:
         """The last call of this process's allowance (``allow``, the book's: the count
