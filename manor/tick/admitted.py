@@ -12,8 +12,8 @@ runs the rest: the gate's permit, the layers below, the backend, then the judgin
 layers' ``after`` hooks. What each layer sees, and when, is what it sees through the
 whole stack: the judgement is made when the call is made, the outcome when it ends.
 
-``Listener`` is the call's listener as well (what the tick loop hears of it); the tick
-loop builds the record (``end``).
+A call fired so (``FiredAtAdmission``) is its own listener as well, a ``Heard``: what
+the tick loop hears of any call; the tick loop builds the record (``end``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ..errors import CallError
 from ..layers import GateLayer, Split
 from .instruments import Instruments
 
-__all__ = ["CALL_TASK", "CallNotes", "End", "Heard", "fire_at_admission", "gate_of"]
+__all__ = ["CALL_TASK", "CallNotes", "End", "FiredAtAdmission", "Heard", "fire_at_admission", "gate_of"]
 
 #: The calls' events in the order they happened, for a reader that takes them in bulk
 #: (``TickLoop.call_notes``): a call started (its request), admitted (its request and
@@ -42,45 +42,22 @@ CallNotes = list[Request | tuple[Request, float] | CallRecord]
 CALL_TASK = "manor: a call"
 
 
-@final
 class Heard:
     """A call as the tick loop follows it. As its listener (``heard``): when it got
     through, as it hears it — the gate's admission, or with no gate the platform's
     session (``at``; ``None`` until then) — and when the gate took its slot back
     (``released_at``), which is the call's end. It hears the layers' events only
-    (``Stack.answer``): the backend answers by its fast path. Fired at admission
-    (``fire_at_admission``) it holds the call's judgement and place at the gate too. An
-    object a call, not a closure: a closure would need a cell and a dict of its own for
-    every call."""
+    (``Stack.answer``): the backend answers by its fast path. An object a call, not a
+    closure: a closure would need a cell and a dict of its own for every call."""
 
-    arrival: Arrival
-    firing: _Firing
-    index: int
-    queued_at: float
-    states: list[object]
+    __slots__ = ("at", "instruments", "notes", "released_at", "request")
 
-    __slots__ = ("arrival", "at", "firing", "index", "instruments", "notes", "queued_at", "released_at", "request", "states")
-
-    def __init__(
-        self,
-        request: Request,
-        instruments: Instruments,
-        notes: CallNotes | None,
-        queued_at: float = 0.0,
-        index: int = 0,
-        firing: _Firing | None = None,
-        states: list[object] | None = None,
-    ) -> None:
+    def __init__(self, request: Request, instruments: Instruments, notes: CallNotes | None) -> None:
         self.at: float | None = None
         self.released_at: float | None = None
         self.request = request
         self.instruments = instruments
         self.notes = notes
-        if firing is not None:  # fired at admission (``fire_at_admission``)
-            self.queued_at = queued_at
-            self.index = index
-            self.firing = firing
-            self.states = states  # type: ignore[assignment]
 
     def heard(self, event: Event) -> None:
         if type(event) is Released:
@@ -98,6 +75,35 @@ class Heard:
             if self.instruments.by_hook["call_admitted"]:
                 self.instruments.call("call_admitted", self.request, self.at)
 
+
+@final
+class FiredAtAdmission(Heard):
+    """A call fired at admission (``fire_at_admission``), heard as any call is, which
+    holds what its task needs when it is born: when it was made (``queued_at``), its
+    place in the tick (``index``), what its judging layers noted of it (``states``),
+    what it shares with the tick's other calls (``firing``) and, while it waits in line
+    without a task, its place at the gate (``arrival``)."""
+
+    arrival: Arrival
+
+    __slots__ = ("arrival", "firing", "index", "queued_at", "states")
+
+    def __init__(
+        self,
+        request: Request,
+        instruments: Instruments,
+        notes: CallNotes | None,
+        queued_at: float,
+        index: int,
+        firing: _Firing,
+        states: list[object],
+    ) -> None:
+        super().__init__(request, instruments, notes)
+        self.queued_at = queued_at
+        self.index = index
+        self.firing = firing
+        self.states = states
+
     def wake(self, permit: Permit | None) -> None:
         """The gate lets it through (``permit``), or says it must wait in a task of its
         own (``None``)."""
@@ -105,7 +111,7 @@ class Heard:
 
 
 #: How a call that has ended reaches the tick loop: the call, its answer, its failure.
-End = Callable[[Heard, Done | None, CallError | None], None]
+End = Callable[[FiredAtAdmission, Done | None, CallError | None], None]
 
 
 @final
@@ -125,7 +131,7 @@ class _Firing:
         self.nursery = nursery
         self.parent: trio.lowlevel.Task | None = None
 
-    def ended(self, call: Heard, done: Done | None, failure: CallError | None) -> None:
+    def ended(self, call: FiredAtAdmission, done: Done | None, failure: CallError | None) -> None:
         """A call has ended: to ``end``; with the last, the parent is woken."""
         self.end(call, done, failure)
         self.outstanding -= 1
@@ -170,10 +176,10 @@ async def fire_at_admission(
     if instruments.by_hook["call_started"]:
         for _, request in requests:
             instruments.call("call_started", request)
-    parked: list[Heard] = []
+    parked: list[FiredAtAdmission] = []
     async with trio.open_nursery() as nursery:
         firing = _Firing(split, layer, gate, end, len(requests), nursery)
-        left: list[Heard] = []
+        left: list[FiredAtAdmission] = []
 
         def abort(raise_cancel: object) -> trio.lowlevel.Abort:
             firing.parent = None
@@ -185,7 +191,7 @@ async def fire_at_admission(
         try:
             for index, request in requests:
                 states: list[object] = []
-                call = Heard(request, instruments, notes, current_time(), index, firing, states)
+                call = FiredAtAdmission(request, instruments, notes, current_time(), index, firing, states)
                 try:
                     split.judge(request, states)
                 except CallError as exc:  # refused above the gate: its ticket stalls nobody
@@ -212,7 +218,7 @@ async def fire_at_admission(
             raise
 
 
-async def _admitted(call: Heard, permit: Permit | None) -> None:
+async def _admitted(call: FiredAtAdmission, permit: Permit | None) -> None:
     """A call's task, from its admission (``permit``; ``None``: it waits for it here) to
     its record."""
     firing = call.firing

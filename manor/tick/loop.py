@@ -33,7 +33,7 @@ from ..records import CallRecord, TickRecord
 from ..worlds import World
 from ..worlds.world import undeclared_caller
 from ..worlds.failures import world_code
-from .admitted import CALL_TASK, CallNotes, Heard, fire_at_admission, gate_of
+from .admitted import CALL_TASK, CallNotes, FiredAtAdmission, Heard, fire_at_admission, gate_of
 from .gc_pause import full_collections_deferred
 from .instruments import Instrument, Instruments
 from .ordered_start import start_now
@@ -513,7 +513,7 @@ class TickLoop:
         if at_admission is not None and in_order and in_order[0][1].ticket is not None:
             ended = self._ended
 
-            def end(call: Heard, done: Done | None, failure: CallError | None) -> None:
+            def end(call: FiredAtAdmission, done: Done | None, failure: CallError | None) -> None:
                 request = call.request
                 ended(request, call.queued_at, call, done, failure, False, request.attempt + 1, finished, repairs, call.index)
 
