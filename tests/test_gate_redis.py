@@ -139,6 +139,20 @@ class TestTheSharedGateProtocol:
                 permit.release()
 
     @pytest.mark.trio
+    async def test_a_pause_admits_nobody_until_it_ends_and_a_shorter_one_changes_nothing(self, make_gate: GateFactory) -> None:
+        """A server's retry-after (``pause``, the ticket book's; each gate says what
+        follows it)."""
+        async with make_gate(size=2) as gate:
+            assert gate.paused_until is None
+            until = trio.current_time() + 0.3
+            gate.pause(until)
+            gate.pause(until - 0.2)
+            assert gate.paused_until == until
+            permit = await gate.acquire(timeout=10)
+            assert trio.current_time() >= until
+            permit.release()
+
+    @pytest.mark.trio
     async def test_a_cancelled_waiter_holds_nothing(self, make_gate: GateFactory) -> None:
         async with make_gate(size=1) as gate:
             held = await gate.acquire(timeout=10)
