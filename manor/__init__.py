@@ -15,7 +15,7 @@ from .run.startup import stop_at_once_if_command
 stop_at_once_if_command()
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 #: The module each exported name is defined in, relative to this package. The one table
 #: to change when a module moves.
@@ -37,6 +37,26 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".records": ("CallRecord", "StoryEntry", "TickRecord"),
     ".worlds": ("GameOver", "World", "chain_hash", "start_hash"),
 }  # fmt: skip
+
+if TYPE_CHECKING:
+    # The same names, for type checkers and editors: they read these imports (never run)
+    # where they cannot follow ``__getattr__``. Kept equal to ``_HOMES`` (test_exports).
+    from .admission.gate import Gate, GateStatistics, Permit, SharedGate, SharedPermit
+    from .admission.limiter import Session, SessionLimiter, SessionLimiterStatistics
+    from .answers import InvalidAnswer, decode_answer
+    from .callers import Caller, CallerStyle
+    from .calls import Admitted, Done, Event, Opened, Released, Request, Started, TextDelta, Usage
+    from .config import Config, Settings, Source, resolve, standard_sources
+    from .content import SceneKeys
+    from .errors import (
+        ERROR_CHARS, REASONS, AccessRefused, BudgetExceeded, CallError, CallTimeout, CircuitOpen, ConfigError, ContentError, FleetError,
+        GateTimeout, GateUnavailable, InvalidOutput, ManorError, PlatformClosed, ProviderError, RefusedBy, SaveError, SessionLimitError,
+        SharedGateError, WorldError, add_secret, error_line, leaves, one_line, redacted_url,
+    )
+    from .layers import BreakerLayer, BreakerState, CostLayer, GateLayer, Layer, MetricsLayer, PlatformLayer, Stack, TimeoutLayer
+    from .providers import MockProvider, Provider, SimProfile, SimProvider, collect
+    from .records import CallRecord, StoryEntry, TickRecord
+    from .worlds import GameOver, World, chain_hash, start_hash
 
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
