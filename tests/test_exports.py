@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +49,109 @@ def test_the_package_re_exports_the_defining_objects() -> None:
         if inspect.isclass(value) or inspect.isfunction(value):
             assert home is not None and home.startswith("manor.")
             assert getattr(importlib.import_module(home), name) is value, name
+
+
+PACKAGE = Path(manor.__file__).parent
+
+#: The packages that export names lazily (a module ``__getattr__``), by their ``__init__``.
+LAZY = sorted(
+    path
+    for path in PACKAGE.rglob("__init__.py")
+    if any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__" for node in ast.parse(path.read_text(encoding="utf-8")).body)
+)
+
+
+def _typed_homes(tree: ast.Module) -> dict[str, str]:
+    """Each name the ``if TYPE_CHECKING:`` block imports -> the module it names (``.calls``)."""
+    homes: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for line in node.body:
+                assert isinstance(line, ast.ImportFrom) and line.level, "the block holds only relative from-imports"
+                for alias in line.names:
+                    assert alias.asname is None, f"{alias.name} is imported under another name"
+                    homes[alias.name] = "." * line.level + (line.module or "")
+    return homes
+
+
+def _assigned(tree: ast.Module, name: str) -> object:
+    """The literal a module-level ``name = ...`` (or ``name: T = ...``) assigns, or None."""
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+            assert node.value is not None
+            return ast.literal_eval(node.value)
+    return None
+
+
+def lazy_export_drift(source: str) -> list[str]:
+    """How a lazily exporting ``__init__`` disagrees with itself: names exported
+    (``__all__``) but not imported for type checkers or the other way round, and names
+    whose home in ``_HOMES`` differs from the module the type-only import names."""
+    tree = ast.parse(source)
+    typed = _typed_homes(tree)
+    exported = _assigned(tree, "__all__")
+    assert isinstance(exported, list)
+    drift = [f"{n}: exported, not imported under TYPE_CHECKING" for n in sorted(set(exported) - set(typed))]
+    drift += [f"{n}: imported under TYPE_CHECKING, not exported" for n in sorted(set(typed) - set(exported))]
+    table = _assigned(tree, "_HOMES")
+    if table is not None:  # module -> names (manor), or name -> module without its dot (manor.bench)
+        assert isinstance(table, dict)
+        lazy = (
+            {name: module for module, names in table.items() for name in names}
+            if all(isinstance(names, tuple) for names in table.values())
+            else {name: f".{module}" for name, module in table.items()}
+        )
+        drift += [f"{n}: in _HOMES, not exported" for n in sorted(set(lazy) - set(exported))]
+        drift += [f"{n}: exported, not in _HOMES" for n in sorted(set(exported) - set(lazy))]
+        drift += [f"{n}: _HOMES says {lazy[n]}, TYPE_CHECKING {typed[n]}" for n in sorted(set(lazy) & set(typed)) if lazy[n] != typed[n]]
+    return drift
+
+
+# Adding a name ``Extra`` to one list of the package face: ``_HOMES``, the type-only
+# imports, ``__all__``.
+_IN_HOMES = ('".records": ("CallRecord",', '".records": ("CallRecord", "Extra",')
+_IN_TYPE_CHECKING = ("from .records import CallRecord,", "from .records import CallRecord, Extra,")
+_IN_ALL = ('    "CallRecord",\n', '    "CallRecord",\n    "Extra",\n')
+
+
+class TestTypeCheckersSeeTheLazyExports:
+    """A lazy export is ``Any`` to a type checker unless an ``if TYPE_CHECKING:`` import
+    names it too: the two lists are read from the source and must agree."""
+
+    def test_the_lazy_packages_are_found(self) -> None:
+        assert {path.parent.name for path in LAZY} >= {"manor", "bench", "experiment"}
+
+    @pytest.mark.parametrize("path", LAZY, ids=lambda path: path.parent.name)
+    def test_every_lazy_export_is_imported_for_type_checkers(self, path: Path) -> None:
+        assert lazy_export_drift(path.read_text(encoding="utf-8")) == []
+
+    @pytest.mark.parametrize(
+        ("changes", "found"),
+        [
+            ([_IN_HOMES], ["Extra: in _HOMES, not exported"]),
+            ([_IN_TYPE_CHECKING], ["Extra: imported under TYPE_CHECKING, not exported"]),
+            ([_IN_ALL], ["Extra: exported, not imported under TYPE_CHECKING", "Extra: exported, not in _HOMES"]),
+            ([_IN_ALL, _IN_TYPE_CHECKING], ["Extra: exported, not in _HOMES"]),
+            ([_IN_ALL, _IN_HOMES], ["Extra: exported, not imported under TYPE_CHECKING"]),
+            ([("from .content import SceneKeys\n", "from .records import SceneKeys\n")], ["SceneKeys: _HOMES says .content, TYPE_CHECKING .records"]),
+            ([_IN_ALL, _IN_HOMES, _IN_TYPE_CHECKING], []),
+        ],
+        ids=["homes-only", "type-checking-only", "all-only", "not-in-homes", "not-type-checking", "moved-home", "added-everywhere"],
+    )
+    def test_a_name_missing_from_a_list_is_found(self, changes: list[tuple[str, str]], found: list[str]) -> None:
+        """The check itself, on the package face with a name ``Extra`` added to some of
+        its three lists (or a name's home changed in one)."""
+        source = (PACKAGE / "__init__.py").read_text(encoding="utf-8")
+        for old, new in changes:
+            assert source.count(old) == 1
+            source = source.replace(old, new)
+        assert lazy_export_drift(source) == found
+
+    def test_the_package_is_marked_typed(self) -> None:
+        """Without ``py.typed`` (PEP 561) a type checker skips an installed ``manor``
+        altogether, whatever the imports say."""
+        assert (PACKAGE / "py.typed").is_file()
 
 
 @pytest.mark.parametrize(
