@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import final
 
 import attrs
@@ -259,6 +259,12 @@ class ClaimBook:
         (a gate that held one such tenant back holds back the others alike)."""
         total, _ = self._weigh()
         return not holding < size / total * weight - _EPSILON
+
+    def share_limit(self, *, size: int) -> Callable[[float], float]:
+        """The holding below which a tenant of the book at a weight holds less than its
+        share of ``size`` slots (``over_share``'s test, by weight)."""
+        total, _ = self._weigh()
+        return lambda weight: size / total * weight - _EPSILON
 
     def _weigh(self) -> tuple[float, int]:
         """The claiming tenants' weights, summed in the classes' order, and their number."""

@@ -527,6 +527,8 @@ class Gate(TicketBook[_Waiter]):
                     wake_at = deadline
                 # Park until ``_wake`` (or a cancellation: a timeout, the caller's).
                 waiter.task = trio.lowlevel.current_task()
+                if self._claims is not None:
+                    self._slot_line.suspect(waiter.lane)  # a cancellation can abort it now
                 if wake_at == math.inf:  # no cancel scope when none is needed: it is costly
                     await trio.lowlevel.wait_task_rescheduled(waiter.abort)
                 elif wake_at == deadline:
@@ -724,6 +726,7 @@ class Gate(TicketBook[_Waiter]):
             self._capped.add(lane)
         if self._claims is not None:
             self._changed.add(lane)  # and it was served: its tickets waiting may be gone
+            self._slot_line.hold(lane, holding)
 
     def _unhold(self, lane: int) -> None:
         holding = self._holding[lane] = self._holding[lane] - 1
@@ -732,6 +735,7 @@ class Gate(TicketBook[_Waiter]):
             self._capped.discard(lane)
         if self._claims is not None:
             self._changed.add(lane)  # and its last call's end, when it was released
+            self._slot_line.hold(lane, holding)
 
     def _count_arrival(self, lane: int, step: int) -> None:
         """A caller of ``lane`` came to wait at the gate (``step`` 1) or stopped waiting (-1)."""
@@ -751,6 +755,7 @@ class Gate(TicketBook[_Waiter]):
         """The claims as of ``now``: the lanes changed since the last look put in the book."""
         if self._claims is None:
             self._claims = ClaimBook(self._claim_s)
+            self._slot_line.index(self._holding)
             self._changed.update(self._lanes)
             for waiter in self._waiters.values():
                 if waiter.stage in (_WAIT_TOKEN, _WAIT_SLOT):
@@ -766,11 +771,19 @@ class Gate(TicketBook[_Waiter]):
             self._changed.clear()
         return self._claims
 
-    def _front(self, line: Lanes, stage: int, capped: set[int] | tuple[()] = ()) -> _Waiter | None:
+    def _front(
+        self, line: Lanes, stage: int, capped: set[int] | tuple[()] = (), ready: tuple[Callable[[float], float], float] | None = None
+    ) -> _Waiter | None:
         """The waiter whose turn it is in ``line``, dropping those that have passed
-        ``stage`` (or left), passing over the lanes in ``capped``."""
+        ``stage`` (or left), passing over the lanes in ``capped``; with ``ready`` (a
+        share's limit by weight, and now), first passing over the lanes after those set
+        aside that are over their shares with their heads ready (``Lanes.next_ready``)."""
         while line:
-            ticket = line.head(capped)
+            if ready is None:
+                ticket = line.head(capped)
+            else:
+                ticket = line.next_ready(*ready, capped)
+                ready = None
             if ticket is None:
                 return None  # every lane with waiters is at its cap
             waiter = self._waiters.get(ticket)
@@ -827,7 +840,12 @@ class Gate(TicketBook[_Waiter]):
         alike = -1  # ``_drops`` when the head was held back
         below = asked = -1  # the book's ``below_share`` since the last admission, at ``_drops`` ``asked``
         while self._in_flight < self._size:
-            head = self._front(self._slot_line, _WAIT_SLOT, passed)
+            if alike == self._drops and below > 0 and asked == self._drops and self._slot_line.indexed:
+                # Held back alike, the lanes next in turn over their shares with their
+                # heads ready are set aside at one stroke: the first that may not be is next.
+                head = self._front(self._slot_line, _WAIT_SLOT, passed, (self._claims.share_limit(size=self._size), now))  # type: ignore[union-attr,arg-type]
+            else:
+                head = self._front(self._slot_line, _WAIT_SLOT, passed)
             if head is None or head.stage != _WAIT_SLOT or head.aborted:
                 break
             if self._paused_until != -math.inf:
@@ -856,6 +874,8 @@ class Gate(TicketBook[_Waiter]):
                     if held_back is None or lapses < held_back[1]:
                         held_back = (head, lapses)
                     alike = self._drops
+                    if type(head.task) is not trio.lowlevel.Task:  # nothing can abort it unseen
+                        self._slot_line.clear(head.lane, head.deadline)
                     self._slot_line.set_aside()  # passed over for the rest of this dispatch
                     # Only a lane below its share may still be let in, and when no lane
                     # waiting is, the dispatch is done.

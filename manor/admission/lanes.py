@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Container
+from collections.abc import Callable, Container
 from typing import final
+
+from .lane_index import LaneIndex, Turn
 
 __all__ = ["Lanes"]
 
@@ -59,7 +61,7 @@ class _Lane:
 class Lanes:
     """Tickets in lanes, served by start-time fair queuing on each ticket's cost."""
 
-    __slots__ = ("_active", "_aside", "_base", "_chosen", "_entries", "_finish", "_heap", "_now", "_weights")
+    __slots__ = ("_active", "_aside", "_base", "_chosen", "_entries", "_finish", "_frontier", "_heap", "_index", "_now", "_weights")
 
     def __init__(self) -> None:
         # Lanes with tickets.
@@ -76,8 +78,12 @@ class Lanes:
         self._base = 0.0
         # The lane whose head ``head`` returned, which ``drop`` and ``served`` act on.
         self._chosen: int | None = None
-        # Lanes passed over until ``restore`` (``set_aside``).
+        # Lanes passed over until ``restore`` (``set_aside``), and the turn of the last:
+        # with an index, every lane up to it in turn order is passed over.
         self._aside: list[int] = []
+        self._frontier: Turn | None = None
+        # The lanes by turn and by slots held (``index``), once asked for.
+        self._index: LaneIndex | None = None
 
     def __bool__(self) -> bool:
         return bool(self._active)
@@ -91,6 +97,8 @@ class Lanes:
         if not 0 < weight < float("inf"):
             raise ValueError(f"a lane's weight must be a positive number, not {weight}")
         self._weights[lane] = weight
+        if self._index is not None:
+            self._index.weigh(lane, weight)
 
     def weight(self, lane: int) -> float:
         return self._weights.get(lane, 1.0)
@@ -108,6 +116,8 @@ class Lanes:
             start = max(self._base, self._finish.get(lane, self._base))
             self._active[lane] = queue = _Lane(start)
             self._push(lane, queue)
+            if self._index is not None:
+                self._index.put(lane, start)
         queue.queue.append((ticket, cost))
         queue.live += 1
 
@@ -131,6 +141,10 @@ class Lanes:
             queue.live -= 1
             if queue.live <= 0:
                 del self._active[lane]  # its heap entry is stale from now on
+                if self._index is not None:
+                    self._index.remove(lane)
+            elif self._index is not None:
+                self._index.suspect(lane)
 
     def correct(self, lane: int, seconds: float) -> None:
         """``lane``'s calls held their slots ``seconds`` longer than their costs said
@@ -144,11 +158,16 @@ class Lanes:
         if queue is not None:
             queue.start += shift
             self._push(lane, queue)
+            if self._index is not None:
+                self._index.move(lane, queue.start)
 
     def head(self, capped: Container[int] = ()) -> int | None:
         """The ticket whose turn it is, passing over the lanes in ``capped``; ``None``
         when every lane with tickets is capped (the line must not be empty)."""
         heap, active = self._heap, self._active
+        if self._frontier is not None and self._index is not None:
+            lane = self._chosen = self._index.after(self._frontier, capped)
+            return None if lane is None else active[lane].queue[0][0]
         passed = []
         self._chosen = None
         while heap:
@@ -165,6 +184,20 @@ class Lanes:
             heapq.heappush(heap, entry)
         return None if self._chosen is None else active[self._chosen].queue[0][0]
 
+    def next_ready(self, limit: Callable[[float], float], now: float, capped: Container[int] = ()) -> int | None:
+        """As ``head``, after a lane set aside (``set_aside``) and with an index: the
+        ticket of the first lane that is below its share (holds fewer slots than
+        ``limit(its weight)``) or whose head is not known to be ready at ``now``; the
+        lanes before it are set aside with the others. ``None`` when there is none."""
+        index, frontier = self._index, self._frontier
+        assert frontier is not None and index is not None
+        lane = self._chosen = index.first_stop(frontier, limit, now, capped)
+        # The lanes passed over are aside as those set aside: the frontier moves past them.
+        passed = index.last() if lane is None else index.before(lane)
+        if passed is not None and passed > frontier:
+            self._frontier = passed
+        return None if lane is None else self._active[lane].queue[0][0]
+
     def drop(self) -> int:
         """Forget the head, which has left the line unserved: its lane keeps its start.
         Returns its lane."""
@@ -173,6 +206,10 @@ class Lanes:
         queue.queue.popleft()
         if not queue.queue:
             del self._active[lane]  # its heap entry is stale from now on
+            if self._index is not None:
+                self._index.remove(lane)
+        elif self._index is not None:
+            self._index.suspect(lane)
         return lane
 
     def served(self) -> None:
@@ -189,8 +226,12 @@ class Lanes:
         if queue.queue:
             queue.start = finish
             self._push(lane, queue)
+            if self._index is not None:
+                self._index.put(lane, finish)
         else:
             del self._active[lane]
+            if self._index is not None:
+                self._index.remove(lane)
 
     def set_aside(self) -> None:
         """Pass over the lane of the head ``head`` last returned until ``restore``: a
@@ -198,8 +239,10 @@ class Lanes:
         at every ``head``."""
         lane = self._take()
         self._entries += 1
-        self._active[lane].entry = self._entries  # its heap entry is stale until restored
+        queue = self._active[lane]
+        queue.entry = self._entries  # its heap entry is stale until restored
         self._aside.append(lane)
+        self._frontier = (queue.start, lane)
 
     def restore(self) -> None:
         """The lanes set aside take their places in the line again."""
@@ -208,6 +251,7 @@ class Lanes:
             if queue is not None:
                 self._push(lane, queue)
         self._aside.clear()
+        self._frontier = None
 
     def _take(self) -> int:
         """The lane of the head ``head`` last returned (without a call since, the line's
@@ -225,3 +269,32 @@ class Lanes:
         self._entries += 1
         queue.entry = self._entries
         heapq.heappush(self._heap, (queue.start, lane, self._entries, lane))
+
+    # -- the index (``manor.admission.lane_index``) ---------------------------------------
+
+    def index(self, holdings: dict[int, int]) -> None:
+        """Keep the lanes indexed by turn and by slots held from now on (each lane's
+        ``holdings`` as now; then as ``hold`` says), for ``next_ready``."""
+        if self._index is None:
+            self._index = index = LaneIndex(self._weights, holdings)
+            for lane, queue in self._active.items():
+                index.put(lane, queue.start)
+
+    @property
+    def indexed(self) -> bool:
+        return self._index is not None
+
+    def hold(self, lane: int, holding: int) -> None:
+        """``lane`` holds ``holding`` slots now."""
+        if self._index is not None:
+            self._index.hold(lane, holding)
+
+    def suspect(self, lane: int) -> None:
+        """``lane``'s head may have stopped being ready (it parks in a task)."""
+        if self._index is not None:
+            self._index.suspect(lane)
+
+    def clear(self, lane: int, until: float) -> None:
+        """``lane``'s head is ready, until it changes or the instant ``until``."""
+        if self._index is not None:
+            self._index.clear(lane, until)
