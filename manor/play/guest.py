@@ -29,13 +29,9 @@ __all__ = ["GuestRun"]
 #: Waits for the host shorter than this are its loop's own turn between two steps, which
 #: no host can spare the run; longer ones are the host's work (a frame drawn).
 HELD_FLOOR_S = 0.001
-#: The longest a run of steps goes on in one host callback: timers and file descriptors,
-#: which the host's loop polls for between callbacks, wait at most this long for a busy
-#: run. A key does not: Textual's input thread hands it to the loop's ready queue, and a
-#: step behind anything ready yields at once (``_step_at_once``). 4 ms rather than 1:
-#: a busy run crossed asyncio's loop 41 times a thousand calls in the dashboard, 18 at
-#: 4 ms, each crossing a turn of the loop (a ``select``) and the guest's bookkeeping.
-SLICE_S = 0.004
+#: The longest a run of steps goes on in one host callback: keys and timers, which the
+#: host's loop polls for between callbacks, wait at most this long for a busy run.
+SLICE_S = 0.001
 
 
 @final
