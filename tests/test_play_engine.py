@@ -178,6 +178,37 @@ class TestDriverAndALostGate:
         assert lose.started[2] - lose.started[1] == pytest.approx(3.75, abs=1e-12)  # ticks start at times of a float's rounding
 
     @pytest.mark.trio
+    async def test_a_tick_that_found_its_gate_opens_no_wait(self, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The driver waits (in a cancel scope a pause can end) only after a tick
+        every call of which found no gate: not after every tick."""
+        waits: list[int] = []
+        wait = TickLoop.wait_for_lost_gate
+
+        async def counted(loop: TickLoop, record: TickRecord) -> None:
+            waits.append(record.tick)
+            await wait(loop, record)
+
+        monkeypatch.setattr(TickLoop, "wait_for_lost_gate", counted)
+        e, lose = losing_engine(at=1, for_s=3.0, wait_s=10.0)
+        await TickDriver(e.loop).run(4)
+        assert len(lose.started) == 4 and waits == [2]
+
+    def test_the_gate_is_lost_when_every_call_of_a_tick_found_none(self) -> None:
+        def call(reason: str | None) -> CallRecord:
+            return CallRecord(
+                tick=1, ticket=None, caller="character", agent="a", queued_at=0.0, admitted_at=None, finished_at=0.0,
+                outcome="ok" if reason is None else "degraded", reason=reason, text="",
+            )  # fmt: skip
+
+        def tick(*reasons: str | None) -> TickRecord:
+            return TickRecord(tick=1, calls=tuple(call(reason) for reason in reasons), started_at=0.0, finished_at=0.0, world_hash="")
+
+        assert TickLoop.gate_lost(tick("gate_unavailable", "gate_unavailable"))
+        assert not TickLoop.gate_lost(tick("gate_unavailable", None))
+        assert not TickLoop.gate_lost(tick("gate_unavailable", "gate_timeout"))
+        assert not TickLoop.gate_lost(tick())
+
+    @pytest.mark.trio
     async def test_a_gate_lost_past_the_wait_ends_the_run_in_one_line(self, autojump_clock: trio.testing.MockClock) -> None:
         e, lose = losing_engine(at=1, for_s=math.inf, wait_s=10.0)
         ticks = Ticks()

@@ -311,13 +311,16 @@ class DashboardState(Instrument):
         self._degraded_in_tick = 0
         self._latencies = []
         self.planned, self._queued, self._running, self._finished = len(requests), 0, 0, 0
-        rows, dirty = self._by_call, self._dirty
+        rows, mark, row_for = self._by_call, self._dirty.add, self._row
         previous, self._in_tick = self._in_tick, []
+        in_tick = self._in_tick.append
         for request in requests:
-            row = rows.get((request.caller, request.agent)) or self._row(request.caller, request.agent)
+            caller, agent = request.caller, request.agent
+            row = rows.get((caller, agent)) or row_for(caller, agent)
             row.state = "queued"
-            dirty.add(row.key)
-            self._in_tick.append(row)
+            mark(row.key)
+            in_tick(row)
+        dirty = self._dirty
         # A row shows its caller's call of this tick: one with none this tick shows so
         # ("—", dimmed, its last line kept), not a state left from an earlier tick.
         for row in previous:
@@ -339,7 +342,8 @@ class DashboardState(Instrument):
         self.tick = record.tick
         self.current_tick = None
         self._marks_due = self._loop is not None
-        items = fold_story(story, lambda entry: entry, self.callers)
+        # Only degraded turns fold: a story with none is taken as it is.
+        items = fold_story(story, _itself, self.callers) if any(entry.fallback for entry in story) else list(story)
         self.story.extend(items)
         self.story_count += len(items)
         self._version += 1
@@ -354,8 +358,9 @@ class DashboardState(Instrument):
         notes = self._notes.copy()
         self._notes.clear()
         self._version += 1
-        by_call, row_for, dirty = self._by_call, self._row, self._dirty
-        latencies, degradations_tick, degradations_total = self._latencies, self._degradations_tick, self._degradations_total
+        by_call, row_for, mark = self._by_call, self._row, self._dirty.add
+        latency_of = self._latencies.append
+        degradations_tick, degradations_total = self._degradations_tick, self._degradations_total
         started = admitted = records = unadmitted = 0
         for note in notes:
             kind = type(note)
@@ -367,17 +372,21 @@ class DashboardState(Instrument):
                 continue
             record: CallRecord = note  # type: ignore[assignment]
             records += 1
-            row = by_call.get((record.caller, record.agent)) or row_for(record.caller, record.agent)
-            dirty.add(row.key)
+            caller, agent = record.caller, record.agent
+            row = by_call.get((caller, agent)) or row_for(caller, agent)
+            mark(row.key)
             row.calls.append(record)
             admitted_at = record.admitted_at
             if admitted_at is None:
                 unadmitted += 1
             else:
                 row.latency = latency = record.finished_at - admitted_at
-                latencies.append(latency)
+                latency_of(latency)
             if record.outcome == "ok":
-                row.state, row.line, row.reason, row.error = "done", record.text, None, ""
+                row.state = "done"
+                row.line = record.text
+                row.reason = None
+                row.error = ""
                 if record.attempts > 1:
                     self._rejections.count((record,))
             else:
@@ -496,6 +505,10 @@ class DashboardState(Instrument):
     def _share(self, callers: int) -> int:
         """Calls each of ``callers`` callers keeps of ``calls_kept``."""
         return min(_CALLS_PER_CALLER, max(1, self._calls_kept // max(1, callers))) if self._calls_kept else 0
+
+
+def _itself(entry: StoryEntry) -> StoryEntry:
+    return entry
 
 
 def _count(counts: dict[str, dict[str, int]], caller: str, reason: str) -> None:

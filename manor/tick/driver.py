@@ -128,7 +128,8 @@ class TickDriver:
                 finally:
                     self._in_tick = False
                 self._ticks += 1
-                if not self.paused and self._goes_on(ticks):
+                # A cancel scope only for a wait: one a tick costs a call's work.
+                if self.loop.gate_lost(record) and not self.paused and self._goes_on(ticks):
                     with trio.CancelScope() as self._gate_wait:
                         await self.loop.wait_for_lost_gate(record)
                     self._gate_wait = None

@@ -275,6 +275,12 @@ class TickLoop:
         """End ``run`` once the tick under way is applied (a refusal no retry cures)."""
         self._stopping = True
 
+    @staticmethod
+    def gate_lost(record: TickRecord) -> bool:
+        """Whether every call of the tick ``record`` found no gate: its server is lost
+        (``wait_for_lost_gate`` waits for it)."""
+        return bool(record.calls) and all(call.reason == "gate_unavailable" for call in record.calls)
+
     async def wait_for_lost_gate(self, record: TickRecord) -> None:
         """If every call of the tick ``record`` found no gate (its server is lost): rather
         than burn the next ticks as empty ones, wait until the gate is back, looking at
@@ -286,7 +292,7 @@ class TickLoop:
         Raises:
             SharedGateError: the gate is still lost after ``gate_wait_s``.
         """
-        if not record.calls or any(call.reason != "gate_unavailable" for call in record.calls):
+        if not self.gate_lost(record):
             return
         message = record.calls[0].error
         self.instruments.call("gate_lost", message, self.gate_wait_s)

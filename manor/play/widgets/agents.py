@@ -100,10 +100,20 @@ class AgentsTable(ScrollView, can_focus=True):
             self._index = {row.key: i for i, row in enumerate(self._rows)}
             self.virtual_size = Size(self.size.width, len(self._rows) + 1)
             self.move_cursor(self.cursor)  # a cursor set before the rows came
-        top = int(self.scroll_y)
-        bottom = top + max(0, self.size.height - 1)
-        if grew or any(top <= self._index.get(key, -1) < bottom for key in changed):
+        if grew:
             self.refresh()
+            return
+        # Only the rows on screen that changed are drawn again (a paced run ends a few
+        # calls a frame); the whole table once most of them did (flat out, all).
+        top = int(self.scroll_y)
+        visible = max(0, self.size.height - 1)
+        index = self._index
+        lines = [i for key in changed if top <= (i := index.get(key, -1)) < top + visible]
+        if len(lines) * 2 > visible:
+            self.refresh()
+        else:
+            for i in lines:
+                self.refresh_line(i + 1)  # the header is line 0
 
     @property
     def row_count(self) -> int:

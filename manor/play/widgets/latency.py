@@ -34,6 +34,10 @@ class LatencyPanel(Vertical):
     # What the last ``show`` drew: a new size draws it again, laid out for the width.
     _shown: ShownTick | None = None
     _ticks: Sequence[TickFigures] = ()
+    # What the panel last drew from: the tick shown, the newest tick charted and how
+    # many, its width. The same again redraws nothing (a call started or admitted
+    # changes the dashboard's state, not these figures).
+    _drawn: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(Text("no tick started yet", style="dim"), id="latency-figures")
@@ -45,6 +49,10 @@ class LatencyPanel(Vertical):
             return
         self._shown, self._ticks = shown, ticks
         width = self.content_size.width or 30
+        drawn = (shown, ticks[-1] if ticks else None, len(ticks), width, self.outer_size.width)
+        if drawn == self._drawn:
+            return
+        self._drawn = drawn
         text = Text(no_wrap=True, overflow="crop")
         label = tick_label(shown.tick, shown.under_way)
         if shown.makespan is not None:
@@ -80,6 +88,7 @@ class LatencyPanel(Vertical):
         # Its width follows its neighbours' (the gate panel narrows at 80 columns) after
         # the app has redrawn for the terminal's new size; paused, nothing else would.
         if self._shown is not None:
+            self._drawn = None
             self.show(self._shown, self._ticks)
 
 

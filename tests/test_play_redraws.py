@@ -1,0 +1,183 @@
+"""What a frame redraws: a panel whose figures did not change draws nothing, a table
+redraws only its rows that changed, and the guest run lets the host in between steps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+from textual.app import App, ComposeResult
+from textual.geometry import Region
+from textual.pilot import Pilot
+from textual.widget import Widget
+from textual.widgets import Static
+
+from manor.play.guest import GuestRun
+from manor.play.state import CallerRow, ShownTick, TickFigures
+from manor.play.widgets import AgentsTable, LatencyPanel
+
+
+class _Panels(App[None]):
+    """The latency panel and the agents table alone, at the dashboard's widths."""
+
+    CSS = "#latency { height: 9; } #agents { height: 14; }"
+
+    def compose(self) -> ComposeResult:
+        yield LatencyPanel(id="latency")
+        yield AgentsTable(id="agents")
+
+
+def _drive(scenario: Callable[[Pilot[None]], Awaitable[None]]) -> None:
+    async def main() -> None:
+        app = _Panels()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await scenario(pilot)
+
+    asyncio.run(main())
+
+
+def _spy(widget: Widget, method: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """The calls of ``widget.method`` from now on (still made)."""
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    original = getattr(widget, method)
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        calls.append((args, kwargs))
+        return original(*args, **kwargs)
+
+    setattr(widget, method, spied)
+    return calls
+
+
+def _shown(done: int, p50: float = 0.8) -> ShownTick:
+    return ShownTick(tick=3, under_way=True, makespan=None, p50=p50, max=2.0, done=done, planned=14, degraded=0)
+
+
+_TICKS = [TickFigures(tick=t, makespan=4.0 + t, p50=0.8, max=2.0, calls=14, degraded=0) for t in (1, 2)]
+
+
+class TestLatencyPanel:
+    def test_the_same_figures_draw_nothing_and_new_ones_are_shown(self) -> None:
+        async def scenario(pilot: Pilot[None]) -> None:
+            panel = pilot.app.query_one(LatencyPanel)
+            figures = panel.query_one("#latency-figures", Static)
+            panel.show(_shown(done=5), _TICKS)
+            await pilot.pause()
+            updates = _spy(figures, "update")
+            # A call started or admitted: the dashboard's state moved, these figures not.
+            panel.show(_shown(done=5), list(_TICKS))
+            assert updates == []
+            panel.show(_shown(done=6), _TICKS)
+            assert len(updates) == 1
+            assert "6/14" in str(figures.render())
+            # A tick finished: charted, though the tick shown did not change.
+            panel.show(_shown(done=6), [*_TICKS, TickFigures(tick=3, makespan=9.0, p50=0.8, max=2.0, calls=14, degraded=0)])
+            assert len(updates) == 2
+            assert "last 3 ticks" in panel.border_subtitle
+
+        _drive(scenario)
+
+
+def _rows(n: int) -> dict[str, CallerRow]:
+    rows = [CallerRow("character", f"a{i}", f"Agent {i}", state="running") for i in range(n)]
+    return {row.key: row for row in rows}
+
+
+class TestAgentsTable:
+    def test_only_the_rows_that_changed_are_drawn_again(self) -> None:
+        async def scenario(pilot: Pilot[None]) -> None:
+            table = pilot.app.query_one(AgentsTable)
+            rows = _rows(20)
+            table.show(rows, set(rows))
+            await pilot.pause()
+            refreshes = _spy(table, "refresh")
+            row = rows["character:a4"]
+            row.state, row.line, row.latency = "done", "Tea, at last.", 1.5
+            table.show(rows, {row.key})
+            # One line: row 4 under the header.
+            [(regions, _)] = refreshes
+            assert [(region.y, region.height) for region in regions] == [(5, 1)]
+            await pilot.pause()
+            line = "".join(segment.text for segment in table.render_line(5))
+            assert "done" in line and "Tea, at last." in line
+            # A row scrolled out of view draws nothing.
+            refreshes.clear()
+            table.show(rows, {"character:a19"})
+            assert refreshes == []
+
+        _drive(scenario)
+
+    def test_most_rows_changed_redraw_the_table_once(self) -> None:
+        async def scenario(pilot: Pilot[None]) -> None:
+            table = pilot.app.query_one(AgentsTable)
+            rows = _rows(20)
+            table.show(rows, set(rows))
+            await pilot.pause()
+            refreshes = _spy(table, "refresh")
+            for row in rows.values():
+                row.state = "done"
+            table.show(rows, set(rows))
+            assert refreshes == [((), {})]
+            await pilot.pause()
+            assert all("done" in "".join(s.text for s in table.render_line(y)) for y in range(1, table.size.height))
+
+        _drive(scenario)
+
+
+class TestGuestSlice:
+    def test_the_host_ready_stops_a_slice_of_steps(self) -> None:
+        """A step of a busy run readies the next; the steps go on in one host callback,
+        but a callback the host has ready (a key, which Textual's input thread queues)
+        runs before the step after next: a key never waits out a slice."""
+
+        async def main() -> tuple[int, int]:
+            loop = asyncio.get_running_loop()
+            steps = 0
+            seen: list[int] = []
+
+            async def busy() -> None:
+                nonlocal steps
+                for i in range(2000):
+                    steps += 1
+                    if i == 500:
+                        queued = steps
+                        loop.call_soon_threadsafe(lambda: seen.append(steps - queued))
+                    await trio.lowlevel.checkpoint()
+
+            guest = GuestRun()
+            guest.start(busy)
+            (await guest.wait()).unwrap()
+            return steps, seen[0]
+
+        steps, behind = asyncio.run(main())
+        assert steps == 2000
+        assert behind <= 1, f"the host's callback waited {behind} steps"
+
+    def test_a_busy_run_takes_many_steps_a_host_callback(self) -> None:
+        """With nothing else ready on the host, steps follow each other in one callback
+        (its loop's turn costs more than a step)."""
+
+        async def main() -> tuple[int, int]:
+            callbacks = 0
+            guest = GuestRun()
+            step = guest._step
+
+            def counted(fn: Callable[[], object]) -> None:
+                nonlocal callbacks
+                callbacks += 1
+                step(fn)
+
+            guest._step = counted  # type: ignore[method-assign]
+
+            async def busy() -> None:
+                for _ in range(2000):
+                    await trio.lowlevel.checkpoint()
+
+            guest.start(busy)
+            await guest.wait()
+            return callbacks, 2000
+
+        callbacks, steps = asyncio.run(main())
+        assert callbacks < steps / 10
