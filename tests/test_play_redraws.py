@@ -9,7 +9,6 @@ from typing import Any
 
 import trio
 from textual.app import App, ComposeResult
-from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Static
