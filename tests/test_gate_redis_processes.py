@@ -6,6 +6,7 @@ permits back within the lease, a lost Redis degrades calls without losing the ru
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -310,13 +311,16 @@ class TestBenchmark:
         fleet = figures["fleet"]  # manor fleet --processes, against the same fleet in one process
         assert (fleet["worlds"], fleet["processes"], fleet["degraded"]) == (4, 2, 0)
         assert fleet["ratio"] > 0 and 1 <= fleet["peak_platform_sessions"] <= figures["gate_size"]
-        assert fleet["fairness"]["jain_share_per_weight"] is None and 0 < fleet["in_process_fairness"]["jain_share_per_weight"] <= 1
+        assert 0 < fleet["fairness"]["jain_share_per_weight"] <= 1 and 0 < fleet["in_process_fairness"]["jain_share_per_weight"] <= 1
         mixed = figures["mixed"]  # the mixed fleets in process, in one process on Redis, in two
         assert [row["fleet"] for row in mixed["fleets"]] == [name for name, _ in redis_gate.MIXED]
         for row in mixed["fleets"]:
             assert row["in_process"]["manor_vs_twin_mean"] > 0 and row["in_process"]["manor_degraded"] == 0
             for way in ("redis_one_process", "redis_two_processes", "redis_two_runs"):
                 assert row[way]["manor_vs_twin_mean_vs_in_process"] > 0
+            for way in redis_gate.MIXED_WAYS:  # each world's share of the gate, every way
+                shares = row[way]["shares"]
+                assert len(shares) == 2 and math.isclose(sum(world["admissions_share"] for world in shares), 1.0, abs_tol=1e-5)
         targets = evaluate_targets({"redis-gate": figures})
         assert sum("redis-gate.mixed" in target["target"] for target in targets) == 2 * 3 * 2  # crowd, oracle; three ways; mean, p95
 
