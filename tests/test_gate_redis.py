@@ -683,6 +683,17 @@ class TestAcrossProcesses:
         assert await gate_status(redis_url, a.name) is not None  # the gate stays; its processes have gone
         assert (await gate_status(redis_url, a.name)).holders == ()  # type: ignore[union-attr]
 
+    @pytest.mark.trio
+    async def test_status_says_the_rate_and_burst_the_gate_keeps(self, redis_url: str) -> None:
+        """The token bucket, like the size, is the creator's and stays after every process
+        has left: the status says it (a later process's own is only in its notice)."""
+        async with _processes(redis_url, 1, size=3, rate=2.0, burst=3) as (gate,):
+            name = gate.name
+        async with _processes(redis_url, 1, size=3, name=name) as (later,):
+            assert later.notices and "rate 2/s, burst 3" in later.notices[0]
+        status = await gate_status(redis_url, name)
+        assert status is not None and (status.rate, status.burst, status.holders) == (2.0, 3, ())
+
 
 # -- crashes ----------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -271,6 +272,7 @@ class TestCommandLine:
             shown = await trio.to_thread.run_sync(manor, "status", "--json")
             status = json.loads(shown.stdout)
             assert status["statistics"]["size"] == 2 and status["statistics"]["in_flight"] == 1
+            assert (status["rate"], status["burst"]) == (0.0, 1)
             assert [(holder["world"], holder["holding"], holder["pid"]) for holder in status["holders"]] == [("held here", 1, str(os.getpid()))]
             resized = await trio.to_thread.run_sync(manor, "resize", "4")
             assert resized.returncode == 0 and resized.stdout.strip().endswith("size 2 -> 4")
@@ -279,6 +281,7 @@ class TestCommandLine:
                     await trio.sleep(0.01)
             table = await trio.to_thread.run_sync(manor, "status")
             assert "held here" in table.stdout and table.returncode == 0
+            assert re.search(r"rate / burst\s*│\s*none", table.stdout), table.stdout
             permit.release()
         missing = await trio.to_thread.run_sync(
             lambda: subprocess.run([sys.executable, "-m", "manor", "gate", "status", "--gate-url", redis_url, "--gate-name", "never-used"], capture_output=True, text=True, check=False, env=_environment())
