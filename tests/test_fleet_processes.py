@@ -6,6 +6,7 @@ bad input in one line; a process that fails; a signal that stops every process."
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -150,9 +151,12 @@ def _slow_fleet(tmp_path: Path, redis_url: str, *flags: str) -> tuple[list[str],
     return argv, saves
 
 
-#: What a world of a fleet in processes says of its tenant: no shares, which would compare
-#: clocks of different processes.
-TENANT_KEYS = {"tenant", "weight", "max_sessions", "admissions", "gate_wait_s"}
+#: What a world of a fleet in processes says of its tenant, as one in one process: its
+#: shares counted on the monotonic clock every process of the machine shares.
+TENANT_KEYS = {
+    "tenant", "weight", "max_sessions", "admissions", "gate_wait_s",
+    "admissions_share", "backlogged_share", "share_per_weight", "session_s_backlogged",
+}  # fmt: skip
 
 class TestReport:
     @pytest.mark.trio
@@ -196,7 +200,11 @@ class TestReport:
         assert sum(total["degradations"]["character"].values()) == 0
         assert 1 <= total["peak_platform_sessions"] <= size
         assert total["tick_seconds"]["max"] == max(world["tick_seconds"]["max"] for world in worlds)
-        assert summary["fairness"]["jain_share_per_weight"] is None and 0 < summary["fairness"]["makespan_min_max"] <= 1
+        # The worlds' shares of the gate's session-time, from their spans on the clock the
+        # processes share: every world a tenant of weight 1, as in one process.
+        assert math.isclose(sum(world["admissions_share"] for world in worlds), 1.0, abs_tol=1e-5)
+        assert all(world["session_s_backlogged"] >= 0 for world in worlds)
+        assert 0 < summary["fairness"]["jain_share_per_weight"] <= 1 and 0 < summary["fairness"]["makespan_min_max"] <= 1
         reports = _verifies(*(saves / f"world-{world['index']}-wacky_manor.msav" for world in worlds))
         for world, report in zip(worlds, reports, strict=True):
             assert report["world_hash"] == world["world_hash"] and report["fleet"] == {"world": world["index"], "worlds": 4}
@@ -387,19 +395,21 @@ class TestParts:
 
 
 @st.composite
-def _reported_ticks(draw: st.DrawFn) -> tuple[list[list[tuple[float, list[tuple[float, float]]]]], list[int]]:
-    """Worlds' ticks, each (its end, its calls' (admitted, ended)) on a coarse grid (ties
-    are common), and an order the worlds report them in (each world's in order)."""
+def _reported_ticks(draw: st.DrawFn) -> tuple[list[list[tuple[float, list[tuple[float, float | None, float]]]]], list[int]]:
+    """Worlds' ticks, each (its end, its calls' (queued, admitted or None, ended)) on a
+    coarse grid (ties are common), and an order the worlds report them in (each world's
+    in order)."""
     worlds = []
     for _ in range(draw(st.integers(1, 4))):
         ticks, now = [], 0
         for _ in range(draw(st.integers(1, 4))):
             start = now + draw(st.integers(0, 2))
-            calls = []
+            calls: list[tuple[float, float | None, float]] = []
             for _ in range(draw(st.integers(0, 4))):
                 admitted = start + draw(st.integers(0, 3))
-                calls.append((float(admitted), float(admitted + draw(st.integers(1, 3)))))
-            now = max([start, *(ended for _, ended in calls)]) + draw(st.integers(0, 1))
+                ended = float(admitted + draw(st.integers(1, 3)))
+                calls.append((float(start), float(admitted) if draw(st.booleans()) else None, ended))  # None: it timed out
+            now = max([start, *(ended for _, _, ended in calls)]) + draw(st.integers(0, 1))
             ticks.append((float(now), calls))
         worlds.append(ticks)
     order = draw(st.permutations([world for world, ticks in enumerate(worlds) for _ in ticks]))
@@ -419,6 +429,6 @@ class TestPeakSessions:
             ended_at, calls = worlds[world][sent[world]]
             sent[world] += 1
             peak.tick(world, ended_at, calls, last=sent[world] == len(worlds[world]))
-        calls = [call for ticks in worlds for _, tick_calls in ticks for call in tick_calls]
+        calls = [(admitted, ended) for ticks in worlds for _, tick_calls in ticks for _, admitted, ended in tick_calls if admitted is not None]
         expected = max((sum(admitted <= at < ended for admitted, ended in calls) for at, _ in calls), default=0)
         assert peak.finish() == expected

@@ -194,12 +194,14 @@ class TestTheSharedGateProtocol:
 
 
 @asynccontextmanager
-async def _tenants(kind: str, redis_url: str, size: int, shares: list[tuple[float, int | None]]) -> AsyncIterator[list[tuple[SharedGate, int]]]:
+async def _tenants(
+    kind: str, redis_url: str, size: int, shares: list[tuple[float, int | None]], claim_s: float = 0.5
+) -> AsyncIterator[list[tuple[SharedGate, int]]]:
     """Tenants of one gate, each with its (weight, cap): lanes of one in-process gate, or
     processes (each a ``RedisGate`` with a tenant of its own) on one Redis gate. Each is
     given as (its gate, its lane)."""
     if kind == "in-process":
-        gate = Gate(size=size, claim_s=0.5)
+        gate = Gate(size=size, claim_s=claim_s)
         for lane, (weight, cap) in enumerate(shares):
             gate.set_share(lane, weight, cap)
         yield [(gate, lane) for lane in range(len(shares))]
@@ -208,7 +210,7 @@ async def _tenants(kind: str, redis_url: str, size: int, shares: list[tuple[floa
     async with AsyncExitStack() as stack:
         gates = []
         for index, (weight, cap) in enumerate(shares):
-            gate = RedisGate(redis_url, name, size=size, claim_s=0.5, tenant=f"tenant-{index}", weight=weight, max_sessions=cap)
+            gate = RedisGate(redis_url, name, size=size, claim_s=claim_s, tenant=f"tenant-{index}", weight=weight, max_sessions=cap)
             gates.append((await stack.enter_async_context(gate.connected()), 0))
         yield gates
 
@@ -249,6 +251,50 @@ class TestTenants:
                 await trio.sleep(0.02)
                 nursery.start_soon(_hold_all, short, 8, 0.05, spans[1], [0], [0])
         assert max(end for _, end in spans[1]) - start < 1.5, spans[1]
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("kind", ["in-process", "redis"])
+    async def test_a_tenant_in_line_is_charged_what_its_calls_held_at_its_next_waiters(self, kind: str, redis_url: str) -> None:
+        """A gate of 2, no claims. Tenant 0 has four calls predicted at 10 s each; two
+        are admitted (starts 0 and 10), then tenant 1 comes with two of 1 s (it joins at
+        the virtual time, 10). Tenant 0's two calls end at once, far short of their 10 s:
+        what they held is charged at its next waiters, as the in-process gate charges
+        a lane at its next tickets, so both slots go to tenant 1 (starts 10 and 11,
+        before tenant 0's 20). Charged as each call ended, tenant 0's head would have
+        moved back to 0 while it stayed in line, and it would have taken the second."""
+        async with _tenants(kind, redis_url, 2, [(1.0, None), (1.0, None)], claim_s=0.0) as ((first, lane0), (second, lane1)):
+            admitted: list[str] = []
+            permits: dict[str, Any] = {}
+            let_go = trio.Event()
+
+            async def call(gate: SharedGate, name: str, ticket: int) -> None:
+                permit = await gate.acquire(ticket, timeout=30)
+                admitted.append(name)
+                permits[name] = permit
+                if let_go.is_set():
+                    permit.release()
+
+            async def settle() -> None:  # a transition at the server, and its word back
+                await trio.sleep(0.15)
+
+            async with trio.open_nursery() as nursery:
+                for index, ticket in enumerate(first.issue(4, lane=lane0, costs=[10.0] * 4)):
+                    nursery.start_soon(call, first, f"a{index}", ticket)
+                await settle()
+                assert sorted(admitted) == ["a0", "a1"]
+                for index, ticket in enumerate(second.issue(2, lane=lane1, costs=[1.0] * 2)):
+                    nursery.start_soon(call, second, f"b{index}", ticket)
+                await settle()
+                permits.pop("a0").release()
+                await settle()
+                assert admitted[2:] == ["b0"]
+                permits.pop("a1").release()
+                await settle()
+                assert admitted[2:] == ["b0", "b1"]
+                let_go.set()
+                for permit in permits.values():
+                    permit.release()
+        assert sorted(admitted) == ["a0", "a1", "a2", "a3", "b0", "b1"]
 
     @pytest.mark.trio
     async def test_a_cap_holds_across_processes(self, redis_url: str) -> None:
@@ -650,6 +696,17 @@ class TestAcrossProcesses:
                 permit.release()
         assert await gate_status(redis_url, a.name) is not None  # the gate stays; its processes have gone
         assert (await gate_status(redis_url, a.name)).holders == ()  # type: ignore[union-attr]
+
+    @pytest.mark.trio
+    async def test_status_says_the_rate_and_burst_the_gate_keeps(self, redis_url: str) -> None:
+        """The token bucket, like the size, is the creator's and stays after every process
+        has left: the status says it (a later process's own is only in its notice)."""
+        async with _processes(redis_url, 1, size=3, rate=2.0, burst=3) as (gate,):
+            name = gate.name
+        async with _processes(redis_url, 1, size=3, name=name) as (later,):
+            assert later.notices and "rate 2/s, burst 3" in later.notices[0]
+        status = await gate_status(redis_url, name)
+        assert status is not None and (status.rate, status.burst, status.holders) == (2.0, 3, ())
 
 
 # -- crashes ----------------------------------------------------------------------------

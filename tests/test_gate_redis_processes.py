@@ -6,7 +6,9 @@ permits back within the lease, a lost Redis degrades calls without losing the ru
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -270,6 +272,7 @@ class TestCommandLine:
             shown = await trio.to_thread.run_sync(manor, "status", "--json")
             status = json.loads(shown.stdout)
             assert status["statistics"]["size"] == 2 and status["statistics"]["in_flight"] == 1
+            assert (status["rate"], status["burst"]) == (0.0, 1)
             assert [(holder["world"], holder["holding"], holder["pid"]) for holder in status["holders"]] == [("held here", 1, str(os.getpid()))]
             resized = await trio.to_thread.run_sync(manor, "resize", "4")
             assert resized.returncode == 0 and resized.stdout.strip().endswith("size 2 -> 4")
@@ -278,6 +281,7 @@ class TestCommandLine:
                     await trio.sleep(0.01)
             table = await trio.to_thread.run_sync(manor, "status")
             assert "held here" in table.stdout and table.returncode == 0
+            assert re.search(r"rate / burst\s*│\s*none", table.stdout), table.stdout
             permit.release()
         missing = await trio.to_thread.run_sync(
             lambda: subprocess.run([sys.executable, "-m", "manor", "gate", "status", "--gate-url", redis_url, "--gate-name", "never-used"], capture_output=True, text=True, check=False, env=_environment())
@@ -310,13 +314,16 @@ class TestBenchmark:
         fleet = figures["fleet"]  # manor fleet --processes, against the same fleet in one process
         assert (fleet["worlds"], fleet["processes"], fleet["degraded"]) == (4, 2, 0)
         assert fleet["ratio"] > 0 and 1 <= fleet["peak_platform_sessions"] <= figures["gate_size"]
-        assert fleet["fairness"]["jain_share_per_weight"] is None and 0 < fleet["in_process_fairness"]["jain_share_per_weight"] <= 1
+        assert 0 < fleet["fairness"]["jain_share_per_weight"] <= 1 and 0 < fleet["in_process_fairness"]["jain_share_per_weight"] <= 1
         mixed = figures["mixed"]  # the mixed fleets in process, in one process on Redis, in two
         assert [row["fleet"] for row in mixed["fleets"]] == [name for name, _ in redis_gate.MIXED]
         for row in mixed["fleets"]:
             assert row["in_process"]["manor_vs_twin_mean"] > 0 and row["in_process"]["manor_degraded"] == 0
             for way in ("redis_one_process", "redis_two_processes", "redis_two_runs"):
                 assert row[way]["manor_vs_twin_mean_vs_in_process"] > 0
+            for way in redis_gate.MIXED_WAYS:  # each world's share of the gate, every way
+                shares = row[way]["shares"]
+                assert len(shares) == 2 and math.isclose(sum(world["admissions_share"] for world in shares), 1.0, abs_tol=1e-5)
         targets = evaluate_targets({"redis-gate": figures})
         assert sum("redis-gate.mixed" in target["target"] for target in targets) == 2 * 3 * 2  # crowd, oracle; three ways; mean, p95
 

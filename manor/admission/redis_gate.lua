@@ -19,8 +19,10 @@
 --                and the seconds it is expected to hold its slot (its predicted latency)
 --   held         hash permit id -> "TENANT|admitted (ms)|cost": what a lease is charged
 --   tenants      zset tenant -> when it was last seen (ms)
---   tenant:T     hash: weight, cap (0: none), finish (its virtual finish), holding,
---                ended (ms: when its last call ended)
+--   tenant:T     hash: weight, cap (0: none), finish (its virtual finish), owed (what its
+--                ended calls held beyond their costs, over its weight: charged to its
+--                finish when its next waiter comes), holding, ended (ms: when its last
+--                call ended)
 --   backlog      zset tenant -> the start tag of its head: the tenants with waiters
 --   used:T       hash ten-second bucket -> the session-ms its calls ended in it held
 --
@@ -28,7 +30,7 @@
 -- on each tenant's share (the in-process gate's policy: manor/admission/gate.py and
 -- lanes.py): the next slot goes to the tenant whose head starts first (at max(virtual
 -- time, the tenant's finish)); its finish moves on by cost / weight, corrected by what
--- the call really held when its lease ends. A tenant at its cap is passed over; so is one
+-- the call really held once its lease has ended, when the tenant's next waiter comes. A tenant at its cap is passed over; so is one
 -- holding its share of the slots while other claiming tenants are short of theirs.
 --   leases       zset permit id -> expiry (ms): the calls in flight
 --   procs        zset process id -> heartbeat expiry (ms): the processes alive
@@ -92,12 +94,25 @@ end
 local function vtime() return tonumber(redis.call('HGET', CFG, 'vtime')) or 0 end
 
 -- A waiter of TENANT joins its line; a tenant with no waiter before joins the backlog at
--- max(virtual time, its finish): no credit saved up while it was away.
+-- max(virtual time, its finish): no credit saved up while it was away. What its ended
+-- calls held beyond (or short of) their costs is charged first, as the in-process gate
+-- charges a lane at its next tickets: to its finish, or to its head's start if it has
+-- waiters in line. Charged as each call ends instead, a tenant always in line (calls
+-- shorter than predicted) would move its head below the virtual time while the others
+-- came and went, and take the slots ahead of them.
 local function enqueue(tenant, id, ticket)
   local line = slot_line(tenant)
-  if redis.call('ZCARD', line) == 0 then
-    local start = math.max(vtime(), tenant_number(tenant, 'finish', 0))
-    redis.call('ZADD', BACKLOG, string.format('%.9f', start), tenant)
+  local key = tenant_key(tenant)
+  local v = redis.call('HMGET', key, 'finish', 'owed')
+  local finish, owed = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  local waiting = redis.call('ZCARD', line) > 0
+  if owed ~= 0 then
+    finish = finish + owed
+    redis.call('HSET', key, 'finish', string.format('%.9f', finish), 'owed', '0')
+    if waiting then redis.call('ZINCRBY', BACKLOG, string.format('%.9f', owed), tenant) end
+  end
+  if not waiting then
+    redis.call('ZADD', BACKLOG, string.format('%.9f', math.max(vtime(), finish)), tenant)
   end
   redis.call('ZADD', line, ticket, id)
 end
@@ -120,9 +135,9 @@ local function since_and_cost(id)
   return tonumber(since), tonumber(cost)
 end
 
--- A lease ends (released, expired, given back): the tenant holds one fewer, and its
--- finish moves by what the call held beyond its cost (CHARGE false: it held nothing
--- worth charging, its cost is taken back).
+-- A lease ends (released, expired, given back): the tenant holds one fewer, and owes
+-- what the call held beyond its cost (CHARGE false: it held nothing worth charging, its
+-- cost is taken back), charged when its next waiter comes (enqueue).
 local function ended(id, charge)
   local entry = redis.call('HGET', HELD, id)
   if not entry then return end
@@ -130,15 +145,11 @@ local function ended(id, charge)
   local tenant, admitted, cost = string.match(entry, '^(.*)|([^|]*)|([^|]*)$')
   admitted, cost = tonumber(admitted), tonumber(cost)
   local key = tenant_key(tenant)
-  local v = redis.call('HMGET', key, 'weight', 'finish', 'holding')
+  local v = redis.call('HMGET', key, 'weight', 'owed', 'holding')
   local held = 0
   if charge then held = (now - admitted) / 1000 end
-  local shift = (held - cost) / (tonumber(v[1]) or 1)
-  redis.call('HSET', key, 'holding', (tonumber(v[3]) or 1) - 1, 'ended', ms(now),
-             'finish', string.format('%.9f', (tonumber(v[2]) or 0) + shift))
-  if shift ~= 0 and redis.call('ZSCORE', BACKLOG, tenant) then
-    redis.call('ZINCRBY', BACKLOG, string.format('%.9f', shift), tenant)
-  end
+  local owed = (tonumber(v[2]) or 0) + (held - cost) / (tonumber(v[1]) or 1)
+  redis.call('HSET', key, 'holding', (tonumber(v[3]) or 1) - 1, 'ended', ms(now), 'owed', string.format('%.9f', owed))
   if held > 0 then
     redis.call('HINCRBYFLOAT', used_key(tenant), math.floor(now / BUCKET_MS), ms(now - admitted))
   end

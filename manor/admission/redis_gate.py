@@ -192,7 +192,8 @@ class GateTenant:
 @attrs.frozen
 class GateStatus:
     """A shared gate as the server has it: its figures, the processes using it and its
-    tenants."""
+    tenants, and its token bucket (``rate`` 0: none), which stays as the process that
+    created the gate set it, as its size does, after every process has left."""
 
     url: str
     name: str
@@ -200,6 +201,8 @@ class GateStatus:
     lease_s: float
     holders: tuple[GateHolder, ...]
     tenants: tuple[GateTenant, ...] = ()
+    rate: float = 0.0
+    burst: int = 1
 
 
 @final
@@ -905,6 +908,7 @@ async def gate_status(url: str, name: str) -> GateStatus | None:
             )
             for row in tenants
         ),
+        float(reply[0][1]), int(reply[0][2]),
     )  # fmt: skip
 
 

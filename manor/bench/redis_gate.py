@@ -35,7 +35,12 @@ the Redis gate, each a tenant by its host and process id: as ``manor fleet --pro
 invocations on one URL (a run's engine each, no parent, no ticket office, started at
 one wall-clock instant). ``manor_vs_twin``: the manor's mean (and p95) tick beside the
 other world over beside its twin, each way; ``vs_in_process``: that over the in-process
-gate's (target: within 10 %).
+gate's (target: within 10 %). ``manor_first_tick_s`` and ``manor_vs_twin_mean_after_first``
+(the mean from the second tick on) set the first tick apart: processes cannot start at one
+instant, and whichever reaches the server first takes every free slot (in one process
+every world's first tickets are issued at one instant). ``shares``: each world's share of
+the gate's session-time as ``manor fleet`` reports it (``manor.fleet.shares``; for the
+processes, counted on the monotonic clock they share).
 
 A process of either measurement is this module run as a program (``python -m
 manor.bench.redis_gate WHAT JSON``), printing its figures as one JSON line.
@@ -56,6 +61,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import msgspec
 import trio
 
@@ -63,7 +69,8 @@ from ..admission.gate import SharedGate
 from ..config import Config, Source
 from ..content import Scene
 from ..errors import SharedGateError
-from ..fleet.in_process import build_fleet, configure_worlds, fleet_tenants, parts
+from ..fleet.in_process import WorldService, add_shares, build_fleet, configure_worlds, fleet_tenants, parts
+from ..fleet.shares import admission_figures
 from ..fleet.processes import Part, ProcessFleet
 from ..run import interrupts
 from ..run.engine import build_engine, gate_for, scene_seed, scene_sim
@@ -285,7 +292,9 @@ def _mixed(context: BenchContext, url: str, ticks: int) -> dict[str, Any]:
                             for index in range(len(scenes))
                         ]
                     )
-                    summary = {"worlds": runs}
+                    worlds = [{**run, **attrs.asdict(tenant), "tenant": tenant.name} for run, tenant in zip(runs, fleet_tenants(configured, scenes), strict=True)]
+                    add_shares(worlds, [[tuple(span) for span in run["spans"]] for run in runs])
+                    summary, makespans = {"worlds": worlds}, runs[0]["makespans"]
                 elif way == "redis_two_processes":
                     jobs = [
                         Part(sources=sources, worlds=len(scenes), scenes=scenes, indices=indices, sim_latency_scale=LATENCY_SCALE)
@@ -293,12 +302,16 @@ def _mixed(context: BenchContext, url: str, ticks: int) -> dict[str, Any]:
                     ]
                     spread = ProcessFleet(jobs, ticks)
                     interrupts.run(spread.run)
-                    summary = spread.summary()
+                    summary, makespans = spread.summary(), spread.makespans[0]
                 else:
                     gate = gate_for(configured[0][0].settings.gate, world="bench mixed fleet") if way == "redis_one_process" else None
-                    summary = interrupts.run(_mixed_in_one_process, configured, scenes, ticks, gate)
+                    summary, makespans = interrupts.run(_mixed_in_one_process, configured, scenes, ticks, gate)
                 manor = summary["worlds"][0]
-                ticks_of[way][name] = {"mean": manor["tick_seconds"]["mean"], "p95": manor["tick_seconds"]["p95"], "degraded": manor["degraded"]}
+                ticks_of[way][name] = {
+                    "mean": manor["tick_seconds"]["mean"], "p95": manor["tick_seconds"]["p95"], "degraded": manor["degraded"],
+                    "first": makespans[0], "after_first": sum(makespans[1:]) / len(makespans[1:]) if len(makespans) > 1 else makespans[0],
+                    "shares": [{key: world[key] for key in _SHARE_KEYS} for world in summary["worlds"]],
+                }  # fmt: skip
     rows = []
     for name, _ in MIXED:
         row: dict[str, Any] = {"fleet": name}
@@ -306,25 +319,32 @@ def _mixed(context: BenchContext, url: str, ticks: int) -> dict[str, Any]:
             figures, twin = ticks_of[way][name], ticks_of[way][MIXED[0][0]]
             row[way] = {
                 "manor_tick_mean_s": round(figures["mean"], 4), "manor_tick_p95_s": round(figures["p95"], 4),
-                "manor_degraded": figures["degraded"],
+                "manor_degraded": figures["degraded"], "shares": figures["shares"],
                 "manor_vs_twin_mean": round(figures["mean"] / twin["mean"], 4), "manor_vs_twin_p95": round(figures["p95"] / twin["p95"], 4),
+                "manor_first_tick_s": round(figures["first"], 4),
+                "manor_vs_twin_mean_after_first": round(figures["after_first"] / twin["after_first"], 4),
             }  # fmt: skip
         for way in MIXED_WAYS[1:]:
-            for key in ("manor_vs_twin_mean", "manor_vs_twin_p95"):
+            for key in ("manor_vs_twin_mean", "manor_vs_twin_p95", "manor_vs_twin_mean_after_first"):
                 row[way][f"{key}_vs_in_process"] = round(row[way][key] / row["in_process"][key], 4)
         rows.append(row)
     return {"ticks": ticks, "latency_scale": LATENCY_SCALE, "fleets": rows}
 
 
-async def _mixed_in_one_process(configured: Any, scenes: list[str], ticks: int, gate: SharedGate | None) -> dict[str, Any]:
-    """A mixed fleet in this process, on ``gate`` (default: an in-process one)."""
+#: What the mixed fleets report of each world's share of the gate (``manor.fleet.shares``).
+_SHARE_KEYS = ("tenant", "weight", "admissions_share", "backlogged_share", "share_per_weight", "session_s_backlogged", "gate_wait_s")
+
+
+async def _mixed_in_one_process(configured: Any, scenes: list[str], ticks: int, gate: SharedGate | None) -> tuple[dict[str, Any], list[float]]:
+    """A mixed fleet in this process, on ``gate`` (default: an in-process one): its
+    summary, and the manor's (the first world's) tick makespans."""
     fleet = build_fleet(
         configured, gate=gate, tenants=fleet_tenants(configured, scenes),
         backends=lambda index: scene_sim(*configured[index], latency_scale=LATENCY_SCALE),
     )  # fmt: skip
     async with fleet.gate.connected():
         await fleet.run(ticks)
-    return fleet.summary()
+    return fleet.summary(), list(fleet.worlds[0].statistics.makespans)
 
 
 def _sources(context: BenchContext) -> list[dict[str, Any]]:
@@ -418,12 +438,18 @@ async def _run_process(job: dict[str, Any]) -> dict[str, Any]:
     config, scene = configure([Source(**source) for source in job["sources"]])
     gate = gate_for(config.settings.gate, world=f"{scene.spec.name} seed {scene_seed(config, scene)}")
     backend = scene_sim(config, scene, latency_scale=LATENCY_SCALE)
-    statistics = RunStatistics()
-    engine = build_engine(config, scene, backend=backend, instruments=[statistics], gate=gate)
+    statistics, service = RunStatistics(), WorldService()
+    engine = build_engine(config, scene, backend=backend, instruments=[statistics, service], gate=gate)
     async with gate.connected():
         await trio.sleep(max(0.0, job["start_at"] - time.time()))  # both runs start together
         await engine.loop.run(job["ticks"])
-    return {"tick_seconds": statistics.tick_seconds(), "degraded": statistics.degraded}
+    # Its calls' spans at the gate on the machine's monotonic clock, which both runs share.
+    offset = time.perf_counter() - trio.current_time()
+    spans = [(queued + offset, None if admitted is None else admitted + offset, ended + offset) for queued, admitted, ended in service.spans]
+    return {
+        "tick_seconds": statistics.tick_seconds(), "makespans": statistics.makespans, "degraded": statistics.degraded,
+        "spans": spans, **admission_figures(service.spans),
+    }  # fmt: skip
 
 
 def _main(argv: Sequence[str]) -> None:

@@ -56,6 +56,7 @@ def show_status(args: argparse.Namespace) -> int:
         ("admitted", figures.admitted),
         ("timeouts", figures.timeouts),
         ("cancelled", figures.cancelled),
+        ("rate / burst", f"{status.rate:g}/s, burst {status.burst}" if status.rate else "none"),
         ("token bucket", tokens),
         ("tokens refunded", figures.refunds),
         ("mean / max wait (s)", f"{figures.total_wait / max(1, figures.admitted):.3f} / {figures.max_wait:.3f}"),

@@ -66,6 +66,7 @@ __all__ = [
     "Fleet",
     "FleetWorld",
     "WorldService",
+    "add_shares",
     "build_fleet",
     "configure_worlds",
     "fairness",
@@ -162,11 +163,7 @@ class Fleet:
         ``calls_per_s``, its tenant's figures and its share of the gate's session-time:
         ``manor.fleet.shares``), ``total`` and ``fairness``."""
         worlds = self.world_summaries()
-        shares = tenant_shares([world.tenant for world in self.worlds], [world.service.spans for world in self.worlds])
-        admissions = sum(world["admissions"] for world in worlds)
-        for world, share in zip(worlds, shares, strict=True):
-            world["admissions_share"] = round(world["admissions"] / admissions, 6) if admissions else None
-            world.update(share)
+        add_shares(worlds, [world.service.spans for world in self.worlds])
         makespans = [span for world in self.worlds for span in world.statistics.makespans]
         total = fleet_total(worlds, peak_platform_sessions=self.limiter.statistics().peak, makespans=makespans)
         return {"worlds": worlds, "total": total, "fairness": fairness(worlds)}
@@ -192,6 +189,17 @@ class Fleet:
             "max_sessions": tenant.max_sessions,
             **admission_figures(world.service.spans),
         }
+
+
+def add_shares(worlds: Sequence[dict[str, Any]], spans: Sequence[Sequence[CallSpan]]) -> None:
+    """Add to each world's figures (``Fleet.world_summaries``: its tenant's name, weight
+    and cap, its admissions) its share of the admissions and of the gate's session-time
+    (``manor.fleet.shares``), from its calls' ``spans`` at the gate, each world a tenant."""
+    tenants = [Tenant(world["tenant"], world["weight"], world["max_sessions"]) for world in worlds]
+    admissions = sum(world["admissions"] for world in worlds)
+    for world, share in zip(worlds, tenant_shares(tenants, spans), strict=True):
+        world["admissions_share"] = round(world["admissions"] / admissions, 6) if admissions else None
+        world.update(share)
 
 
 def fleet_total(worlds: Sequence[dict[str, Any]], *, peak_platform_sessions: int, makespans: Sequence[float]) -> dict[str, Any]:
@@ -229,8 +237,7 @@ def fairness(worlds: Sequence[dict[str, Any]]) -> dict[str, Any]:
     the backlogged tenants' session-time share over their due by weight (1.0: each got
     its due; 1/N: one got everything; ``manor.fleet.shares``), and ``makespan_min_max``,
     the shortest world's mean tick makespan over the longest's (1.0: alike). ``None``
-    where there is nothing to compare (no tick ran, no two tenants competed, or the
-    worlds ran in several processes, whose clocks cannot be set side by side)."""
+    where there is nothing to compare (no tick ran, or no two tenants competed)."""
     ratios = [world["share_per_weight"] for world in worlds if world.get("share_per_weight") is not None]
     means = [world["tick_seconds"]["mean"] for world in worlds if world["ticks"]]
     return {

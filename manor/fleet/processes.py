@@ -15,7 +15,9 @@ a ``Finished`` with each world's figures at the end. From them it builds the rep
 a fleet in one process, with the same totals and fairness (``manor.fleet``); its
 ``peak_platform_sessions`` is the most calls in flight at once over every process,
 counted from the calls' admission and end on the monotonic clock every process of the
-machine shares (``PeakSessions``). The worlds start together: once every process is
+machine shares (``PeakSessions``), and each world's share of the gate's session-time
+(``manor.fleet.shares``) is counted from the same spans, every world a tenant by its
+weight and cap, as in one process. The worlds start together: once every process is
 ready, the parent tells each to start (a line on its stdin), so that a process that
 took longer to start does not find the others' calls ahead of its own at the gate.
 
@@ -50,7 +52,8 @@ from ..config import Source
 from ..errors import FleetError, one_line
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..tick.instruments import Instrument
-from .in_process import fairness, fleet_total
+from .in_process import add_shares, fairness, fleet_total
+from .shares import CallSpan
 
 __all__ = [
     "PART_COMMAND",
@@ -101,13 +104,14 @@ class Ready(msgspec.Struct, tag="ready", kw_only=True):
 
 
 class Ticked(msgspec.Struct, tag="ticked", kw_only=True):
-    """A world finished a tick: its makespan, when it ended, and the platform sessions
-    its calls held, (admitted, ended); times on the machine's monotonic clock."""
+    """A world finished a tick: its makespan, when it ended, and its calls' spans at the
+    gate, (queued, admitted or ``None``, ended) each: the platform sessions they held
+    and the world's share of them; times on the machine's monotonic clock."""
 
     world: int
     makespan: float
     ended_at: float
-    sessions: list[tuple[float, float]]
+    spans: list[CallSpan]
 
 
 class Finished(msgspec.Struct, tag="finished", kw_only=True):
@@ -174,7 +178,7 @@ class PartReporter(Instrument):
         self.world = world
         self.channel = channel
         self._offset = 0.0
-        self._sessions: list[tuple[float, float]] = []
+        self._spans: list[CallSpan] = []
 
     def run_started(self, loop: object) -> None:
         # trio's clock is the monotonic clock plus an offset of its own, a different one
@@ -183,12 +187,12 @@ class PartReporter(Instrument):
 
     def call_finished(self, record: CallRecord) -> None:
         # Every attempt, a superseded one too: each held a session while it ran.
-        if record.admitted_at is not None:
-            self._sessions.append((record.admitted_at + self._offset, record.finished_at + self._offset))
+        offset, admitted = self._offset, record.admitted_at
+        self._spans.append((record.queued_at + offset, None if admitted is None else admitted + offset, record.finished_at + offset))
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        ticked = Ticked(world=self.world, makespan=record.makespan, ended_at=record.finished_at + self._offset, sessions=self._sessions)
-        self._sessions = []
+        ticked = Ticked(world=self.world, makespan=record.makespan, ended_at=record.finished_at + self._offset, spans=self._spans)
+        self._spans = []
         send(self.channel, ticked)
 
 
@@ -232,10 +236,11 @@ class PeakSessions:
         self._reported = [-math.inf] * self.worlds
         self._earliest = [(-math.inf, world) for world in range(self.worlds)]
 
-    def tick(self, world: int, ended_at: float, sessions: Sequence[tuple[float, float]], *, last: bool) -> None:
-        for opened, closed in sessions:
-            heapq.heappush(self._changes, (opened, 1))
-            heapq.heappush(self._changes, (closed, -1))
+    def tick(self, world: int, ended_at: float, spans: Sequence[CallSpan], *, last: bool) -> None:
+        for _, opened, closed in spans:
+            if opened is not None:
+                heapq.heappush(self._changes, (opened, 1))
+                heapq.heappush(self._changes, (closed, -1))
         self._reported[world] = math.inf if last else ended_at
         heapq.heappush(self._earliest, (self._reported[world], world))
         while self._earliest[0][0] != self._reported[self._earliest[0][1]]:
@@ -271,8 +276,10 @@ class ProcessFleet:
     ticked: Callable[[], None] = lambda: None
     warn: Callable[[str], None] = lambda line: None
     _done: list[int] = attrs.field(init=False)
-    _makespans: list[float] = attrs.field(factory=list, init=False)
+    _makespans: list[list[float]] = attrs.field(init=False)
     _figures: dict[int, dict[str, Any]] = attrs.field(factory=dict, init=False)
+    # Each world's calls' spans at the gate (``Ticked``), for the shares.
+    _spans: list[list[CallSpan]] = attrs.field(init=False)
     _peak: PeakSessions = attrs.field(init=False)
     _warned: set[str] = attrs.field(factory=set, init=False)
     _failures: list[str] = attrs.field(factory=list, init=False)
@@ -283,12 +290,19 @@ class ProcessFleet:
     def __attrs_post_init__(self) -> None:
         worlds = sum(len(part.indices) for part in self.parts)
         self._done = [0] * worlds
+        self._makespans = [[] for _ in range(worlds)]
+        self._spans = [[] for _ in range(worlds)]
         self._peak = PeakSessions(worlds)
 
     @property
     def ticks_done(self) -> list[int]:
         """Ticks finished, world by world."""
         return list(self._done)
+
+    @property
+    def makespans(self) -> list[list[float]]:
+        """Each world's tick makespans so far, in order, world by world."""
+        return [list(spans) for spans in self._makespans]
 
     @property
     def worlds_reported(self) -> int:
@@ -319,7 +333,8 @@ class ProcessFleet:
         """The report of a fleet in one process (``Fleet.summary``), once ``run`` has
         returned; stopped, of the worlds reported (``worlds_reported``, at least one)."""
         worlds = [self._figures[index] for index in sorted(self._figures)]
-        total = fleet_total(worlds, peak_platform_sessions=self._peak.finish(), makespans=self._makespans)
+        add_shares(worlds, [self._spans[world["index"]] for world in worlds])
+        total = fleet_total(worlds, peak_platform_sessions=self._peak.finish(), makespans=[span for spans in self._makespans for span in spans])
         return {"worlds": worlds, "total": total, "fairness": fairness(worlds)}
 
     async def _run_part(self, part: Part, fleet: trio.CancelScope) -> None:
@@ -389,9 +404,10 @@ class ProcessFleet:
             return
         if isinstance(message, Ticked):
             self._done[message.world] += 1
-            self._makespans.append(message.makespan)
+            self._makespans[message.world].append(message.makespan)
+            self._spans[message.world] += message.spans
             last = self._done[message.world] == self.ticks
-            self._peak.tick(message.world, message.ended_at, message.sessions, last=last)
+            self._peak.tick(message.world, message.ended_at, message.spans, last=last)
             self.ticked()
         elif isinstance(message, Ready):
             self._ready += 1
