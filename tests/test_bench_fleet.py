@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from manor.bench import fleet as bench_fleet
 from manor.bench.fleet import CLAIMS_OFF, MIXED, WORLDS, fair_share_bound, idle_while_waiting
 from manor.bench.report import evaluate_targets
 from manor.bench.runner import DEFAULT_SUITES
@@ -30,11 +31,23 @@ def _point(worlds: int, jain: float | None, ratio: float | None) -> dict[str, An
     return {"worlds": worlds, "jain_share_per_weight": jain, "makespan_min_max": ratio}
 
 
+@pytest.fixture
+def cpu_part_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's CPU part (``cpu``) in one round of its two smallest fleets: it is
+    nine tenths of a ``--quick`` run's time (its fleet of 256 worlds, three rounds) and
+    comes after every exact figure. ``test_quick_json`` runs it whole."""
+    monkeypatch.setattr(bench_fleet, "CPU_ROUNDS", 1)
+    monkeypatch.setattr(bench_fleet, "CPU_WORLDS", bench_fleet.CPU_WORLDS[:2])
+
+
 def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["suites"] == ["fleet"]
     fleet = result["fleet"]
+    cpu = fleet["cpu"]
+    assert (cpu["rounds"], [point["worlds"] for point in cpu["fleets"]]) == (3, [16, 64, 256])
+    assert cpu["run_us_per_call"] > 0 and all(point["us_per_call"] > 0 for point in cpu["fleets"])
     assert fleet["setup"]["ticks"] == 10 and fleet["setup"]["gate_size"] == 5
     points = fleet["in_process"]
     assert [point["worlds"] for point in points] == list(WORLDS)
@@ -66,6 +79,7 @@ def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
             assert world["max_sessions"] is None or world["peak_held"] <= world["max_sessions"]
 
 
+@pytest.mark.usefixtures("cpu_part_small")
 def test_the_same_figures_every_run(capsys: pytest.CaptureFixture[str]) -> None:
     """The virtual clock: a fleet's figures are exact."""
     runs = []
@@ -73,12 +87,13 @@ def test_the_same_figures_every_run(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
         fleet = json.loads(capsys.readouterr().out)["fleet"]
         cpu = fleet.pop("cpu")  # CPU time: measured, not exact
-        assert [point["worlds"] for point in cpu["fleets"]] == [16, 64, 256]
+        assert [point["worlds"] for point in cpu["fleets"]] == [16, 64]
         assert all(point["us_per_call"] > 0 for point in cpu["fleets"])
         runs.append(fleet)
     assert runs[0] == runs[1]
 
 
+@pytest.mark.usefixtures("cpu_part_small")
 def test_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--suite", "fleet", "--quick"]) == 0
     words = " ".join(capsys.readouterr().out.split())
