@@ -5,10 +5,9 @@ through Redis."""
 from __future__ import annotations
 
 import contextlib
+import io
 import math
-import os
 import subprocess
-import sys
 import textwrap
 import uuid
 from collections.abc import AsyncGenerator
@@ -21,9 +20,17 @@ import trio
 import trio.testing
 from redis_server import SEEN_WITHIN_S
 
-from manor.admission.adaptive import LEARNED_KEY, PROBE_CALLS, Adjustment, LearnedSize, RecordedAdjustments, apply_to_gate
+from manor.admission.adaptive import (
+    LEARNED_KEY,
+    PROBE_CALLS,
+    Adjustment,
+    LearnedSize,
+    RecordedAdjustments,
+    apply_to_gate,
+)
 from manor.admission.gate import Gate
 from manor.calls import Done, Event, RateLimits, Request
+from manor.cli import main
 from manor.config import resolve
 from manor.config.backends import CapacityStep, PlatformCapacity
 from manor.config.layering import Source, built_in_source
@@ -31,8 +38,6 @@ from manor.errors import ConfigError, ProviderError, SessionLimitError
 from manor.providers.provider import Provider
 from manor.run.engine import build_engine, configure, scene_sim
 from manor.saves.reader import read_save
-
-ROOT = Path(__file__).resolve().parents[1]
 
 _REFUSED = SessionLimitError("429 too many requests")
 _ANSWER = Done(text="yes")
@@ -418,8 +423,15 @@ def _write_config(tmp_path: Path, retry_after: float | None = None) -> Path:
 
 
 def _manor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "manor", *args], check=False, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+    """``manor ARGS`` run from ``cwd`` in this process (its runs are on the virtual
+    clock: a Python started for each cost more than the run): its exit status and output."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as exc:  # argparse's refusals
+            status = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
 
 
 def test_a_save_of_a_learned_gate_replays_exactly(tmp_path: Path) -> None:

@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from manor.bench import fleet as bench_fleet
-from manor.bench.fleet import CLAIMS_OFF, MIXED, WORLDS, fair_share_bound, idle_while_waiting
+from manor.bench.fleet import (
+    CLAIMS_OFF,
+    MIXED,
+    WORLDS,
+    fair_share_bound,
+    idle_while_waiting,
+)
 from manor.bench.report import evaluate_targets
 from manor.bench.runner import DEFAULT_SUITES
 from manor.cli import main
