@@ -5,9 +5,7 @@ through Redis."""
 from __future__ import annotations
 
 import contextlib
-import io
 import math
-import subprocess
 import textwrap
 import uuid
 from collections.abc import AsyncGenerator
@@ -18,6 +16,7 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from in_process import manor_here
 from redis_server import SEEN_WITHIN_S
 
 from manor.admission.adaptive import (
@@ -30,7 +29,6 @@ from manor.admission.adaptive import (
 )
 from manor.admission.gate import Gate
 from manor.calls import Done, Event, RateLimits, Request
-from manor.cli import main
 from manor.config import resolve
 from manor.config.backends import CapacityStep, PlatformCapacity
 from manor.config.layering import Source, built_in_source
@@ -422,22 +420,10 @@ def _write_config(tmp_path: Path, retry_after: float | None = None) -> Path:
     return path
 
 
-def _manor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``manor ARGS`` run from ``cwd`` in this process (its runs are on the virtual
-    clock: a Python started for each cost more than the run): its exit status and output."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = main(list(args))
-        except SystemExit as exc:  # argparse's refusals
-            status = exc.code if isinstance(exc.code, int) else 1
-    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
-
-
 def test_a_save_of_a_learned_gate_replays_exactly(tmp_path: Path) -> None:
     config = _write_config(tmp_path, retry_after=1.5)
     save = tmp_path / "learned.msav"
-    ran = _manor(
+    ran = manor_here(
         "run", "--config", str(config), "--backend", "moving", "--ticks", "14", "--platform-limit", "0", "--gate-size", "auto",
         "--gate-max", "16", "--save", str(save), "--json", cwd=tmp_path,
     )  # fmt: skip
@@ -448,7 +434,7 @@ def test_a_save_of_a_learned_gate_replays_exactly(tmp_path: Path) -> None:
     assert sizes["history"][0]["why"].startswith("refused by the server with 7 in flight; retry-after 1.5s")
     changes = [change for frame in read_save(save).ticks for change in frame.changes]
     assert changes and all(change.key == LEARNED_KEY for change in changes)
-    verified = _manor("replay", str(save), "--verify", cwd=tmp_path)
+    verified = manor_here("replay", str(save), "--verify", cwd=tmp_path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "matches the recording after every tick" in verified.stdout
 
@@ -460,7 +446,7 @@ def test_a_fleet_learns_one_size_from_every_worlds_refusals_and_its_saves_replay
     config = _write_config(tmp_path, retry_after=1.5)
     args = ["fleet", "--config", str(config), "--backend", "moving", "--worlds", "3", "--ticks", "12", "--platform-limit", "0",
             "--gate-size", "auto", "--gate-max", "16", "--json"]  # fmt: skip
-    ran = _manor(*args, "--save-dir", str(tmp_path / "saves"), cwd=tmp_path)
+    ran = manor_here(*args, "--save-dir", str(tmp_path / "saves"), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     worlds = msgspec.json.decode(ran.stdout)["worlds"]
     histories = [world["gate_sizes"]["history"] for world in worlds]
@@ -468,17 +454,17 @@ def test_a_fleet_learns_one_size_from_every_worlds_refusals_and_its_saves_replay
     assert histories[0][0]["size"] < 16 and worlds[0]["gate_sizes"]["final"] <= 3
     assert sum(world["platform_rejections"]["by_server"] for world in worlds) >= 2  # refusals of more than one call
     for save in sorted((tmp_path / "saves").iterdir()):
-        verified = _manor("replay", str(save), "--verify", cwd=tmp_path)
+        verified = manor_here("replay", str(save), "--verify", cwd=tmp_path)
         assert verified.returncode == 0 and "match the recording after every tick" in verified.stdout, verified.stdout + verified.stderr
-    again = _manor(*args, cwd=tmp_path)
+    again = manor_here(*args, cwd=tmp_path)
     assert [w["world_hash"] for w in msgspec.json.decode(again.stdout)["worlds"]] == [w["world_hash"] for w in worlds]
     assert [w["gate_sizes"] for w in msgspec.json.decode(again.stdout)["worlds"]] == [w["gate_sizes"] for w in worlds]
 
 
 def test_gate_size_flag_takes_auto_or_a_number(tmp_path: Path) -> None:
-    ran = _manor("config", "--gate-size", "auto", cwd=tmp_path)
+    ran = manor_here("config", "--gate-size", "auto", cwd=tmp_path)
     assert ran.returncode == 0 and "auto" in ran.stdout
-    bad = _manor("run", "--gate-size", "many", cwd=tmp_path)
+    bad = manor_here("run", "--gate-size", "many", cwd=tmp_path)
     assert bad.returncode == 2 and "invalid size value: 'many'" in bad.stderr
 
 

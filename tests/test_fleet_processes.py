@@ -5,8 +5,6 @@ bad input in one line; a process that fails; a signal that stops every process."
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -23,10 +21,10 @@ import trio
 from agent_servers import serving, stats
 from hypothesis import given
 from hypothesis import strategies as st
+from in_process import manor_here
 from scenes_fixture import fixed_latency_scene
 
 from manor.admission.redis_gate import gate_status
-from manor.cli import main
 from manor.fleet.in_process import parts
 from manor.fleet.processes import PeakSessions
 from manor.saves import read_save
@@ -117,24 +115,17 @@ def _wait_for_ticks(process: subprocess.Popen[str], saves: list[Path], ticks: in
         time.sleep(0.05)
 
 
-def _manor_here(argv: list[str]) -> tuple[int, str]:
-    """``manor ARGV`` run in this process: its exit status, and its stdout and stderr."""
-    said = io.StringIO()
-    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-        status = main(argv)
-    return status, said.getvalue()
-
-
 def _verifies(*saves: Path) -> list[dict[str, Any]]:
     """Each save's ``manor replay --verify --json`` report, all of them verified. Run in
     this process: a start-up of Manor costs more than a replay of a few ticks, and what
     is checked is the saves the processes wrote, not the replay command's process."""
     reports = []
     for save in saves:
-        status, out = _manor_here(["replay", str(save), "--verify", "--json"])
-        report = json.loads(out) if status == 0 else {}
+        done = manor_here("replay", str(save), "--verify", "--json")
+        report = json.loads(done.stdout) if done.returncode == 0 else {}
         if not report.get("verified"):
-            pytest.fail(out + _manor_here(["replay", str(save), "--verify"])[1])
+            said = manor_here("replay", str(save), "--verify")
+            pytest.fail(done.stdout + done.stderr + said.stdout + said.stderr)
         reports.append(report)
     return reports
 
@@ -262,9 +253,8 @@ class TestBadInput:
         ],
     )  # fmt: skip
     def test_bad_processes(self, tmp_path: Path, argv: list[str], status: int, line: str) -> None:
-        process = _manor(["fleet", "--ticks", "1", *argv], tmp_path)
-        out, err = process.communicate(timeout=PATIENCE_S)
-        assert (process.returncode, out, err) == (status, "", line + "\n")
+        done = manor_here("fleet", "--ticks", "1", *argv, cwd=tmp_path)
+        assert (done.returncode, done.stdout, done.stderr) == (status, "", line + "\n")
 
     def test_an_unreachable_redis_is_one_line_before_any_process_or_save(self, tmp_path: Path) -> None:
         saves = tmp_path / "runs"
