@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import subprocess
-import sys
 import textwrap
 import uuid
 from collections.abc import AsyncGenerator
@@ -19,9 +16,17 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from in_process import manor_here
 from redis_server import SEEN_WITHIN_S
 
-from manor.admission.adaptive import LEARNED_KEY, PROBE_CALLS, Adjustment, LearnedSize, RecordedAdjustments, apply_to_gate
+from manor.admission.adaptive import (
+    LEARNED_KEY,
+    PROBE_CALLS,
+    Adjustment,
+    LearnedSize,
+    RecordedAdjustments,
+    apply_to_gate,
+)
 from manor.admission.gate import Gate
 from manor.calls import Done, Event, RateLimits, Request
 from manor.config import resolve
@@ -31,8 +36,6 @@ from manor.errors import ConfigError, ProviderError, SessionLimitError
 from manor.providers.provider import Provider
 from manor.run.engine import build_engine, configure, scene_sim
 from manor.saves.reader import read_save
-
-ROOT = Path(__file__).resolve().parents[1]
 
 _REFUSED = SessionLimitError("429 too many requests")
 _ANSWER = Done(text="yes")
@@ -417,15 +420,10 @@ def _write_config(tmp_path: Path, retry_after: float | None = None) -> Path:
     return path
 
 
-def _manor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "manor", *args], check=False, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
-
-
 def test_a_save_of_a_learned_gate_replays_exactly(tmp_path: Path) -> None:
     config = _write_config(tmp_path, retry_after=1.5)
     save = tmp_path / "learned.msav"
-    ran = _manor(
+    ran = manor_here(
         "run", "--config", str(config), "--backend", "moving", "--ticks", "14", "--platform-limit", "0", "--gate-size", "auto",
         "--gate-max", "16", "--save", str(save), "--json", cwd=tmp_path,
     )  # fmt: skip
@@ -436,7 +434,7 @@ def test_a_save_of_a_learned_gate_replays_exactly(tmp_path: Path) -> None:
     assert sizes["history"][0]["why"].startswith("refused by the server with 7 in flight; retry-after 1.5s")
     changes = [change for frame in read_save(save).ticks for change in frame.changes]
     assert changes and all(change.key == LEARNED_KEY for change in changes)
-    verified = _manor("replay", str(save), "--verify", cwd=tmp_path)
+    verified = manor_here("replay", str(save), "--verify", cwd=tmp_path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "matches the recording after every tick" in verified.stdout
 
@@ -448,7 +446,7 @@ def test_a_fleet_learns_one_size_from_every_worlds_refusals_and_its_saves_replay
     config = _write_config(tmp_path, retry_after=1.5)
     args = ["fleet", "--config", str(config), "--backend", "moving", "--worlds", "3", "--ticks", "12", "--platform-limit", "0",
             "--gate-size", "auto", "--gate-max", "16", "--json"]  # fmt: skip
-    ran = _manor(*args, "--save-dir", str(tmp_path / "saves"), cwd=tmp_path)
+    ran = manor_here(*args, "--save-dir", str(tmp_path / "saves"), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     worlds = msgspec.json.decode(ran.stdout)["worlds"]
     histories = [world["gate_sizes"]["history"] for world in worlds]
@@ -456,17 +454,17 @@ def test_a_fleet_learns_one_size_from_every_worlds_refusals_and_its_saves_replay
     assert histories[0][0]["size"] < 16 and worlds[0]["gate_sizes"]["final"] <= 3
     assert sum(world["platform_rejections"]["by_server"] for world in worlds) >= 2  # refusals of more than one call
     for save in sorted((tmp_path / "saves").iterdir()):
-        verified = _manor("replay", str(save), "--verify", cwd=tmp_path)
+        verified = manor_here("replay", str(save), "--verify", cwd=tmp_path)
         assert verified.returncode == 0 and "match the recording after every tick" in verified.stdout, verified.stdout + verified.stderr
-    again = _manor(*args, cwd=tmp_path)
+    again = manor_here(*args, cwd=tmp_path)
     assert [w["world_hash"] for w in msgspec.json.decode(again.stdout)["worlds"]] == [w["world_hash"] for w in worlds]
     assert [w["gate_sizes"] for w in msgspec.json.decode(again.stdout)["worlds"]] == [w["gate_sizes"] for w in worlds]
 
 
 def test_gate_size_flag_takes_auto_or_a_number(tmp_path: Path) -> None:
-    ran = _manor("config", "--gate-size", "auto", cwd=tmp_path)
+    ran = manor_here("config", "--gate-size", "auto", cwd=tmp_path)
     assert ran.returncode == 0 and "auto" in ran.stdout
-    bad = _manor("run", "--gate-size", "many", cwd=tmp_path)
+    bad = manor_here("run", "--gate-size", "many", cwd=tmp_path)
     assert bad.returncode == 2 and "invalid size value: 'many'" in bad.stderr
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import trio
+from in_process import manor_here
 
 from manor.calls import Done, Request, Started, TextDelta, Usage
 from manor.errors import AccessRefused, CallTimeout, ProviderError, SessionLimitError
@@ -199,8 +201,7 @@ class TestClassify:
         assert type(error) is ProviderError
 
 
-@pytest.mark.trio
-async def test_a_final_refusal_stops_the_run_in_one_line_keeping_the_save(stand_in: Path, tmp_path: Path) -> None:
+def test_a_final_refusal_stops_the_run_in_one_line_keeping_the_save(stand_in: Path, tmp_path: Path) -> None:
     """Every call is refused for good (not logged in): ``manor run`` stops after the
     first tick, says so in one line, prints that tick's figures, and its save replays."""
     wrapper = tmp_path / "logged_out.py"  # the stand-in, logged out whatever the prompt
@@ -211,7 +212,7 @@ async def test_a_final_refusal_stops_the_run_in_one_line_keeping_the_save(stand_
     save = tmp_path / "run.msav"
     env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
     command = [sys.executable, "-m", "manor", "run", "--json", "--config", str(config), "--ticks", "5", "--clock", "real", "--save", str(save)]
-    result = await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False, cwd=tmp_path, env=env)
+    result = subprocess.run(command, capture_output=True, check=False, cwd=tmp_path, env=env)
     lines = result.stderr.decode().splitlines()
     assert result.returncode == 1 and len(lines) == 1, lines
     assert lines[0].startswith("manor: error: ") and "Not logged in · Please run /login" in lines[0]
@@ -219,8 +220,8 @@ async def test_a_final_refusal_stops_the_run_in_one_line_keeping_the_save(stand_
     summary = json.loads(result.stdout)
     assert summary["ticks"] == 1 and "Not logged in" in summary["stopped"]
     assert summary["degradations"]["character"]["provider_error"] == 10
-    replay = await trio.run_process([sys.executable, "-m", "manor", "replay", str(save), "--verify"], capture_stdout=True, capture_stderr=True, check=False, env=env)
-    assert replay.returncode == 0, replay.stderr.decode()
+    replay = manor_here("replay", str(save), "--verify")  # the save, not a process, is checked
+    assert replay.returncode == 0, replay.stderr
 
 
 @pytest.mark.trio
@@ -239,8 +240,7 @@ async def test_a_run_records_the_tokens_and_the_cost_claude_code_reports(stand_i
     assert summary["cost"] == pytest.approx(14 * 0.0123)
 
 
-@pytest.mark.trio
-async def test_a_final_refusal_stops_a_fleet_in_one_line_keeping_its_saves(stand_in: Path, tmp_path: Path) -> None:
+def test_a_final_refusal_stops_a_fleet_in_one_line_keeping_its_saves(stand_in: Path, tmp_path: Path) -> None:
     """As ``manor run``: every world stops after the tick it came in, the saves replay."""
     wrapper = tmp_path / "logged_out.py"
     wrapper.write_text(f"import sys, runpy\nsys.argv = [sys.argv[0], '-p', '@logged-out']\nrunpy.run_path({str(stand_in)!r}, run_name='__main__')\n")
@@ -250,10 +250,10 @@ async def test_a_final_refusal_stops_a_fleet_in_one_line_keeping_its_saves(stand
     saves = tmp_path / "saves"
     env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
     command = [sys.executable, "-m", "manor", "fleet", "--worlds", "2", "--json", "--config", str(config), "--ticks", "5", "--clock", "real", "--save-dir", str(saves)]
-    result = await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False, cwd=tmp_path, env=env)
+    result = subprocess.run(command, capture_output=True, check=False, cwd=tmp_path, env=env)
     lines = result.stderr.decode().splitlines()
     assert result.returncode == 1 and len(lines) == 1, lines
     assert "Not logged in" in lines[0] and "no retry will help, so the run stopped after 1 tick of 2 worlds" in lines[0]
     for save in sorted(saves.iterdir()):
-        replay = await trio.run_process([sys.executable, "-m", "manor", "replay", str(save), "--verify"], capture_stdout=True, capture_stderr=True, check=False, env=env)
-        assert replay.returncode == 0, replay.stderr.decode()
+        replay = manor_here("replay", str(save), "--verify")  # the save, not a process, is checked
+        assert replay.returncode == 0, replay.stderr

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from manor.bench.fleet import CLAIMS_OFF, MIXED, WORLDS, fair_share_bound, idle_while_waiting
+from manor.bench import fleet as bench_fleet
+from manor.bench.fleet import (
+    CLAIMS_OFF,
+    MIXED,
+    WORLDS,
+    fair_share_bound,
+    idle_while_waiting,
+)
 from manor.bench.report import evaluate_targets
 from manor.bench.runner import DEFAULT_SUITES
 from manor.cli import main
@@ -30,11 +37,31 @@ def _point(worlds: int, jain: float | None, ratio: float | None) -> dict[str, An
     return {"worlds": worlds, "jain_share_per_weight": jain, "makespan_min_max": ratio}
 
 
+@pytest.fixture
+def one_cpu_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's CPU part (``cpu``) in one round, not three: it is nine tenths of a
+    ``--quick`` run's time (its fleet of 256 worlds most of it) and comes after every
+    exact figure; a round more only takes the best of two timings."""
+    monkeypatch.setattr(bench_fleet, "CPU_ROUNDS", 1)
+
+
+@pytest.fixture
+def cpu_part_small(one_cpu_round: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU part in one round of its two smallest fleets (``test_quick_json``
+    measures every fleet)."""
+    monkeypatch.setattr(bench_fleet, "CPU_WORLDS", bench_fleet.CPU_WORLDS[:2])
+
+
+@pytest.mark.usefixtures("one_cpu_round")
 def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["suites"] == ["fleet"]
     fleet = result["fleet"]
+    cpu = fleet["cpu"]
+    assert (cpu["rounds"], [point["worlds"] for point in cpu["fleets"]]) == (1, [16, 64, 256])
+    assert cpu["run_us_per_call"] > 0 and all(point["us_per_call"] > 0 for point in cpu["fleets"])
+    assert sum(target["target"].startswith("fleet.cpu ") for target in result["targets"]) == len(cpu["fleets"]) + 1  # each against run's; flatness
     assert fleet["setup"]["ticks"] == 10 and fleet["setup"]["gate_size"] == 5
     points = fleet["in_process"]
     assert [point["worlds"] for point in points] == list(WORLDS)
@@ -66,6 +93,7 @@ def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
             assert world["max_sessions"] is None or world["peak_held"] <= world["max_sessions"]
 
 
+@pytest.mark.usefixtures("cpu_part_small")
 def test_the_same_figures_every_run(capsys: pytest.CaptureFixture[str]) -> None:
     """The virtual clock: a fleet's figures are exact."""
     runs = []
@@ -73,12 +101,13 @@ def test_the_same_figures_every_run(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
         fleet = json.loads(capsys.readouterr().out)["fleet"]
         cpu = fleet.pop("cpu")  # CPU time: measured, not exact
-        assert [point["worlds"] for point in cpu["fleets"]] == [16, 64, 256]
+        assert [point["worlds"] for point in cpu["fleets"]] == [16, 64]
         assert all(point["us_per_call"] > 0 for point in cpu["fleets"])
         runs.append(fleet)
     assert runs[0] == runs[1]
 
 
+@pytest.mark.usefixtures("cpu_part_small")
 def test_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--suite", "fleet", "--quick"]) == 0
     words = " ".join(capsys.readouterr().out.split())

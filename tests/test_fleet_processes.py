@@ -22,6 +22,7 @@ import trio
 from agent_servers import serving, stats
 from hypothesis import given
 from hypothesis import strategies as st
+from in_process import manor_here
 from scenes_fixture import fixed_latency_scene
 
 from manor.admission.redis_gate import gate_status
@@ -115,27 +116,18 @@ def _wait_for_ticks(process: subprocess.Popen[str], saves: list[Path], ticks: in
         time.sleep(0.05)
 
 
-#: Verifies each save named on its command line as ``manor replay SAVE --verify --json``
-#: does, in one process: each report's line, then its exit status's.
-_VERIFY_EACH = """
-import sys
-from manor.cli import main
-for path in sys.argv[1:]:
-    print(main(["replay", path, "--verify", "--json"]), flush=True)
-"""
-
-
 def _verifies(*saves: Path) -> list[dict[str, Any]]:
-    """Each save's ``manor replay --verify --json`` report, all of them verified (one
-    Python for them all: a start-up of Manor costs more than a replay of a few ticks)."""
-    done = subprocess.run([sys.executable, "-c", _VERIFY_EACH, *map(str, saves)], capture_output=True, text=True, check=False, env=_environment())
-    lines = done.stdout.splitlines()
-    assert done.returncode == 0 and len(lines) == 2 * len(saves), done.stdout + done.stderr
-    reports = [json.loads(line) for line in lines[::2]]
-    for save, report, status in zip(saves, reports, lines[1::2], strict=True):
-        if status != "0" or not report["verified"]:
-            said = subprocess.run([sys.executable, "-m", "manor", "replay", str(save), "--verify"], capture_output=True, text=True, check=False, env=_environment())
-            pytest.fail(said.stdout + said.stderr)
+    """Each save's ``manor replay --verify --json`` report, all of them verified. Run in
+    this process: a start-up of Manor costs more than a replay of a few ticks, and what
+    is checked is the saves the processes wrote, not the replay command's process."""
+    reports = []
+    for save in saves:
+        done = manor_here("replay", str(save), "--verify", "--json")
+        report = json.loads(done.stdout) if done.returncode == 0 else {}
+        if not report.get("verified"):
+            said = manor_here("replay", str(save), "--verify")
+            pytest.fail(done.stdout + done.stderr + said.stdout + said.stderr)
+        reports.append(report)
     return reports
 
 
@@ -159,35 +151,43 @@ TENANT_KEYS = {
 }  # fmt: skip
 
 class TestReport:
-    @pytest.mark.trio
-    async def test_four_worlds_in_two_processes_report_and_save_as_one_fleet(self, tmp_path: Path, redis_url: str) -> None:
+    def test_four_worlds_in_two_processes_report_and_save_as_one_fleet(self, tmp_path: Path, redis_url: str) -> None:
         """4 worlds, 2 processes, a gate of 3, a server of capacity 3 that refuses the
         fourth call: no refusal; the report of a fleet in one process (its worlds' seeds,
         totals that add up, a peak of at most the gate); every save verifies."""
         gate, size, ticks = f"procs-{uuid.uuid4().hex[:8]}", 3, 2
         saves = tmp_path / "saves"
-        async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
-            config = _served_config(tmp_path, url)
-            argv = [
-                "fleet", "--worlds", "4", "--processes", "2", "--json", "--config", str(config), "--seed", "1", "--ticks", str(ticks),
-                "--gate-url", redis_url, "--gate-name", gate, "--gate-size", str(size), "--platform-limit", "0", "--save-dir", str(saves),
-            ]  # fmt: skip
-            process = _fleet(argv, tmp_path)
-            with trio.fail_after(PATIENCE_S):
-                while (status := await gate_status(redis_url, gate)) is None or len(status.holders) < 2:
-                    await trio.sleep(0.02)
-            assert sorted(holder.world for holder in status.holders) == [
-                "fleet of 4 worlds of The Wacky Manor: worlds 0, 2",
-                "fleet of 4 worlds of The Wacky Manor: worlds 1, 3",
-            ]
-            out, err = await trio.to_thread.run_sync(lambda: process.communicate(timeout=120))
-            server = await stats(url)
-        assert process.returncode == 0, err
+        calls = 4 * ticks * CALLS_PER_TICK
+
+        async def served() -> tuple[str, str, dict[str, Any]]:
+            async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
+                config = _served_config(tmp_path, url)
+                argv = [
+                    "fleet", "--worlds", "4", "--processes", "2", "--json", "--config", str(config), "--seed", "1", "--ticks", str(ticks),
+                    "--gate-url", redis_url, "--gate-name", gate, "--gate-size", str(size), "--platform-limit", "0", "--save-dir", str(saves),
+                ]  # fmt: skip
+                process = _fleet(argv, tmp_path)
+                with trio.fail_after(PATIENCE_S):
+                    while (status := await gate_status(redis_url, gate)) is None or len(status.holders) < 2:
+                        await trio.sleep(0.02)
+                assert sorted(holder.world for holder in status.holders) == [
+                    "fleet of 4 worlds of The Wacky Manor: worlds 0, 2",
+                    "fleet of 4 worlds of The Wacky Manor: worlds 1, 3",
+                ]
+                out, err = await trio.to_thread.run_sync(lambda: process.communicate(timeout=2 * PATIENCE_S))
+                server = await stats(url)
+            assert process.returncode == 0, err
+            status = await gate_status(redis_url, gate)  # the processes have ended
+            assert status is not None and status.holders == () and status.statistics.admitted == calls
+            return out, err, server
+
+        # The fleet under trio (the server, the gate's status); its saves verified after,
+        # by ``manor replay`` in this process, which runs trio itself.
+        out, err, server = trio.run(served)
         *warnings, saved = err.splitlines()
         assert saved == f"manor: saved {ticks} ticks of 4 worlds to {saves}"
         assert all(line.startswith("manor: warning: a tick of each of the 4 worlds") for line in warnings)  # the simulator's forecast
         summary = json.loads(out)
-        calls = 4 * ticks * CALLS_PER_TICK
         assert server["rejected"] == 0 and server["peak_running"] <= size
         assert server["submitted"] == server["completed"] == calls
         worlds = summary["worlds"]
@@ -208,8 +208,6 @@ class TestReport:
         reports = _verifies(*(saves / f"world-{world['index']}-wacky_manor.msav" for world in worlds))
         for world, report in zip(worlds, reports, strict=True):
             assert report["world_hash"] == world["world_hash"] and report["fleet"] == {"world": world["index"], "worlds": 4}
-        status = await gate_status(redis_url, gate)
-        assert status is not None and status.holders == () and status.statistics.admitted == calls
 
     def test_more_processes_than_worlds_runs_one_world_each(self, tmp_path: Path, redis_url: str) -> None:
         scene = fixed_latency_scene(tmp_path, 0.01, "quick")
@@ -263,9 +261,8 @@ class TestBadInput:
         ],
     )  # fmt: skip
     def test_bad_processes(self, tmp_path: Path, argv: list[str], status: int, line: str) -> None:
-        process = _manor(["fleet", "--ticks", "1", *argv], tmp_path)
-        out, err = process.communicate(timeout=PATIENCE_S)
-        assert (process.returncode, out, err) == (status, "", line + "\n")
+        done = manor_here("fleet", "--ticks", "1", *argv, cwd=tmp_path)
+        assert (done.returncode, done.stdout, done.stderr) == (status, "", line + "\n")
 
     def test_an_unreachable_redis_is_one_line_before_any_process_or_save(self, tmp_path: Path) -> None:
         saves = tmp_path / "runs"

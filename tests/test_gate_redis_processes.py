@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import trio
 from agent_servers import serving, stats
+from in_process import manor_here
 from redis_server import SEEN_WITHIN_S, RedisServer
 
 from manor.admission.redis_gate import gate_status
@@ -231,28 +232,20 @@ class TestCommandLine:
     @pytest.mark.parametrize(("command", "save_flag", "save_name"), [("run", "--save", "x.msav"), ("fleet", "--save-dir", "runs")])
     def test_an_unreachable_redis_at_start_is_one_line_and_no_save(self, tmp_path: Path, command: str, save_flag: str, save_name: str) -> None:
         save = tmp_path / save_name
-        result = subprocess.run(
-            [sys.executable, "-m", "manor", command, "--gate-url", "redis://127.0.0.1:1/0", save_flag, str(save)],
-            capture_output=True, text=True, check=False, env=_environment(), cwd=tmp_path,
-        )  # fmt: skip
+        result = manor_here(command, "--gate-url", "redis://127.0.0.1:1/0", save_flag, str(save), cwd=tmp_path)
         assert result.returncode == 1
         assert result.stderr.splitlines() == [result.stderr.strip()]
         assert result.stderr.startswith("manor: error: gate redis://127.0.0.1:1/0 (gate manor): cannot reach Redis: ")
         assert not save.exists()
 
     def test_a_shared_gate_needs_the_real_clock(self, tmp_path: Path) -> None:
-        result = subprocess.run(
-            [sys.executable, "-m", "manor", "run", "--gate-url", "redis://127.0.0.1:1/0", "--clock", "virtual"],
-            capture_output=True, text=True, check=False, env=_environment(), cwd=tmp_path,
-        )  # fmt: skip
+        result = manor_here("run", "--gate-url", "redis://127.0.0.1:1/0", "--clock", "virtual", cwd=tmp_path)
         assert result.returncode == 1
         assert "run.clock = virtual cannot time a gate shared through Redis" in result.stderr
 
     def test_the_password_in_the_url_is_never_shown(self, tmp_path: Path) -> None:
-        result = subprocess.run(
-            [sys.executable, "-m", "manor", "config", "--json", "--gate-url", "redis://:sesame99@127.0.0.1:1/0"],
-            capture_output=True, text=True, check=True, env=_environment(), cwd=tmp_path,
-        )  # fmt: skip
+        result = manor_here("config", "--json", "--gate-url", "redis://:sesame99@127.0.0.1:1/0", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
         rows = json.loads(result.stdout)
         assert rows["gate.url"] == {"value": "redis://:***@127.0.0.1:1/0", "source": "command line"}
         assert rows["run.clock"]["source"] == "derived: the gate is shared (gate.url)"

@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 from agent_servers import serving, stats
+from in_process import manor_here
 
 from manor.calls import Done
 from manor.config import Config, standard_sources
@@ -61,16 +62,21 @@ class TestGateAgainstServeAgent:
         assert server["rejected"] == 0 and server["submitted"] == server["completed"] == TICKS * CALLS_PER_TICK
         assert server["peak_running"] == 3  # the capacity used to the full, never beyond
 
-    @pytest.mark.trio
-    async def test_a_gate_wider_than_the_capacity_is_rejected_as_flow_control(self, tmp_path: Path) -> None:
+    def test_a_gate_wider_than_the_capacity_is_rejected_as_flow_control(self, tmp_path: Path) -> None:
         """Gate 5 over capacity 3: every 429 the server sends is one platform_rejected
         call, counted as the server's, its message kept; the save replays exactly."""
         save = tmp_path / "wide.msav"
-        async with serving(capacity=3, reject_when_full=True, latency=0.05) as (url, _):
-            config = _openai("local", url) + '[backend]\ndefault = "local"\n'
-            # Platform unlimited, so Manor's own limiter rejects nothing: every rejection is the server's.
-            summary = await _manor_run(tmp_path, config, "--clock", "real", "--platform-limit", "0", "--gate-size", "5", "--save", str(save))
-            server = await stats(url)
+
+        async def served() -> tuple[dict, dict]:
+            async with serving(capacity=3, reject_when_full=True, latency=0.05) as (url, _):
+                config = _openai("local", url) + '[backend]\ndefault = "local"\n'
+                # Platform unlimited, so Manor's own limiter rejects nothing: every rejection is the server's.
+                summary = await _manor_run(tmp_path, config, "--clock", "real", "--platform-limit", "0", "--gate-size", "5", "--save", str(save))
+                return summary, await stats(url)
+
+        # The run against the server under trio; its save replayed after, by 'manor
+        # replay' in this process (which runs trio itself).
+        summary, server = trio.run(served)
         assert summary["gate_size"] == 5
         assert server["rejected"] > 0
         assert _rejected(summary) == summary["degraded"] == server["rejected"]
@@ -83,11 +89,9 @@ class TestGateAgainstServeAgent:
         # The server's refusals reached the backend: a replay gives them back as refusals.
         refusers = {call.refused_by for frame in read_save(save).ticks for call in frame.record.calls if call.reason == "platform_rejected"}
         assert refusers == {"server"}
-        verified = await trio.run_process([sys.executable, "-m", "manor", "replay", str(save), "--verify", "--json"], capture_stdout=True, check=False)
-        assert verified.returncode == 0 and json.loads(verified.stdout)["verified"] is True
-        what_if = await trio.run_process(
-            [sys.executable, "-m", "manor", "replay", str(save), "--gate-size", "3", "--json"], capture_stdout=True, check=False
-        )
+        verified = manor_here("replay", str(save), "--verify", "--json")
+        assert verified.returncode == 0 and json.loads(verified.stdout)["verified"] is True, verified.stderr
+        what_if = manor_here("replay", str(save), "--gate-size", "3", "--json")
         replayed = json.loads(what_if.stdout)
         assert replayed["recorded"]["platform_rejections"] == summary["platform_rejections"]
         assert replayed["platform_rejections"]["by_server"] > 0  # not turned into answers
