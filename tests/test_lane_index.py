@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from manor import Gate, GateTimeout
+from manor.admission import lanes as lanes_module
 from manor.admission.gate import Permit
 from manor.admission.lane_index import LaneIndex
-from manor.admission import lanes as lanes_module
 from manor.admission.lanes import Lanes
 
 _LANES = st.integers(0, 5)
