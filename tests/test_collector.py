@@ -95,6 +95,20 @@ class TestFullCollectionsDeferred:
         inner.__exit__(None, None, None)
         assert gc.get_threshold() == threshold
 
+    def test_overlapping_ticks_scale_the_young_threshold_to_their_number(self) -> None:
+        """A fleet's calls live through N times the allocations with N ticks out: the
+        young collections come N times as far apart, and back as the ticks end."""
+        young, middle, _ = threshold = gc.get_threshold()
+        with contextlib.ExitStack() as ticks:
+            for out in range(1, 4):
+                ticks.enter_context(full_collections_deferred())
+                assert gc.get_threshold()[:2] == (young * out, middle)
+            first = full_collections_deferred()
+            first.__enter__()
+            first.__exit__(None, None, None)
+            assert gc.get_threshold()[:2] == (young * 3, middle)
+        assert gc.get_threshold() == threshold
+
     def test_the_threshold_is_restored_when_the_block_raises(self) -> None:
         threshold = gc.get_threshold()
         with pytest.raises(RuntimeError), full_collections_deferred():

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from manor import Gate, GateTimeout
+from manor.admission import lanes as lanes_module
 from manor.admission.gate import Permit
 from manor.admission.lane_index import LaneIndex
 from manor.admission.lanes import Lanes
@@ -229,6 +230,23 @@ class TestGateWithTheIndex:
         with _walking():
             walked = _admissions(size, claim_s, weights, caps, calls)
         assert indexed == walked
+
+    @settings(max_examples=50, deadline=None)
+    @given(
+        calls=_calls,
+        size=st.integers(1, 6),
+        claim_s=st.sampled_from([0.5, 1.5, 4.0]),
+        weights=st.dictionaries(_LANES, st.sampled_from([0.5, 2.0, 3.0]), max_size=3),
+    )
+    def test_admits_the_same_with_stale_heap_entries_left_out(self, calls: list[_Call], size: int, claim_s: float, weights: dict[int, float]) -> None:
+        """The lanes' heap left out its stale entries at every push, or never: every
+        ticket fares the same, at the same instant (``Lanes._compact``)."""
+        fared = []
+        for slack in (0, 10**9):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(lanes_module, "_SLACK", slack)
+                fared.append(_admissions(size, claim_s, weights, {}, calls))
+        assert fared[0] == fared[1]
 
     def test_a_crowd_over_its_shares_is_passed_at_one_stroke(self) -> None:
         """Thirty lanes over their shares before the one below it: the dispatch asks the

@@ -9,10 +9,11 @@ import math
 import pytest
 import trio
 import trio.testing
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from manor import Gate, GateTimeout
+from manor.admission import lanes as lanes_module
 from manor.admission.lanes import Lanes
 from manor.admission.tickets import TicketOffice
 
@@ -84,6 +85,62 @@ class TestLanes:
             served.append(lanes.head())
             lanes.served()
         assert served == [1, 3, 2]
+
+    def test_stale_heap_entries_are_left_out(self) -> None:
+        """Lanes moved back by their calls' ends (``correct``) leave stale entries below
+        the heap's top, which never reach it while the lanes keep moving back: the heap
+        keeps no more than the lanes with tickets, twice, and some slack."""
+        lanes = Lanes()
+        for lane in range(50):
+            lanes.append(lane, lane, cost=100.0)
+        for round_ in range(40):
+            for lane in range(50):
+                lanes.correct(lane, -1.0)
+        assert len(lanes._heap) <= 2 * 50 + lanes_module._SLACK
+        assert lanes.head() == 0
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        steps=st.lists(
+            st.tuples(st.sampled_from(["append", "serve", "correct", "aside", "restore", "forget", "drop", "head"]), st.integers(0, 7), st.integers(-3, 3)),
+            max_size=80,
+        ),
+        capped=st.frozensets(st.integers(0, 7), max_size=2),
+    )
+    def test_leaving_out_stale_entries_keeps_the_turns(self, steps: list[tuple[str, int, int]], capped: frozenset[int]) -> None:
+        """On random steps, a line that leaves out its stale heap entries at every push
+        gives the same heads as one that never does."""
+
+        def heads(slack: int) -> list[int | None]:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(lanes_module, "_SLACK", slack)
+                lanes, seen, ticket = Lanes(), [], 0
+                for step, lane, value in steps:
+                    if step == "append":
+                        lanes.append(ticket, lane, cost=1.0 + abs(value))
+                        ticket += 1
+                    elif step == "correct":
+                        lanes.correct(lane, value / 2)
+                    elif step == "forget":
+                        lanes.forget(lane)
+                    elif step == "restore":
+                        lanes.restore()
+                    elif lanes and step in ("serve", "aside", "drop", "head"):
+                        head = lanes.head(capped)
+                        seen.append(head)
+                        if head is not None and step == "serve":
+                            lanes.served()
+                        elif head is not None and step == "aside":
+                            lanes.set_aside()
+                        elif head is not None and step == "drop":
+                            lanes.drop()
+                lanes.restore()
+                while lanes:
+                    seen.append(lanes.head())
+                    lanes.served()
+                return seen
+
+        assert heads(0) == heads(10**9)
 
 
 class TestGateLanes:
