@@ -22,7 +22,7 @@
 --   tenant:T     hash: weight, cap (0: none), finish (its virtual finish), owed (what its
 --                ended calls held beyond their costs, over its weight: charged to its
 --                finish when its next waiter comes), holding, ended (ms: when its last
---                call ended)
+--                call ended, or a process of it last joined: its claim runs from then)
 --   backlog      zset tenant -> the start tag of its head: the tenants with waiters
 --   used:T       hash ten-second bucket -> the session-ms its calls ended in it held
 --
@@ -157,7 +157,7 @@ end
 
 -- 0 when TENANT may take a free slot now; else when the claims keeping it out lapse by
 -- themselves (-1: only when a call ends or a waiter comes). Every tenant that waits,
--- holds a slot, or saw a call end within claim_ms claims its share of the slots (size x
+-- holds a slot, or saw a call end (or joined) within claim_ms claims its share of the slots (size x
 -- its weight over the claiming tenants', or its cap if less); a tenant takes a slot
 -- while it holds less than its share, beyond it only one no claim needs.
 local function lends_to(c, tenant, in_flight)
@@ -458,13 +458,17 @@ end
 
 -- Process PID is tenant TENANT. The process that brings the tenant in sets its WEIGHT and
 -- CAP (0: none); while it is in use (tenant_in_use) they stay, whatever a process that
--- joins it says. Returns the tenant's weight and cap as they are.
+-- joins it says. A tenant that joins claims its share from then, as if a call of its had
+-- just ended: its first waiters come a moment after its join, and a tenant that reaches
+-- the server first in that moment must not take the slots they need (a claim that no
+-- call follows lapses after claim_ms). Returns the tenant's weight and cap as they are.
 local function register_tenant(pid, tenant, weight, cap)
   redis.call('HSET', proc_key(pid), 'tenant', tenant)
   tenant_cache[pid] = tenant
   local key = tenant_key(tenant)
   if not tenant_in_use(tenant, pid) then redis.call('HSET', key, 'weight', weight, 'cap', cap) end
   redis.call('HSETNX', key, 'holding', 0)
+  redis.call('HSET', key, 'ended', ms(now))
   redis.call('ZADD', TENANTS, ms(now), tenant)
   return redis.call('HMGET', key, 'weight', 'cap')
 end

@@ -275,8 +275,9 @@ class RedisGate(TicketBook[_Waiter]):
     # The lanes' caps (``set_share``): kept here, before their waiters go to the server.
     _caps: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
     # The lane of each waiter sent and permit held, and when each lane's last call
-    # ended: the lanes' claims on their shares of what this process sends (``claims``),
-    # and when the sender looks again for a claim that lapses.
+    # ended (or its first tickets were issued): the lanes' claims on their shares of
+    # what this process sends (``claims``), and when the sender looks again for a claim
+    # that lapses.
     _lane_of: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
     _lane_ended_at: dict[int, float] = attrs.field(factory=dict, init=False, repr=False)
     _send_at: float = attrs.field(default=math.inf, init=False, repr=False)
@@ -366,6 +367,10 @@ class RedisGate(TicketBook[_Waiter]):
         ticket must reach ``acquire`` or be withdrawn."""
         self._line.mark()
         self._lanes.add(lane)
+        if lane not in self._lane_ended_at:
+            # Its first tickets: the lane joins, and claims its share from now (as the
+            # server has each tenant do from its process's join).
+            self._lane_ended_at[lane] = trio.current_time()
         return self._issue(count, lane, costs, _Waiter, self._line)
 
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
