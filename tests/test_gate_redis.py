@@ -274,6 +274,26 @@ class TestTenants:
         assert peak == [4]  # the claim lapsed: tenant 0 took the slots tenant 1 left
 
     @pytest.mark.trio
+    async def test_a_process_that_starts_long_after_its_join_claims_its_share_again(self, redis_url: str) -> None:
+        """A gate of 4, claims of 0.3 s. Both processes joined 0.4 s ago (a fleet's
+        parts wait for each other to join): their claims from the join have lapsed. At
+        the word to start, each claims its share again (``claim_share``); tenant 0's
+        four calls of 1 s reach the server first, tenant 1's two 0.05 s later get its
+        share at once."""
+        async with _tenants("redis", redis_url, 4, [(1.0, None), (1.0, None)], claim_s=0.3) as (first, second):
+            await trio.sleep(0.4)
+            for gate, _ in (first, second):
+                assert isinstance(gate, RedisGate)
+                await gate.claim_share()
+            spans: list[list[tuple[float, float]]] = [[], []]
+            start = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_hold_all, first, 4, 1.0, spans[0], [0], [0])
+                await trio.sleep(0.05)
+                nursery.start_soon(_hold_all, second, 2, 0.05, spans[1], [0], [0])
+        assert max(began for began, _ in spans[1]) - start < 0.5, spans[1]
+
+    @pytest.mark.trio
     @pytest.mark.parametrize("kind", ["in-process", "redis"])
     async def test_a_join_no_call_follows_lends_every_slot_once_its_claim_lapses(self, kind: str, redis_url: str) -> None:
         """A gate of 4, claims of 0.3 s. Tenant 1 joins and never calls; tenant 0 comes

@@ -4,7 +4,7 @@
 -- every time is the server's (TIME), never a client's clock.
 --
 -- KEYS[1]  the gate's key prefix, "manor:gate:{NAME}:"
--- ARGV[1]  the transition: join, step, poll, resize, pause, leave, status
+-- ARGV[1]  the transition: join, step, poll, claim, resize, pause, leave, status
 --
 -- The gate's keys (after the prefix):
 --   cfg          hash: size, rate, burst, lease_ms, hold_until (ms), claim_ms, vtime
@@ -456,19 +456,25 @@ local function tenant_in_use(tenant, pid)
   return false
 end
 
+-- A process of TENANT joins, or starts its calls: the tenant claims its share from now,
+-- as if a call of its had just ended. Its first waiters come a moment later, and a
+-- tenant that reaches the server first in that moment must not take the slots they
+-- need (a claim that no call follows lapses after claim_ms).
+local function claim_from_now(tenant)
+  redis.call('HSET', tenant_key(tenant), 'ended', ms(now))
+end
+
 -- Process PID is tenant TENANT. The process that brings the tenant in sets its WEIGHT and
 -- CAP (0: none); while it is in use (tenant_in_use) they stay, whatever a process that
--- joins it says. A tenant that joins claims its share from then, as if a call of its had
--- just ended: its first waiters come a moment after its join, and a tenant that reaches
--- the server first in that moment must not take the slots they need (a claim that no
--- call follows lapses after claim_ms). Returns the tenant's weight and cap as they are.
+-- joins it says. The tenant claims its share from the join. Returns the tenant's weight
+-- and cap as they are.
 local function register_tenant(pid, tenant, weight, cap)
   redis.call('HSET', proc_key(pid), 'tenant', tenant)
   tenant_cache[pid] = tenant
   local key = tenant_key(tenant)
   if not tenant_in_use(tenant, pid) then redis.call('HSET', key, 'weight', weight, 'cap', cap) end
   redis.call('HSETNX', key, 'holding', 0)
-  redis.call('HSET', key, 'ended', ms(now))
+  claim_from_now(tenant)
   redis.call('ZADD', TENANTS, ms(now), tenant)
   return redis.call('HMGET', key, 'weight', 'cap')
 end
@@ -594,6 +600,18 @@ elseif op == 'poll' then
     if redis.call('ZSCORE', LEASES, ARGV[k]) then table.insert(claimed, ARGV[k]) end
   end
   return reply(c, wake, grants, {lost, claimed})
+
+elseif op == 'claim' then
+  -- pid: the process starts its calls now, long after its join (a part of a fleet over
+  -- processes, at its parent's word): its tenant claims its share from now, as at a join
+  local c = existing_config()
+  if c.err then return c end
+  local pid = ARGV[2]
+  local err = heartbeat(c, pid)
+  if err then return err end
+  claim_from_now(tenant_of_pid(pid))
+  local grants, wake = dispatch(c, pid, '')
+  return reply(c, wake, grants)
 
 elseif op == 'resize' then
   -- size

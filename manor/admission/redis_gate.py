@@ -449,6 +449,20 @@ class RedisGate(TicketBook[_Waiter]):
             return GateStatistics(self._size, 0, 0, 0, 0, 0, 0, 0, float(self._burst) if self._rate else None, 0.0, 0.0)
         return attrs.evolve(self._figures, size=self._size)
 
+    async def claim_share(self) -> None:
+        """This process starts its calls now: its tenant claims its share of the slots
+        from now, as it did at its join (``manor.admission.claims``). For a process that
+        joined long before its first call (a part of ``manor fleet --processes`` waits
+        for the others to join): a tenant whose first calls reach the server a moment
+        before its own then leaves the slots its share needs. Nothing while the server
+        is lost (the join that finds it again claims)."""
+        if not self._available:
+            return
+        try:
+            self._absorb(await self._call("claim", self._pid))
+        except _Lost as exc:
+            self._lose(str(exc))
+
     # -- connecting -------------------------------------------------------------------
 
     def check_reachable(self) -> None:

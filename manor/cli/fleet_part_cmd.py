@@ -12,6 +12,7 @@ from typing import BinaryIO
 
 import trio
 
+from ..admission.redis_gate import RedisGate
 from ..errors import FleetError
 from ..fleet.in_process import Fleet, build_fleet, configure_worlds, fleet_tenants
 from ..fleet.processes import (
@@ -76,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
                 nursery.start_soon(listen_to_parent, start, orphaned)
                 send(channel, Ready())
                 await start.wait()
+                if isinstance(fleet.gate, RedisGate):
+                    # Joined while the others started: the claim from the join has lapsed.
+                    await fleet.gate.claim_share()
                 await fleet.run(settings.run.ticks, settings.run.tick_interval_s)
                 nursery.cancel_scope.cancel()
         if orphaned.cancelled_caught:
