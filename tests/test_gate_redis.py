@@ -24,7 +24,7 @@ from redis_server import SEEN_WITHIN_S, RedisServer
 
 from manor.admission import redis_gate as gate_redis
 from manor.admission.gate import Gate, SharedGate
-from manor.admission.redis_gate import RedisGate, gate_status, resize_shared_gate
+from manor.admission.redis_gate import RedisGate, claim_shares, gate_status, resize_shared_gate
 from manor.errors import GateTimeout, GateUnavailable, SharedGateError
 
 
@@ -274,17 +274,17 @@ class TestTenants:
         assert peak == [4]  # the claim lapsed: tenant 0 took the slots tenant 1 left
 
     @pytest.mark.trio
-    async def test_a_process_that_starts_long_after_its_join_claims_its_share_again(self, redis_url: str) -> None:
+    async def test_tenants_that_start_long_after_their_joins_claim_their_shares_again(self, redis_url: str) -> None:
         """A gate of 4, claims of 0.3 s. Both processes joined 0.4 s ago (a fleet's
-        parts wait for each other to join): their claims from the join have lapsed. At
-        the word to start, each claims its share again (``claim_share``); tenant 0's
-        four calls of 1 s reach the server first, tenant 1's two 0.05 s later get its
-        share at once."""
+        parts wait for each other to join): their claims from the join have lapsed.
+        Before the word to start, the parent renews both in one transition
+        (``claim_shares``); tenant 0's four calls of 1 s reach the server first, tenant
+        1's two 0.05 s later get its share at once."""
         async with _tenants("redis", redis_url, 4, [(1.0, None), (1.0, None)], claim_s=0.3) as (first, second):
             await trio.sleep(0.4)
-            for gate, _ in (first, second):
-                assert isinstance(gate, RedisGate)
-                await gate.claim_share()
+            gates = [gate for gate, _ in (first, second)]
+            assert all(isinstance(gate, RedisGate) for gate in gates)
+            await claim_shares(redis_url, gates[0].name, [gate.tenant for gate in gates])  # type: ignore[attr-defined]
             spans: list[list[tuple[float, float]]] = [[], []]
             start = trio.current_time()
             async with trio.open_nursery() as nursery:

@@ -602,16 +602,15 @@ elseif op == 'poll' then
   return reply(c, wake, grants, {lost, claimed})
 
 elseif op == 'claim' then
-  -- pid: the process starts its calls now, long after its join (a part of a fleet over
-  -- processes, at its parent's word): its tenant claims its share from now, as at a join
+  -- tenant...: these tenants start their calls now, long after their processes joined
+  -- (the parts of a fleet over processes, before their parent's word to start): each
+  -- claims its share from now, as at a join
   local c = existing_config()
   if c.err then return c end
-  local pid = ARGV[2]
-  local err = heartbeat(c, pid)
-  if err then return err end
-  claim_from_now(tenant_of_pid(pid))
-  local grants, wake = dispatch(c, pid, '')
-  return reply(c, wake, grants)
+  for k = 2, #ARGV do
+    if redis.call('ZSCORE', TENANTS, ARGV[k]) then claim_from_now(ARGV[k]) end
+  end
+  return reply(c, -1, {})
 
 elseif op == 'resize' then
   -- size

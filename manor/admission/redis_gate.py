@@ -80,7 +80,7 @@ from .lanes import Lanes
 if TYPE_CHECKING:
     import coredis
 
-__all__ = ["GateHolder", "GateStatus", "GateTenant", "RedisGate", "RedisPermit", "gate_status", "resize_shared_gate"]
+__all__ = ["GateHolder", "GateStatus", "GateTenant", "RedisGate", "RedisPermit", "claim_shares", "gate_status", "resize_shared_gate"]
 
 _SCRIPT = importlib.resources.files(__package__).joinpath("redis_gate.lua").read_text(encoding="utf-8")
 
@@ -448,20 +448,6 @@ class RedisGate(TicketBook[_Waiter]):
         if self._figures is None:
             return GateStatistics(self._size, 0, 0, 0, 0, 0, 0, 0, float(self._burst) if self._rate else None, 0.0, 0.0)
         return attrs.evolve(self._figures, size=self._size)
-
-    async def claim_share(self) -> None:
-        """This process starts its calls now: its tenant claims its share of the slots
-        from now, as it did at its join (``manor.admission.claims``). For a process that
-        joined long before its first call (a part of ``manor fleet --processes`` waits
-        for the others to join): a tenant whose first calls reach the server a moment
-        before its own then leaves the slots its share needs. Nothing while the server
-        is lost (the join that finds it again claims)."""
-        if not self._available:
-            return
-        try:
-            self._absorb(await self._call("claim", self._pid))
-        except _Lost as exc:
-            self._lose(str(exc))
 
     # -- connecting -------------------------------------------------------------------
 
@@ -944,6 +930,20 @@ async def resize_shared_gate(url: str, name: str, size: int) -> tuple[GateStatus
     await _one_transition(url, name, "resize", size)
     after = await gate_status(url, name)
     return None if after is None else (before, after)
+
+
+async def claim_shares(url: str, name: str, tenants: Sequence[str]) -> None:
+    """The ``tenants`` of the shared gate ``name`` at ``url`` claim their shares from
+    now, as at their processes' joins (``manor.admission.claims``): processes that
+    joined long before their first calls (the parts of ``manor fleet --processes``,
+    which wait for each other), stamped in one transition before any of them starts,
+    so that whichever part's first calls reach the server first leaves the others'
+    shares to them.
+
+    Raises:
+        SharedGateError: the server cannot be reached.
+    """
+    await _one_transition(url, name, "claim", *tenants)
 
 
 async def _one_transition(url: str, name: str, *args: object) -> Sequence[Any]:

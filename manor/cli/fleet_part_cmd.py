@@ -75,11 +75,9 @@ def run(args: argparse.Namespace) -> int:
             async with trio.open_nursery() as nursery:
                 start = trio.Event()
                 nursery.start_soon(listen_to_parent, start, orphaned)
-                send(channel, Ready())
+                gate = fleet.gate
+                send(channel, Ready(url=gate.url, name=gate.name, tenant=gate.tenant) if isinstance(gate, RedisGate) else Ready())
                 await start.wait()
-                if isinstance(fleet.gate, RedisGate):
-                    # Joined while the others started: the claim from the join has lapsed.
-                    await fleet.gate.claim_share()
                 await fleet.run(settings.run.ticks, settings.run.tick_interval_s)
                 nursery.cancel_scope.cancel()
         if orphaned.cancelled_caught:
