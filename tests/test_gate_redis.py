@@ -24,7 +24,7 @@ from redis_server import SEEN_WITHIN_S, RedisServer
 
 from manor.admission import redis_gate as gate_redis
 from manor.admission.gate import Gate, SharedGate
-from manor.admission.redis_gate import RedisGate, gate_status, resize_shared_gate
+from manor.admission.redis_gate import RedisGate, claim_shares, gate_status, resize_shared_gate
 from manor.errors import GateTimeout, GateUnavailable, SharedGateError
 
 
@@ -251,6 +251,60 @@ class TestTenants:
                 await trio.sleep(0.02)
                 nursery.start_soon(_hold_all, short, 8, 0.05, spans[1], [0], [0])
         assert max(end for _, end in spans[1]) - start < 1.5, spans[1]
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("kind", ["in-process", "redis"])
+    async def test_a_tenant_claims_its_share_from_its_join(self, kind: str, redis_url: str) -> None:
+        """A gate of 4, claims of 0.5 s; both tenants have joined (on Redis, their
+        processes; in process, a lane joins with its first tickets, none here). Tenant
+        0 comes first with four calls of 1 s, tenant 1's two calls 0.05 s later: they
+        get tenant 1's share at once. Without a claim from its join, tenant 0 would
+        take all four slots (nobody else claimed any) and tenant 1 would wait 1 s:
+        separate ``manor run``s reach the server one after the other."""
+        async with _tenants(kind, redis_url, 4, [(1.0, None), (1.0, None)]) as (first, second):
+            second[0].issue(0, lane=second[1])
+            spans: list[list[tuple[float, float]]] = [[], []]
+            peak = [0]
+            start = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_hold_all, first, 4, 1.0, spans[0], [0], peak)
+                await trio.sleep(0.05)
+                nursery.start_soon(_hold_all, second, 2, 0.05, spans[1], [0], [0])
+        assert max(began for began, _ in spans[1]) - start < 0.5, spans[1]
+        assert peak == [4]  # the claim lapsed: tenant 0 took the slots tenant 1 left
+
+    @pytest.mark.trio
+    async def test_tenants_that_start_long_after_their_joins_claim_their_shares_again(self, redis_url: str) -> None:
+        """A gate of 4, claims of 0.3 s. Both processes joined 0.4 s ago (a fleet's
+        parts wait for each other to join): their claims from the join have lapsed.
+        Before the word to start, the parent renews both in one transition
+        (``claim_shares``); tenant 0's four calls of 1 s reach the server first, tenant
+        1's two 0.05 s later get its share at once."""
+        async with _tenants("redis", redis_url, 4, [(1.0, None), (1.0, None)], claim_s=0.3) as (first, second):
+            await trio.sleep(0.4)
+            gates = [gate for gate, _ in (first, second)]
+            assert all(isinstance(gate, RedisGate) for gate in gates)
+            await claim_shares(redis_url, gates[0].name, [gate.tenant for gate in gates])  # type: ignore[attr-defined]
+            spans: list[list[tuple[float, float]]] = [[], []]
+            start = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_hold_all, first, 4, 1.0, spans[0], [0], [0])
+                await trio.sleep(0.05)
+                nursery.start_soon(_hold_all, second, 2, 0.05, spans[1], [0], [0])
+        assert max(began for began, _ in spans[1]) - start < 0.5, spans[1]
+
+    @pytest.mark.trio
+    @pytest.mark.parametrize("kind", ["in-process", "redis"])
+    async def test_a_join_no_call_follows_lends_every_slot_once_its_claim_lapses(self, kind: str, redis_url: str) -> None:
+        """A gate of 4, claims of 0.3 s. Tenant 1 joins and never calls; tenant 0 comes
+        0.4 s later with four calls: all four go at once (the gate is work-conserving)."""
+        async with _tenants(kind, redis_url, 4, [(1.0, None), (1.0, None)], claim_s=0.3) as (first, second):
+            second[0].issue(0, lane=second[1])
+            await trio.sleep(0.4)
+            spans: list[tuple[float, float]] = []
+            start = trio.current_time()
+            await _hold_all(first, 4, 0.2, spans, [0], [0])
+        assert max(began for began, _ in spans) - start < 0.15, spans
 
     @pytest.mark.trio
     @pytest.mark.parametrize("kind", ["in-process", "redis"])

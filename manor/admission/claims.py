@@ -5,7 +5,9 @@ to its end: a slot lent for 18 s to a tenant already over its share is still hel
 the tenant it was lent from comes back (between two of its ticks, say). So every tenant
 that has calls waiting, holds a slot, or saw a call end within ``claim_s`` *claims* its
 share of the slots: size × its weight over the claiming tenants' weights, or its cap if
-that is less. A tenant takes a slot while it holds less than its share; beyond it, only
+that is less. A tenant that joins the gate claims from then, as if a call of its had
+just ended (its ``ended_at``): a tenant that reaches the gate a moment before it does
+not take the slots its first calls need. A tenant takes a slot while it holds less than its share; beyond it, only
 a slot no claim needs: the free slots must exceed what the other claiming tenants are
 short of their shares. Within the shares, and for the slots nobody claims, the fair
 queue decides (``manor.admission.lanes``).
@@ -58,7 +60,8 @@ def _lapse(ended_at: float, claim_s: float) -> float:
 @attrs.frozen
 class Claimant:
     """A tenant as a claim sees it: its weight, optional cap and calls in flight,
-    whether it has calls waiting, and when its last call ended (``None``: never)."""
+    whether it has calls waiting, and when its last call ended or it joined the gate,
+    whichever is later (``None``: neither yet)."""
 
     weight: float = 1.0
     cap: int | None = None

@@ -246,7 +246,7 @@ class Gate(TicketBook[_Waiter]):
     _capped: set[int] = attrs.field(factory=set, init=False, repr=False)
     _corrections: dict[int, list[float]] = attrs.field(factory=dict, init=False, repr=False)
     # Claims (``_lends_to``), with more than one lane and ``claim_s``: when each lane's
-    # last call ended, and the waiter held back by a claim that lapses with time alone,
+    # last call ended (or it joined: its first tickets), and the waiter held back by a claim that lapses with time alone,
     # with the instant it lapses (that waiter sleeps until then, to look again).
     _released_at: dict[int, float] = attrs.field(factory=dict, init=False, repr=False)
     # The claims as of the last look (``ClaimBook``), and the lanes changed since:
@@ -315,6 +315,11 @@ class Gate(TicketBook[_Waiter]):
         """
         if lane not in self._lanes:
             self._see(lane)
+        if self._claim_s and lane not in self._released_at:
+            # Its first tickets: the lane joins, and claims its share from now, as if a
+            # call of its had just ended (``manor.admission.claims``). A fleet's worlds
+            # all join at the run's first instant, with their first tickets.
+            self._released_at[lane] = current_time()
         # What the lane's ended calls held beyond (or short of) their costs is charged
         # here, not as each ends: tickets are issued when every task of the instant has
         # run (``TicketOffice``), so the charge cannot depend on trio's order of the

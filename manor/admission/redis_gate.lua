@@ -4,7 +4,7 @@
 -- every time is the server's (TIME), never a client's clock.
 --
 -- KEYS[1]  the gate's key prefix, "manor:gate:{NAME}:"
--- ARGV[1]  the transition: join, step, poll, resize, pause, leave, status
+-- ARGV[1]  the transition: join, step, poll, claim, resize, pause, leave, status
 --
 -- The gate's keys (after the prefix):
 --   cfg          hash: size, rate, burst, lease_ms, hold_until (ms), claim_ms, vtime
@@ -22,7 +22,7 @@
 --   tenant:T     hash: weight, cap (0: none), finish (its virtual finish), owed (what its
 --                ended calls held beyond their costs, over its weight: charged to its
 --                finish when its next waiter comes), holding, ended (ms: when its last
---                call ended)
+--                call ended, or a process of it last joined: its claim runs from then)
 --   backlog      zset tenant -> the start tag of its head: the tenants with waiters
 --   used:T       hash ten-second bucket -> the session-ms its calls ended in it held
 --
@@ -157,7 +157,7 @@ end
 
 -- 0 when TENANT may take a free slot now; else when the claims keeping it out lapse by
 -- themselves (-1: only when a call ends or a waiter comes). Every tenant that waits,
--- holds a slot, or saw a call end within claim_ms claims its share of the slots (size x
+-- holds a slot, or saw a call end (or joined) within claim_ms claims its share of the slots (size x
 -- its weight over the claiming tenants', or its cap if less); a tenant takes a slot
 -- while it holds less than its share, beyond it only one no claim needs.
 local function lends_to(c, tenant, in_flight)
@@ -456,15 +456,25 @@ local function tenant_in_use(tenant, pid)
   return false
 end
 
+-- A process of TENANT joins, or starts its calls: the tenant claims its share from now,
+-- as if a call of its had just ended. Its first waiters come a moment later, and a
+-- tenant that reaches the server first in that moment must not take the slots they
+-- need (a claim that no call follows lapses after claim_ms).
+local function claim_from_now(tenant)
+  redis.call('HSET', tenant_key(tenant), 'ended', ms(now))
+end
+
 -- Process PID is tenant TENANT. The process that brings the tenant in sets its WEIGHT and
 -- CAP (0: none); while it is in use (tenant_in_use) they stay, whatever a process that
--- joins it says. Returns the tenant's weight and cap as they are.
+-- joins it says. The tenant claims its share from the join. Returns the tenant's weight
+-- and cap as they are.
 local function register_tenant(pid, tenant, weight, cap)
   redis.call('HSET', proc_key(pid), 'tenant', tenant)
   tenant_cache[pid] = tenant
   local key = tenant_key(tenant)
   if not tenant_in_use(tenant, pid) then redis.call('HSET', key, 'weight', weight, 'cap', cap) end
   redis.call('HSETNX', key, 'holding', 0)
+  claim_from_now(tenant)
   redis.call('ZADD', TENANTS, ms(now), tenant)
   return redis.call('HMGET', key, 'weight', 'cap')
 end
@@ -590,6 +600,17 @@ elseif op == 'poll' then
     if redis.call('ZSCORE', LEASES, ARGV[k]) then table.insert(claimed, ARGV[k]) end
   end
   return reply(c, wake, grants, {lost, claimed})
+
+elseif op == 'claim' then
+  -- tenant...: these tenants start their calls now, long after their processes joined
+  -- (the parts of a fleet over processes, before their parent's word to start): each
+  -- claims its share from now, as at a join
+  local c = existing_config()
+  if c.err then return c end
+  for k = 2, #ARGV do
+    if redis.call('ZSCORE', TENANTS, ARGV[k]) then claim_from_now(ARGV[k]) end
+  end
+  return reply(c, -1, {})
 
 elseif op == 'resize' then
   -- size

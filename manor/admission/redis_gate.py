@@ -80,7 +80,7 @@ from .lanes import Lanes
 if TYPE_CHECKING:
     import coredis
 
-__all__ = ["GateHolder", "GateStatus", "GateTenant", "RedisGate", "RedisPermit", "gate_status", "resize_shared_gate"]
+__all__ = ["GateHolder", "GateStatus", "GateTenant", "RedisGate", "RedisPermit", "claim_shares", "gate_status", "resize_shared_gate"]
 
 _SCRIPT = importlib.resources.files(__package__).joinpath("redis_gate.lua").read_text(encoding="utf-8")
 
@@ -275,8 +275,9 @@ class RedisGate(TicketBook[_Waiter]):
     # The lanes' caps (``set_share``): kept here, before their waiters go to the server.
     _caps: dict[int, int] = attrs.field(factory=dict, init=False, repr=False)
     # The lane of each waiter sent and permit held, and when each lane's last call
-    # ended: the lanes' claims on their shares of what this process sends (``claims``),
-    # and when the sender looks again for a claim that lapses.
+    # ended (or its first tickets were issued): the lanes' claims on their shares of
+    # what this process sends (``claims``), and when the sender looks again for a claim
+    # that lapses.
     _lane_of: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
     _lane_ended_at: dict[int, float] = attrs.field(factory=dict, init=False, repr=False)
     _send_at: float = attrs.field(default=math.inf, init=False, repr=False)
@@ -366,6 +367,10 @@ class RedisGate(TicketBook[_Waiter]):
         ticket must reach ``acquire`` or be withdrawn."""
         self._line.mark()
         self._lanes.add(lane)
+        if lane not in self._lane_ended_at:
+            # Its first tickets: the lane joins, and claims its share from now (as the
+            # server has each tenant do from its process's join).
+            self._lane_ended_at[lane] = trio.current_time()
         return self._issue(count, lane, costs, _Waiter, self._line)
 
     def set_share(self, lane: int, weight: float = 1.0, max_sessions: int | None = None) -> None:
@@ -925,6 +930,20 @@ async def resize_shared_gate(url: str, name: str, size: int) -> tuple[GateStatus
     await _one_transition(url, name, "resize", size)
     after = await gate_status(url, name)
     return None if after is None else (before, after)
+
+
+async def claim_shares(url: str, name: str, tenants: Sequence[str]) -> None:
+    """The ``tenants`` of the shared gate ``name`` at ``url`` claim their shares from
+    now, as at their processes' joins (``manor.admission.claims``): processes that
+    joined long before their first calls (the parts of ``manor fleet --processes``,
+    which wait for each other), stamped in one transition before any of them starts,
+    so that whichever part's first calls reach the server first leaves the others'
+    shares to them.
+
+    Raises:
+        SharedGateError: the server cannot be reached.
+    """
+    await _one_transition(url, name, "claim", *tenants)
 
 
 async def _one_transition(url: str, name: str, *args: object) -> Sequence[Any]:

@@ -33,12 +33,13 @@ are lanes, which must keep their turns through the server); and one world per pr
 the Redis gate, each a tenant by its host and process id: as ``manor fleet --processes
 2`` (a parent starts both once both have joined), and as two separate ``manor run``
 invocations on one URL (a run's engine each, no parent, no ticket office, started at
-one wall-clock instant). ``manor_vs_twin``: the manor's mean (and p95) tick beside the
+one wall-clock instant, each joining the gate then, just before its first tick, as
+``manor run`` does). ``manor_vs_twin``: the manor's mean (and p95) tick beside the
 other world over beside its twin, each way; ``vs_in_process``: that over the in-process
 gate's (target: within 10 %). ``manor_first_tick_s`` and ``manor_vs_twin_mean_after_first``
 (the mean from the second tick on) set the first tick apart: processes cannot start at one
-instant, and whichever reaches the server first takes every free slot (in one process
-every world's first tickets are issued at one instant). ``shares``: each world's share of
+instant, and whichever reaches the server first takes every free slot no joined tenant's
+claim needs (in one process every world's first tickets are issued at one instant). ``shares``: each world's share of
 the gate's session-time as ``manor fleet`` reports it (``manor.fleet.shares``; for the
 processes, counted on the monotonic clock they share).
 
@@ -440,8 +441,10 @@ async def _run_process(job: dict[str, Any]) -> dict[str, Any]:
     backend = scene_sim(config, scene, latency_scale=LATENCY_SCALE)
     statistics, service = RunStatistics(), WorldService()
     engine = build_engine(config, scene, backend=backend, instruments=[statistics, service], gate=gate)
+    # Both runs start together, and each joins the gate as it starts, as ``manor run``
+    # does just before its first tick: a tenant's claim runs from its join.
+    await trio.sleep(max(0.0, job["start_at"] - time.time()))
     async with gate.connected():
-        await trio.sleep(max(0.0, job["start_at"] - time.time()))  # both runs start together
         await engine.loop.run(job["ticks"])
     # Its calls' spans at the gate on the machine's monotonic clock, which both runs share.
     offset = time.perf_counter() - trio.current_time()

@@ -12,6 +12,7 @@ from typing import BinaryIO
 
 import trio
 
+from ..admission.redis_gate import RedisGate
 from ..errors import FleetError
 from ..fleet.in_process import Fleet, build_fleet, configure_worlds, fleet_tenants
 from ..fleet.processes import (
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
             async with trio.open_nursery() as nursery:
                 start = trio.Event()
                 nursery.start_soon(listen_to_parent, start, orphaned)
-                send(channel, Ready())
+                gate = fleet.gate
+                send(channel, Ready(url=gate.url, name=gate.name, tenant=gate.tenant) if isinstance(gate, RedisGate) else Ready())
                 await start.wait()
                 await fleet.run(settings.run.ticks, settings.run.tick_interval_s)
                 nursery.cancel_scope.cancel()

@@ -18,8 +18,11 @@ counted from the calls' admission and end on the monotonic clock every process o
 machine shares (``PeakSessions``), and each world's share of the gate's session-time
 (``manor.fleet.shares``) is counted from the same spans, every world a tenant by its
 weight and cap, as in one process. The worlds start together: once every process is
-ready, the parent tells each to start (a line on its stdin), so that a process that
-took longer to start does not find the others' calls ahead of its own at the gate.
+ready, the parent renews their tenants' claims on the Redis gate in one transition (each
+claimed its share from its join, which may have lapsed while the slowest started) and
+tells each to start (a line on its stdin), so that a process that took longer to start,
+or whose first calls reach the server a moment later, does not find the others' calls
+holding its share.
 
 Stopping. The processes run in sessions of their own, so a Ctrl-C at the terminal
 reaches the parent alone. The parent stops each process still running once, with
@@ -33,6 +36,7 @@ stdin closed) stops itself (``listen_to_parent``).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 import os
@@ -49,7 +53,7 @@ import msgspec
 import trio
 
 from ..config import Source
-from ..errors import FleetError, one_line
+from ..errors import FleetError, SharedGateError, one_line
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..tick.instruments import Instrument
 from .in_process import add_shares, fairness, fleet_total
@@ -100,7 +104,13 @@ class Part(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class Ready(msgspec.Struct, tag="ready", kw_only=True):
-    """The process has joined the gate and waits for the word to start its worlds."""
+    """The process has joined the gate and waits for the word to start its worlds; on
+    a gate shared through Redis, which gate (``url``, ``name``) and its ``tenant`` there,
+    whose claim the parent renews before the word (``claim_shares``)."""
+
+    url: str = ""
+    name: str = ""
+    tenant: str = ""
 
 
 class Ticked(msgspec.Struct, tag="ticked", kw_only=True):
@@ -284,8 +294,9 @@ class ProcessFleet:
     _warned: set[str] = attrs.field(factory=set, init=False)
     _failures: list[str] = attrs.field(factory=list, init=False)
     _saves_problem: str | None = attrs.field(default=None, init=False)
-    _ready: int = attrs.field(default=0, init=False)
+    _ready: list[Ready] = attrs.field(factory=list, init=False)
     _all_ready: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _started: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     def __attrs_post_init__(self) -> None:
         worlds = sum(len(part.indices) for part in self.parts)
@@ -323,8 +334,11 @@ class ProcessFleet:
                 the others were stopped, their saves closed.
         """
         async with trio.open_nursery() as nursery:
-            for part in self.parts:
-                nursery.start_soon(self._run_part, part, nursery.cancel_scope)
+            nursery.start_soon(self._start)
+            async with trio.open_nursery() as parts:
+                for part in self.parts:
+                    parts.start_soon(self._run_part, part, nursery.cancel_scope)
+            nursery.cancel_scope.cancel()  # the start, if a process ended before all were ready
         if self._failures:
             more = len(self._failures) - 1
             raise FleetError(self._failures[0] + (f" (and {more} more process{'es' if more > 1 else ''})" if more else ""))
@@ -379,12 +393,29 @@ class ProcessFleet:
             self._failures.append(f"fleet {describe_worlds(part.indices)} (process {process.pid}): {why}")
             fleet.cancel()
 
+    async def _start(self) -> None:
+        """Once every process is ready: on a gate shared through Redis, their tenants
+        claim their shares from now, in one transition (each process's claim from its
+        join has lapsed while it waited for the slowest to start, and whichever part's
+        first calls reached the server first took every free slot); then the word to
+        start may go."""
+        await self._all_ready.wait()
+        shared = [ready for ready in self._ready if ready.url]
+        if shared:
+            from ..admission.redis_gate import (
+                claim_shares,  # Redis is touched only for a shared gate
+            )
+
+            with contextlib.suppress(SharedGateError):  # each process finds the server lost itself
+                await claim_shares(shared[0].url, shared[0].name, sorted({ready.tenant for ready in shared}))
+        self._started.set()
+
     async def _hand_over(self, process: trio.Process, part: Part) -> None:
         """Give the process its part, and once every process is ready, the word to start."""
         assert process.stdin is not None
         try:
             await process.stdin.send_all(_ENCODER.encode(part) + b"\n")
-            await self._all_ready.wait()
+            await self._started.wait()
             await process.stdin.send_all(b"start\n")
         except trio.BrokenResourceError:
             pass  # it has ended already: its status says why
@@ -410,8 +441,8 @@ class ProcessFleet:
             self._peak.tick(message.world, message.ended_at, message.spans, last=last)
             self.ticked()
         elif isinstance(message, Ready):
-            self._ready += 1
-            if self._ready == len(self.parts):
+            self._ready.append(message)
+            if len(self._ready) == len(self.parts):
                 self._all_ready.set()
         elif isinstance(message, Finished):
             self._figures[message.world] = message.figures
