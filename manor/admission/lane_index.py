@@ -105,18 +105,20 @@ class LaneIndex:
         self._weights[lane] = weight
         entry = self._entries.get(lane)
         if entry is not None and entry.weight != weight:
-            _discard(self._bucket(entry), entry.turn)
-            entry.weight = weight
-            insort(self._bucket(entry), entry.turn)
+            self._rebucket(entry, weight, entry.holding)
 
     def hold(self, lane: int, holding: int) -> None:
         """``lane`` holds ``holding`` slots now."""
         self._holdings[lane] = holding
         entry = self._entries.get(lane)
         if entry is not None and entry.holding != holding:
-            _discard(self._bucket(entry), entry.turn)
-            entry.holding = holding
-            insort(self._bucket(entry), entry.turn)
+            self._rebucket(entry, entry.weight, holding)
+
+    def _rebucket(self, entry: _Entry, weight: float, holding: int) -> None:
+        """Move ``entry`` to the bucket of its new weight and holding."""
+        _discard(self._bucket(entry), entry.turn)
+        entry.weight, entry.holding = weight, holding
+        insort(self._bucket(entry), entry.turn)
 
     def suspect(self, lane: int) -> None:
         """``lane``'s head may not be ready: a dispatch must look at it."""
