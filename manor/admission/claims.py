@@ -283,10 +283,8 @@ class ClaimBook:
         """How many tenants with a caller waiting hold less than their share of ``size``
         slots: those ``lends_to`` lets in whatever the claims (a gate that held one
         tenant back looks further only while there are some)."""
-        total = 0.0
-        for group in self._order:
-            total += group.members * group.weight
-        if not total:
+        total, members = self._weigh()
+        if not members:
             return 0
         share = size / total
         count = 0
