@@ -58,7 +58,7 @@ from .games import NextGame
 from .instant import InstantProvider
 from .suite import BenchContext, Suite
 
-__all__ = ["SUITE", "aiometer_tick", "drain", "trio_tick"]
+__all__ = ["SUITE", "aiometer_tick", "counted_tick", "drain", "trio_tick"]
 
 CALLS = 20_000
 CALLS_QUICK = 700
@@ -137,7 +137,7 @@ def units(context: BenchContext) -> int:
     return 5 * _rounds(context)
 
 
-def _counted(tick: Callable[[], Awaitable[None]], calls: int) -> Callable[[], Awaitable[int]]:
+def counted_tick(tick: Callable[[], Awaitable[None]], calls: int) -> Callable[[], Awaitable[int]]:
     """A reference's tick, saying how many calls it made."""
 
     async def counted() -> int:
@@ -173,8 +173,8 @@ def run(context: BenchContext) -> dict[str, Any]:
     contenders: dict[str, Callable[[], Awaitable[int]]] = {
         "manor": _manor_tick(manor),
         "manor_unbounded": _manor_tick(_without_bounds(loop())),
-        "trio": _counted(functools.partial(trio_tick, provider, requests, limit), len(requests)),
-        "trio_bounded": _counted(functools.partial(trio_bounded_tick, provider, requests, limit, *bounds), len(requests)),
+        "trio": counted_tick(functools.partial(trio_tick, provider, requests, limit), len(requests)),
+        "trio_bounded": counted_tick(functools.partial(trio_bounded_tick, provider, requests, limit, *bounds), len(requests)),
     }
     try:
         import aiometer  # noqa: F401
@@ -182,7 +182,7 @@ def run(context: BenchContext) -> dict[str, Any]:
         aiometer_note: str | None = _AIOMETER_MISSING
     else:
         aiometer_note = None
-        contenders["aiometer"] = _counted(functools.partial(aiometer_tick, provider, requests, limit), len(requests))
+        contenders["aiometer"] = counted_tick(functools.partial(aiometer_tick, provider, requests, limit), len(requests))
 
     async def measure() -> dict[str, float]:
         """Each contender's best seconds per call."""

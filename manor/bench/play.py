@@ -32,7 +32,6 @@ asks four players, a day all of them), and a game that ends is followed by the n
 from __future__ import annotations
 
 import asyncio
-import gc
 import math
 import time
 from collections.abc import Sequence
@@ -45,6 +44,7 @@ from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.engine import Engine, build_engine, scene_seed
 from ..tick.driver import TickDriver
+from ..tick.gc_pause import what_is_built_frozen
 from ..tick.instruments import Instrument
 from ..tick.loop import TickLoop
 from .games import NextGame
@@ -180,12 +180,8 @@ def _dashboard(config: Config, scene: Scene, ticks: int) -> tuple[_Stopwatch, in
 
     # As ``manor play`` starts the app (``cli.play_cmd``): what is loaded so far is frozen
     # out of the collector's full passes; thawed after, for the suite's next runs.
-    gc.collect()
-    gc.freeze()
-    try:
+    with what_is_built_frozen():
         frames = asyncio.run(main())
-    finally:
-        gc.unfreeze()
     return stopwatch, frames
 
 

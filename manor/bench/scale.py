@@ -59,7 +59,7 @@ from ..run.engine import build_engine, scene_seed
 from ..tick.gc_pause import what_is_built_frozen
 from ..worlds import create_world
 from .instant import InstantProvider
-from .overhead import drain, trio_tick
+from .overhead import counted_tick, drain, trio_tick
 from .suite import BenchContext, BenchError, Suite
 
 __all__ = ["AGENTS", "AGENTS_QUICK", "SUITE", "measure", "worker_main"]
@@ -137,12 +137,8 @@ def measure(context: BenchContext, agents: int, window: int) -> dict[str, Any]:
         # The references' calls, planned only now: Manor's peak must not hold them.
         requests = engine.loop.world.plan()
 
-        async def reference(tick: Callable[[Provider, Sequence[Request], int], Awaitable[None]]) -> int:
-            await tick(provider, requests, limit)
-            return len(requests)
-
-        _, all_at_once, _ = await medians(functools.partial(reference, _all_at_once_tick))
-        _, acquire_first, _ = await medians(functools.partial(reference, trio_tick))
+        _, all_at_once, _ = await medians(counted_tick(functools.partial(_all_at_once_tick, provider, requests, limit), len(requests)))
+        _, acquire_first, _ = await medians(counted_tick(functools.partial(trio_tick, provider, requests, limit), len(requests)))
         return wall, cpu, ticks, peak, all_at_once, acquire_first, len(requests)
 
     with what_is_built_frozen():  # as ``manor run`` runs its ticks
