@@ -71,7 +71,7 @@ from ..config import Config, Source
 from ..content import Scene
 from ..errors import SharedGateError
 from ..fleet.in_process import WorldService, add_shares, build_fleet, configure_worlds, fleet_tenants, parts
-from ..fleet.shares import admission_figures
+from ..fleet.shares import admission_figures, shifted
 from ..fleet.processes import Part, ProcessFleet
 from ..run import interrupts
 from ..run.engine import build_engine, gate_for, scene_seed, scene_sim
@@ -448,7 +448,7 @@ async def _run_process(job: dict[str, Any]) -> dict[str, Any]:
         await engine.loop.run(job["ticks"])
     # Its calls' spans at the gate on the machine's monotonic clock, which both runs share.
     offset = time.perf_counter() - trio.current_time()
-    spans = [(queued + offset, None if admitted is None else admitted + offset, ended + offset) for queued, admitted, ended in service.spans]
+    spans = [shifted(span, offset) for span in service.spans]
     return {
         "tick_seconds": statistics.tick_seconds(), "makespans": statistics.makespans, "degraded": statistics.degraded,
         "spans": spans, **admission_figures(service.spans),

@@ -57,7 +57,7 @@ from ..errors import FleetError, SharedGateError, one_line
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..tick.instruments import Instrument
 from .in_process import add_shares, fairness, fleet_total
-from .shares import CallSpan
+from .shares import CallSpan, shifted
 
 __all__ = [
     "PART_COMMAND",
@@ -197,8 +197,7 @@ class PartReporter(Instrument):
 
     def call_finished(self, record: CallRecord) -> None:
         # Every attempt, a superseded one too: each held a session while it ran.
-        offset, admitted = self._offset, record.admitted_at
-        self._spans.append((record.queued_at + offset, None if admitted is None else admitted + offset, record.finished_at + offset))
+        self._spans.append(shifted((record.queued_at, record.admitted_at, record.finished_at), self._offset))
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         ticked = Ticked(world=self.world, makespan=record.makespan, ended_at=record.finished_at + self._offset, spans=self._spans)

@@ -33,10 +33,18 @@ import attrs
 
 from ..tick.statistics import percentile
 
-__all__ = ["CallSpan", "Tenant", "admission_figures", "jain_index", "tenant_shares"]
+__all__ = ["CallSpan", "Tenant", "admission_figures", "jain_index", "shifted", "tenant_shares"]
 
 #: A call at the gate: when it queued, was admitted (``None``: never) and ended.
 CallSpan = tuple[float, float | None, float]
+
+
+def shifted(span: CallSpan, offset: float) -> CallSpan:
+    """``span`` on another clock, ``offset`` ahead of its own: a process's spans on the
+    machine's monotonic clock, which every process shares (trio's clock is that clock
+    plus an offset of its own, a different one in every process)."""
+    queued, admitted, ended = span
+    return (queued + offset, None if admitted is None else admitted + offset, ended + offset)
 
 
 @final
