@@ -226,3 +226,67 @@ class TestSizedPastThePlatform:
             (8, ("--platform-limit", "0"), 0, "", f"gate {name} at {redis_url}: size 5 -> 8"),
             (7, ("--force",), 0, "", f"gate {name} at {redis_url}: size 8 -> 7"),
         ]
+
+
+class TestReset:
+    def test_reset_is_refused_while_a_process_is_on_the_gate_and_then_makes_the_next_process_set_it(
+        self, redis_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A gate keeps the rate and burst of the process that made it after every
+        process has left; ``manor gate reset`` deletes it (refused, in one line, while a
+        process is on it), and the next process makes it with its own."""
+        name = f"reset-{uuid.uuid4().hex[:8]}"
+        joined, leave = threading.Event(), threading.Event()
+
+        async def hold() -> None:
+            async with RedisGate(redis_url, name, size=4, rate=50.0, burst=3).connected():
+                joined.set()
+                await trio.to_thread.run_sync(leave.wait)
+
+        holder = threading.Thread(target=trio.run, args=(hold,), daemon=True)
+        holder.start()
+        try:
+            assert joined.wait(60), "the gate was never joined"
+            refused = main(["gate", "reset", "--gate-url", redis_url, "--gate-name", name])
+            refusal = capsys.readouterr().err.strip()
+        finally:
+            leave.set()
+            holder.join(60)
+        assert refused == 1
+        assert refusal == (
+            f"manor: error: gate {redis_url} (gate {name}) is in use: 1 process on it, 0 permits held; "
+            "it can be reset only while no process uses it ('manor gate status' lists them)"
+        )
+        kept = trio.run(gate_status, redis_url, name)
+        assert kept is not None and (kept.rate, kept.burst, kept.statistics.size) == (50.0, 3, 4)
+
+        assert main(["gate", "reset", "--gate-url", redis_url, "--gate-name", name]) == 0
+        assert capsys.readouterr().out.strip() == (
+            f"gate {name} at {redis_url}: reset (it had size 4, rate 50/s, burst 3, lease {kept.lease_s:g} s); "
+            "the next process to use it makes it with its own settings"
+        )
+        assert trio.run(gate_status, redis_url, name) is None
+
+        async def come_later() -> list[str]:
+            later = RedisGate(redis_url, name, size=2)
+            async with later.connected():
+                return later.notices
+
+        assert trio.run(come_later) == []
+        remade = trio.run(gate_status, redis_url, name)
+        assert remade is not None and (remade.rate, remade.statistics.size) == (0.0, 2)
+        assert main(["gate", "reset", "--gate-url", redis_url, "--gate-name", f"never-{name}"]) == 1
+        assert capsys.readouterr().err.strip().endswith("no process has used it (or the server lost it)")
+
+    @pytest.mark.trio
+    async def test_a_gate_left_with_another_rate_says_how_to_reset_it(self, redis_url: str) -> None:
+        name = f"rate-{uuid.uuid4().hex[:8]}"
+        async with RedisGate(redis_url, name, size=5, rate=50.0, burst=3).connected():
+            pass
+        later = RedisGate(redis_url, name, size=5)
+        async with later.connected():
+            (notice,) = later.notices
+        assert notice.endswith(
+            "yet keeps rate 50/s, burst 3; this process shares it as it is (its own settings: no rate); "
+            "'manor gate reset' makes the next process set it anew"
+        )

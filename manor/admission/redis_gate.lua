@@ -4,7 +4,7 @@
 -- every time is the server's (TIME), never a client's clock.
 --
 -- KEYS[1]  the gate's key prefix, "manor:gate:{NAME}:"
--- ARGV[1]  the transition: join, step, poll, claim, resize, pause, leave, status
+-- ARGV[1]  the transition: join, step, poll, claim, resize, pause, leave, status, reset
 --
 -- The gate's keys (after the prefix):
 --   cfg          hash: size, rate, burst, lease_ms, hold_until (ms), claim_ms, vtime
@@ -651,6 +651,22 @@ elseif op == 'leave' then
   redis.call('DEL', proc_key(pid), grants_key(pid))
   local _, wake = dispatch(c, '', '')
   return reply(c, wake, {})
+
+elseif op == 'reset' then
+  -- Delete the gate, every key of it, while no process is on it and no permit is held:
+  -- the next process to come makes it again with its own size, rate, burst, lease and
+  -- claim. {} if there is no gate; {'busy', processes, permits} if it is in use;
+  -- {'reset', keys deleted} when done.
+  local c = config()
+  if not c then return {} end
+  reap(c)
+  local procs, leases = redis.call('ZCARD', PROCS), redis.call('ZCARD', LEASES)
+  if procs > 0 or leases > 0 then return {'busy', tostring(procs), tostring(leases)} end
+  local keys = redis.call('KEYS', string.gsub(P, '([%*%?%[%]\\])', '\\%1') .. '*')
+  for first = 1, #keys, 1000 do
+    redis.call('DEL', unpack(keys, first, math.min(#keys, first + 999)))
+  end
+  return {'reset', tostring(#keys)}
 
 elseif op == 'status' then
   -- The gate's figures and every live process: pid host ospid world holding waiting.

@@ -80,7 +80,7 @@ from .lanes import Lanes
 if TYPE_CHECKING:
     import coredis
 
-__all__ = ["GateHolder", "GateStatus", "GateTenant", "RedisGate", "RedisPermit", "claim_shares", "gate_status", "resize_shared_gate"]
+__all__ = ["GateHolder", "GateStatus", "GateTenant", "RedisGate", "RedisPermit", "claim_shares", "gate_status", "reset_shared_gate", "resize_shared_gate"]
 
 _SCRIPT = importlib.resources.files(__package__).joinpath("redis_gate.lua").read_text(encoding="utf-8")
 
@@ -576,6 +576,7 @@ class RedisGate(TicketBook[_Waiter]):
                 f"gate {self.where} {'is in use with' if held else 'is used by no process, yet keeps'} {', '.join(theirs)}"
                 f"; this process shares it as it is (its own settings: {', '.join(mine)})"
                 + ("" if held or size == self._size else f"; 'manor gate resize {self._size}' sets it to yours")
+                + ("" if held or (rate, burst) == (self._rate, self._burst) else "; 'manor gate reset' makes the next process set it anew")
             )
         if (weight, max_sessions) != (self.weight, self.max_sessions):
             said.append(
@@ -930,6 +931,34 @@ async def resize_shared_gate(url: str, name: str, size: int) -> tuple[GateStatus
     await _one_transition(url, name, "resize", size)
     after = await gate_status(url, name)
     return None if after is None else (before, after)
+
+
+async def reset_shared_gate(url: str, name: str) -> GateStatus | None:
+    """Delete the shared gate ``name`` at ``url``, every key of it, so that the next
+    process to use it makes it again with its own size, rate, burst, lease and claim
+    (a gate keeps what the process that made it set, after every process has left).
+    The gate as it was; ``None`` if no process has used it.
+
+    Raises:
+        SharedGateError: the server cannot be reached, or a process is on the gate or a
+            permit is held (a process that died holds its permits until their leases
+            expire).
+    """
+    before = await gate_status(url, name)
+    if before is None:
+        return None
+    reply = await _one_transition(url, name, "reset")
+    if reply and reply[0] == "busy":
+        processes, permits = int(reply[1]), int(reply[2])
+        raise SharedGateError(
+            f"gate {redacted_url(url)} (gate {name}) is in use: {_count(processes, 'process', 'processes')} on it, "
+            f"{_count(permits, 'permit', 'permits')} held; it can be reset only while no process uses it ('manor gate status' lists them)"
+        )
+    return before
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 async def claim_shares(url: str, name: str, tenants: Sequence[str]) -> None:

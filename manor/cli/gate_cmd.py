@@ -1,4 +1,4 @@
-"""``manor gate``: look at, and resize, a gate shared across processes through Redis."""
+"""``manor gate``: look at, resize and reset a gate shared across processes through Redis."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from ..run.engine import configure
 from . import output
 from .options import sources_from_args
 
-__all__ = ["resize_gate", "show_status"]
-
+__all__ = ["reset_gate", "resize_gate", "show_status"]
 
 
 def _gate(args: argparse.Namespace) -> tuple[str, str]:
@@ -94,6 +93,22 @@ def resize_gate(args: argparse.Namespace) -> int:
         raise ConfigError(_unused(url, name))
     before, after = resized
     print(f"gate {name} at {after.url}: size {before.statistics.size} -> {after.statistics.size}")
+    return 0
+
+
+def reset_gate(args: argparse.Namespace) -> int:
+    from ..admission.redis_gate import reset_shared_gate
+
+    url, name = _gate(args)
+    before = interrupts.run(reset_shared_gate, url, name)
+    if before is None:
+        raise ConfigError(_unused(url, name))
+    figures = before.statistics
+    bucket = f"rate {before.rate:g}/s, burst {before.burst}" if before.rate else "no rate"
+    print(
+        f"gate {name} at {before.url}: reset (it had size {figures.size}, {bucket}, lease {before.lease_s:g} s); "
+        "the next process to use it makes it with its own settings"
+    )
     return 0
 
 
