@@ -12,6 +12,7 @@ import pytest
 
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.content import content_dir
+from manor.calls import Request
 from manor.providers.sim import GENERIC_LINES, MOODS, NARRATOR_LINES, OBJECTS, ROOMS, SimProfile, SimProvider, _summary
 from manor.run.engine import configure, scene_sim
 from manor.worlds import load_scene, scene_keys, world_class
@@ -118,6 +119,31 @@ class TestRooms:
         assert SimProvider(default=SimProfile(lines=("{room}",))).rooms == ROOMS
         config, scene = configure([built_in_source(), layer_defaults_source(), flags_source({"run.scene": "werewolf_village"}, {})])
         assert scene_sim(config, scene).rooms == ROOMS
+
+
+class TestSomeone:
+    def test_a_character_never_names_itself_and_the_other_draws_stay(self) -> None:
+        """``{someone}`` is never the speaker ("Polly: Don't tell Polly, but ..."): drawn
+        as the next name instead, so the draws after it are those of before."""
+        names = {"polly": "Polly", "hobbes": "Hobbes", "vera": "Countess Vera"}
+        sim = SimProvider({agent: SimProfile(lines=("{someone}|{object}",)) for agent in names}, seed=3, names=names)
+        said = {agent: {sim._text(Request(caller="character", agent=agent, tick=tick, prompt=""), sim.profiles[agent], sim._rng) for tick in range(200)} for agent in names}
+        for agent, lines in said.items():
+            someone = {line.split("|")[0] for line in lines}
+            assert names[agent] not in someone
+            assert someone == set(names.values()) - {names[agent]}
+        # The draw after ``{someone}`` is the one an unchecked draw would give.
+        rng = sim._rng
+        rng.seed("x")
+        _ = (rng.choice(("{someone}",)), rng.choice(OBJECTS), rng.choice(sim.rooms), rng.choice(MOODS), rng.choice(tuple(names.values())))
+        unchecked = (None, rng.random())
+        rng.seed("x")
+        sim._line(("{someone}",), sim._rng, "polly")
+        assert sim._rng.random() == unchecked[1]
+
+    def test_a_cast_of_one_names_itself_rather_than_nobody(self) -> None:
+        sim = SimProvider({"solo": SimProfile(lines=("{someone}",))}, names={"solo": "Solo"})
+        assert sim._line(("{someone}",), sim._rng, "solo") == "Solo"
 
 
 class TestSummary:

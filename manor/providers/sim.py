@@ -95,7 +95,8 @@ class SimProvider(Provider):
         hang_rate: chance a call never answers.
         invalid_rate: chance the answer to a request with a shape is not JSON of it
             (a request without one draws nothing for it: its answers do not move).
-        names: who ``{someone}`` in a line can be (default: the profiles' keys).
+        names: agent id -> the name it goes by: who ``{someone}`` in a line can be,
+            never the agent speaking (default: the profiles' keys, each its own name).
         rooms: what ``{room}`` in a line can be: the scene's places (default: ``ROOMS``).
         styles: caller kind -> its ``Caller.style`` (the world's ``callers``): a
             ``summary`` call is answered with a gist of its prompt, a ``narration`` call
@@ -111,7 +112,7 @@ class SimProvider(Provider):
     profiles: Mapping[str, SimProfile] = attrs.field(factory=dict)
     seed: int = 0
     default: SimProfile = SimProfile()
-    names: tuple[str, ...] = ()
+    names: Mapping[str, str] = attrs.field(factory=dict)
     rooms: tuple[str, ...] = ()
     styles: Mapping[str, CallerStyle] = attrs.field(factory=dict)
     error_rate: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
@@ -125,11 +126,16 @@ class SimProvider(Provider):
     # One generator, seeded again for every draw: as random.Random(key), without
     # building a generator (2.5 KB of state) per call.
     _rng: random.Random = attrs.field(factory=random.Random, init=False, repr=False)
+    # Who ``{someone}`` can be, in the order drawn, and each agent's own place in it.
+    _someone: tuple[str, ...] = attrs.field(default=(), init=False, repr=False)
+    _own: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
     keeps_deadline: ClassVar[bool] = True  # answer(): see there
 
     def __attrs_post_init__(self) -> None:
         if not self.names:
-            self.names = tuple(self.profiles) or ("the butler",)
+            self.names = {agent: agent for agent in self.profiles}
+        self._someone = tuple(self.names.values()) or ("the butler",)
+        self._own = {agent: place for place, agent in enumerate(self.names)}
         if not self.rooms:
             self.rooms = ROOMS
 
@@ -274,26 +280,30 @@ class SimProvider(Provider):
 
     def _text(self, request: Request, profile: SimProfile, rng: random.Random) -> str:
         if request.shape is not None:
-            return self._shaped(request.shape, profile, rng)
+            return self._shaped(request, profile, rng)
         style = self.styles.get(request.caller, "line")
         if style == "summary":
             return _summary(request.prompt)
         if style == "narration":
-            return self._line(profile.lines or NARRATOR_LINES, rng)
-        return self._line(profile.lines or GENERIC_LINES, rng)
+            return self._line(profile.lines or NARRATOR_LINES, rng, request.agent)
+        return self._line(profile.lines or GENERIC_LINES, rng, request.agent)
 
-    def _line(self, templates: tuple[str, ...], rng: random.Random) -> str:
-        """One of ``templates``, its fields filled in with the words drawn."""
-        return rng.choice(templates).format(
-            object=rng.choice(OBJECTS), room=rng.choice(self.rooms), mood=rng.choice(MOODS), someone=rng.choice(self.names)
-        )
+    def _line(self, templates: tuple[str, ...], rng: random.Random, speaker: str) -> str:
+        """One of ``templates``, its fields filled in with the words drawn; ``{someone}``
+        is never the ``speaker`` itself (drawn as "the next" instead, so that the draws
+        after it, and every answer's other words, stay as they are)."""
+        template, object, room, mood = rng.choice(templates), rng.choice(OBJECTS), rng.choice(self.rooms), rng.choice(MOODS)
+        someone, place = self._someone, rng.randrange(len(self._someone))
+        if place == self._own.get(speaker) and len(someone) > 1:
+            place = (place + 1) % len(someone)
+        return template.format(object=object, room=room, mood=mood, someone=someone[place])
 
-    def _shaped(self, shape: type, profile: SimProfile, rng: random.Random) -> str:
+    def _shaped(self, request: Request, profile: SimProfile, rng: random.Random) -> str:
         """Valid JSON of ``shape``, its strings drawn from the cast's names and a line
         of the agent's; at ``invalid_rate``, an answer that is not."""
-        line = self._line(profile.lines or GENERIC_LINES, rng)
-        words = (*self.names, line)
-        valid = draw_answer(shape, rng, words)
+        line = self._line(profile.lines or GENERIC_LINES, rng, request.agent)
+        words = (*self._someone, line)
+        valid = draw_answer(request.shape, rng, words)
         if self.invalid_rate and rng.random() < self.invalid_rate:
             return _invalid(valid, rng, words)
         return valid

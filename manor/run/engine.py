@@ -213,7 +213,7 @@ def scene_sim(config: Config, scene: Scene, *, seed: int | None = None, latency_
     return SimProvider(
         profiles,
         seed=scene_seed(config, scene) if seed is None else seed,
-        names=tuple(agent.name for agent in scene.characters.values()),
+        names={agent_id: agent.name for agent_id, agent in scene.characters.items()},
         rooms=scene.keys(scene_keys(world)).places(),
         styles={kind: caller.style for kind, caller in world.callers.items()},
         error_rate=s.sim.error_rate,
