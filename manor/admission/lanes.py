@@ -229,7 +229,15 @@ class Lanes:
         finish = self._finish[lane] = start + cost / self._weights.get(lane, 1.0)
         if queue.queue:
             queue.start = finish
-            self._push(lane, queue)
+            heap = self._heap
+            if heap and heap[0][2] == queue.entry:
+                # Its live entry on top, as ``head`` left it: replaced there rather than
+                # left stale for the next ``head`` to pop (the same order either way).
+                self._entries += 1
+                queue.entry = self._entries
+                heapq.heapreplace(heap, (finish, lane, self._entries, lane))
+            else:
+                self._push(lane, queue)
             if self._index is not None:
                 self._index.put(lane, finish)
         else:

@@ -83,10 +83,16 @@ class BreakerLayer(Observer):
         # True success, False failure, None says nothing (flow control, cancellation).
         outcome = True if error is None else False if isinstance(error, ProviderError | CallTimeout) else None
         now = current_time()
-        if self._pending and now != self._pending_at:
-            self._settle()
+        pending = self._pending
+        if pending and now != self._pending_at:
+            if len(pending) == 1:  # the usual case, one outcome an instant: counted as it is
+                _, held, trial = pending.pop()
+                self._record(held, trial, self._pending_at)
+            else:
+                self._settle()
+                pending = self._pending
         self._pending_at = now
-        self._pending.append((request, outcome, state))  # type: ignore[arg-type]
+        pending.append((request, outcome, state))  # type: ignore[arg-type]
 
     def arrival_order_matters(self) -> bool:
         """Only a closed circuit treats every arrival alike: an open one lets the first

@@ -259,8 +259,12 @@ class Split:
     def ended(self, request: Request, states: Sequence[object], done: Done | None, error: BaseException | None) -> None:
         """The call ended below the judging layers (``states``: theirs, from ``judge``):
         their ``after`` hooks, innermost first, for those that let it through."""
-        skipped = len(self.afters) - len(states)  # observers outside the one that refused
-        for after, state in zip(self.afters[skipped:] if skipped else self.afters, reversed(states)):
+        afters = self.afters
+        if len(states) == 1 == len(afters):  # the usual stack: one judging layer, which let it through
+            afters[0](request, states[0], done, error)
+            return
+        skipped = len(afters) - len(states)  # observers outside the one that refused
+        for after, state in zip(afters[skipped:] if skipped else afters, reversed(states)):
             after(request, state, done, error)
 
 

@@ -233,4 +233,7 @@ class ManorWorld:
 
     def _room_named(self, text: str) -> str | None:
         lowered = text.lower()
-        return next((room for room in self.keys.rooms if room in lowered), None)
+        for room in self.keys.rooms:  # a loop, not next() over a generator: it runs for every line
+            if room in lowered:
+                return room
+        return None
