@@ -157,6 +157,21 @@ class TestGateArrive:
         assert (permit.ticket, permit.queued_at, permit.admitted_at) == (second, 0.0, 2.0)
         assert gate.statistics().max_wait == 2.0
 
+    async def test_arrives_at_the_instant_its_caller_read(self, autojump_clock: trio.testing.MockClock) -> None:
+        """A tick reads the clock once for all its calls (``now``): each is queued then,
+        and its wait at the gate is timed from then."""
+        gate = Gate(size=1)
+        first, second = gate.issue(2)
+        await trio.sleep(5.0)
+        held = gate.arrive(first, timeout=math.inf, wake=pytest.fail, now=4.0)
+        woken = trio.Event()
+        arrival = gate.arrive(second, timeout=3.0, wake=lambda permit: woken.set(), now=4.0)
+        assert (held.queued_at, held.admitted_at) == (4.0, 4.0)  # type: ignore[union-attr]
+        await woken.wait()
+        assert trio.current_time() == 7.0  # its timeout counted from 4.0, not from 5.0
+        with pytest.raises(GateTimeout):
+            await gate.admitted(arrival)  # type: ignore[arg-type]
+
     async def test_woken_without_a_permit_at_its_timeout(self, autojump_clock: trio.testing.MockClock) -> None:
         gate = Gate(size=1)
         first, second = gate.issue(2)

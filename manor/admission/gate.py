@@ -396,7 +396,7 @@ class Gate(TicketBook[_Waiter]):
             return arrival
         return await self._wait(arrival, parked=False)  # type: ignore[arg-type]
 
-    def arrive(self, ticket: int, *, timeout: float, wake: Callable[[Permit | None], None]) -> Permit | Arrival:
+    def arrive(self, ticket: int, *, timeout: float, wake: Callable[[Permit | None], None], now: float | None = None) -> Permit | Arrival:
         """A caller arrives for ``ticket`` without a task of its own to park: what
         ``acquire`` does up to its first wait, synchronously, so that a caller with many
         calls (a tick) starts a call's task only once the call is let through.
@@ -405,12 +405,14 @@ class Gate(TicketBook[_Waiter]):
         ``Arrival``: ``wake`` is called once (perhaps before this returns), with the
         permit when the call is admitted, or with ``None`` when it times out or must wait
         in a task of its own (for a token, the end of a pause, a claim): the caller then
-        awaits ``admitted(arrival)`` in a task. Until then it may ``leave``.
+        awaits ``admitted(arrival)`` in a task. Until then it may ``leave``. ``now`` is
+        the current time if the caller has just read it (a tick making its calls at one
+        instant reads it once for all).
 
         Raises:
             ValueError: the ticket was not issued by this gate, or is already used.
         """
-        arrival = self._arrive(ticket, timeout)
+        arrival = self._arrive(ticket, timeout, now)
         if type(arrival) is Permit:
             return arrival
         waiter: _Waiter = arrival  # type: ignore[assignment]
@@ -458,12 +460,13 @@ class Gate(TicketBook[_Waiter]):
         self._leave(waiter)
         return True
 
-    def _arrive(self, ticket: int | None, timeout: float) -> Permit | _Waiter:
-        """``ticket``'s caller arrives (``None``: the next ticket, issued now): its permit
-        if admitted at once, else its waiter, in line."""
+    def _arrive(self, ticket: int | None, timeout: float, now: float | None = None) -> Permit | _Waiter:
+        """``ticket``'s caller arrives (``None``: the next ticket, issued now) at ``now``
+        (read here if not given): its permit if admitted at once, else its waiter, in line."""
         waiter = self._arrival(ticket)
         ticket = waiter.ticket
-        now = current_time()
+        if now is None:
+            now = current_time()
         waiter.queued_at = now
         waiter.timeout = timeout
         waiter.deadline = now + timeout

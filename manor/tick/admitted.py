@@ -188,17 +188,21 @@ async def fire_at_admission(
 
         timeout = layer.timeout
         arrive = gate.arrive
+        # The instant the calls are made: each is queued, and arrives at the gate, then
+        # (the clock is read once, not twice a call: on the virtual clock no time passes
+        # between them, on the real one only this loop's).
+        now = current_time()
         try:
             for index, request in requests:
                 states: list[object] = []
-                call = FiredAtAdmission(request, instruments, notes, current_time(), index, firing, states)
+                call = FiredAtAdmission(request, instruments, notes, now, index, firing, states)
                 try:
                     split.judge(request, states)
                 except CallError as exc:  # refused above the gate: its ticket stalls nobody
                     gate.withdraw(request.ticket)  # type: ignore[arg-type]
                     firing.ended(call, None, exc)
                     continue
-                arrival = arrive(request.ticket, timeout=timeout, wake=call.wake)  # type: ignore[arg-type]
+                arrival = arrive(request.ticket, timeout=timeout, wake=call.wake, now=now)  # type: ignore[arg-type]
                 if type(arrival) is Permit:
                     nursery.start_soon(_admitted, call, arrival, name=CALL_TASK)
                 else:
