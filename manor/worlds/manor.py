@@ -229,7 +229,7 @@ class ManorWorld:
         agent = self.scene.characters.get(record.agent)
         if agent is not None:
             return agent.name
-        return self.scene.agents[record.agent].name
+        return self.scene.others[record.agent].name  # not a character: one of the others (``Scene.agents`` would build their union)
 
     def _room_named(self, text: str) -> str | None:
         lowered = text.lower()
