@@ -23,7 +23,9 @@ process's, ``time.process_time``: on the virtual clock a run is all CPU) of flee
 ``CPU_WORLDS`` worlds with the gate scaled to the worlds (N times the scene's gate and
 platform limit: each world's share is one world's gate, so the per-call cost is not
 hidden by worlds waiting), beside ``manor run``'s engine on the same scene and ticks,
-measured side by side in one run, best of ``CPU_ROUNDS`` rounds. ``vs_run`` is the
+measured side by side in one run, best of ``CPU_ROUNDS`` rounds; each in a new
+interpreter, as each command runs (``manor.bench.fresh_process``), from its first tick to
+its last, what was built frozen as the commands freeze it (``manor.run.opening``). ``vs_run`` is the
 fleet's CPU a call over the run's, ``vs_smallest`` over the smallest fleet's.
 
 The Redis gate's rows (processes sharing one gate in Redis: admissions per second,
@@ -34,7 +36,6 @@ beside ``in_process`` in this suite's figures, with their targets in
 
 from __future__ import annotations
 
-import gc
 import tempfile
 import time
 from collections.abc import Awaitable, Sequence
@@ -53,7 +54,8 @@ from ..run import interrupts
 from ..run.engine import build_engine, scene_sim
 from ..run.opening import open_run
 from ..tick.statistics import RunStatistics
-from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector, TickProgress
+from .fresh_process import in_fresh_process
+from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector
 
 __all__ = ["CLAIMS_OFF", "CPU_ROUNDS", "CPU_WORLDS", "MIXED", "SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound", "idle_while_waiting", "mixed_scenes"]
 
@@ -98,25 +100,18 @@ def _cpu_settings(context: BenchContext, worlds: int) -> list[Source]:
 
 def _cpu_per_call(context: BenchContext, worlds: int | None, ticks: int) -> float:
     """CPU seconds a call of a fleet of ``worlds`` (gate scaled), or of ``manor run``'s
-    engine on the scene (``None``), over ``ticks`` ticks on the virtual clock: run as
-    the command runs it (``open_run``: what was built frozen while it runs), from its
-    first tick to its last, with nothing kept that the command would not keep."""
+    engine on the scene (``None``), over ``ticks`` ticks on the virtual clock, in this
+    process: run as the command runs it (``open_run``, which freezes what was built),
+    from its first tick to its last."""
     sources = _cpu_settings(context, worlds or 1)
-    gc.collect()  # the rounds before are not this one's to collect
     if worlds is None:
         (config, scene), = configure_worlds(sources, 1)
         statistics = RunStatistics()
-        engine = open_run(
-            [(config, scene)],
-            lambda gate: build_engine(config, scene, backend=scene_sim(config, scene), instruments=[statistics, TickProgress(context)], gate=gate),
-        )
+        engine = open_run([(config, scene)], lambda gate: build_engine(config, scene, backend=scene_sim(config, scene), instruments=[statistics], gate=gate))
         cpu = engine.run(lambda engine: _timed(engine.loop.run(ticks)), after=lambda: "")
         return cpu / statistics.summary(engine.runs)["calls"]
     configured = configure_worlds(sources, worlds)
-    fleet = open_run(
-        configured,
-        lambda gate: build_fleet(configured, gate=gate, instruments=lambda index: [TickProgress(context)], backends=lambda index: scene_sim(*configured[index])),
-    )
+    fleet = open_run(configured, lambda gate: build_fleet(configured, gate=gate, backends=lambda index: scene_sim(*configured[index])))
     cpu = fleet.run(lambda fleet: _timed(fleet.run(ticks)), after=lambda: "")
     return cpu / fleet.runs.summary()["total"]["calls"]
 
@@ -129,13 +124,16 @@ async def _timed(run: Awaitable[None]) -> float:
 
 
 def _cpu(context: BenchContext) -> dict[str, Any]:
-    """``manor run``'s CPU a call and each fleet's, side by side, best of the rounds."""
+    """``manor run``'s CPU a call and each fleet's, side by side, best of the rounds,
+    each in a new interpreter as the command is (``manor.bench.fresh_process``)."""
     ticks = CPU_TICKS_QUICK if context.quick else CPU_TICKS
     best: dict[int | None, float] = {}
     for _ in range(CPU_ROUNDS):
         for worlds in (None, *CPU_WORLDS):
-            per_call = _cpu_per_call(context, worlds, ticks)
+            what = f"fleet suite, CPU a call of {'manor run' if worlds is None else f'{worlds} worlds'}"
+            per_call = in_fresh_process(_cpu_per_call, context, what, worlds=worlds, ticks=ticks)
             best[worlds] = min(best.get(worlds, per_call), per_call)
+            context.advance((worlds or 1) * ticks)
     run_us = best[None] * 1e6
     smallest = best[CPU_WORLDS[0]]
     return {

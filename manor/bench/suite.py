@@ -20,7 +20,7 @@ from ..records import StoryEntry, TickRecord
 from ..run.engine import configure
 from ..tick.instruments import Instrument
 
-__all__ = ["BENCH_ORDINAL", "BenchContext", "BenchError", "Suite", "TickCollector", "TickProgress"]
+__all__ = ["BENCH_ORDINAL", "BenchContext", "BenchError", "Suite", "TickCollector"]
 
 #: The ordinal of the settings a suite sets for one of its runs (a policy, a gate size):
 #: above the command line, so that a sweep over gate sizes is not undone by
@@ -86,26 +86,14 @@ class Suite:
     skip: Callable[[BenchContext], str | None] = lambda context: None
 
 
-class TickProgress(Instrument):
-    """Reports each tick of the run it is attached to to the progress bar as it
-    finishes, and keeps nothing (a run measured for its CPU keeps no records alive
-    that the command it stands for would not)."""
-
-    def __init__(self, context: BenchContext) -> None:
-        self.context = context
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        self.context.advance(1)
-
-
-class TickCollector(TickProgress):
+class TickCollector(Instrument):
     """Keeps the tick records of the run it is attached to, each one reported to the
     progress bar as it finishes."""
 
     def __init__(self, context: BenchContext) -> None:
-        super().__init__(context)
+        self.context = context
         self.ticks: list[TickRecord] = []
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
         self.ticks.append(record)
-        super().tick_finished(record, story)
+        self.context.advance(1)
