@@ -41,7 +41,9 @@ import time
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, TypeVar
+
+import attrs
 
 import trio
 import trio.testing
@@ -52,7 +54,7 @@ from ..limits import MAX_SECONDS
 from ..records import TickRecord
 from ..run import interrupts
 from ..run.engine import build_engine, scene_sim
-from ..run.opening import open_run
+from ..run.opening import LiveRun, open_run
 from ..tick.statistics import RunStatistics
 from .fresh_process import in_fresh_process
 from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector
@@ -68,6 +70,8 @@ CPU_WORLDS = (16, 64, 256)
 CPU_ROUNDS = 3
 CPU_TICKS = 10
 CPU_TICKS_QUICK = 2
+#: What a measured run runs (an engine, a fleet).
+T = TypeVar("T")
 #: What the suite sets for every fleet: the pipeline, no gate timeout.
 _SETTINGS = {"run.policy": "pipeline", "gate.timeout_s": MAX_SECONDS}
 
@@ -90,11 +94,10 @@ def units(context: BenchContext) -> int:
 
 
 def _cpu_settings(context: BenchContext, worlds: int) -> list[Source]:
-    """The suite's settings with the gate and platform limit ``worlds`` times the scene's,
-    on the virtual clock (whatever the user's settings say)."""
+    """The suite's settings with the gate and platform limit ``worlds`` times the scene's."""
     (config, _), = configure_worlds([*context.sources, Source("manor bench", BENCH_ORDINAL, _SETTINGS)], 1)
     gate, limit = config.settings.gate.size, config.settings.platform.limit
-    scaled = {**_SETTINGS, "gate.size": gate * worlds, "platform.limit": limit * worlds, "run.clock": "virtual"}
+    scaled = {**_SETTINGS, "gate.size": gate * worlds, "platform.limit": limit * worlds}
     return [*context.sources, Source("manor bench", BENCH_ORDINAL, scaled)]
 
 
@@ -102,18 +105,24 @@ def _cpu_per_call(context: BenchContext, worlds: int | None, ticks: int) -> floa
     """CPU seconds a call of a fleet of ``worlds`` (gate scaled), or of ``manor run``'s
     engine on the scene (``None``), over ``ticks`` ticks on the virtual clock, in this
     process: run as the command runs it (``open_run``, which freezes what was built),
-    from its first tick to its last."""
+    from its first tick to its last, on the simulator's virtual clock whatever backends
+    and clock the settings name."""
     sources = _cpu_settings(context, worlds or 1)
     if worlds is None:
         (config, scene), = configure_worlds(sources, 1)
         statistics = RunStatistics()
-        engine = open_run([(config, scene)], lambda gate: build_engine(config, scene, backend=scene_sim(config, scene), instruments=[statistics], gate=gate))
+        engine = _virtual(open_run([(config, scene)], lambda gate: build_engine(config, scene, backend=scene_sim(config, scene), instruments=[statistics], gate=gate)))
         cpu = engine.run(lambda engine: _timed(engine.loop.run(ticks)), after=lambda: "")
         return cpu / statistics.summary(engine.runs)["calls"]
     configured = configure_worlds(sources, worlds)
-    fleet = open_run(configured, lambda gate: build_fleet(configured, gate=gate, backends=lambda index: scene_sim(*configured[index])))
+    fleet = _virtual(open_run(configured, lambda gate: build_fleet(configured, gate=gate, backends=lambda index: scene_sim(*configured[index]))))
     cpu = fleet.run(lambda fleet: _timed(fleet.run(ticks)), after=lambda: "")
     return cpu / fleet.runs.summary()["total"]["calls"]
+
+
+def _virtual(live: LiveRun[T]) -> LiveRun[T]:
+    """``live`` on the virtual clock (its worlds are on the simulator)."""
+    return attrs.evolve(live, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 async def _timed(run: Awaitable[None]) -> float:
