@@ -16,9 +16,12 @@ from manor.bench.fleet import (
     fair_share_bound,
     idle_while_waiting,
 )
+from manor.bench.fresh_process import in_fresh_process
 from manor.bench.report import evaluate_targets
 from manor.bench.runner import DEFAULT_SUITES
+from manor.bench.suite import BenchContext, BenchError
 from manor.cli import main
+from manor.config import Source
 from manor.records import CallRecord, TickRecord
 
 KEYS = {
@@ -148,3 +151,13 @@ def test_fairness_targets(jain: float | None, ratio: float | None, met: tuple[bo
         ("fleet.in_process 4 worlds: Jain's index of share / weight", met[0]),
         ("fleet.in_process 4 worlds: shortest / longest mean tick", met[1]),
     ]
+
+
+def test_a_cpu_row_s_failure_in_its_own_interpreter_is_one_line_naming_the_row() -> None:
+    """Each row of ``cpu`` is measured in a process of its own, as the command it
+    stands for runs (``manor.bench.fresh_process``; ``test_quick_json`` measures them);
+    a bad setting the worker meets is the parent's ``BenchError``, naming the row."""
+    context = BenchContext(quick=True)
+    broken = BenchContext(sources=[*context.sources, Source("test", 10_000, {"run.agents": -3})], quick=True)
+    with pytest.raises(BenchError, match=r"^the run's row: .*run\.agents"):
+        in_fresh_process(bench_fleet._cpu_per_call, broken, "the run's row", worlds=None, ticks=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -54,6 +55,28 @@ def test_run_makes_the_saves_then_runs_connected_on_its_clock(tmp_path: Path) ->
     assert took > 0  # simulated latencies passed, on the virtual clock
     live.saves[0].check()
     assert len(read_save(tmp_path / "a.msav").ticks) == 3
+
+
+def test_what_was_built_is_frozen_while_the_run_runs_and_given_back_after() -> None:
+    """``manor run`` and ``manor fleet`` alike: the worlds and engines built before the
+    run are out of the collector's reach during it (``what_is_built_frozen``), in the
+    collector's again once it ends."""
+    gc.unfreeze()  # an earlier test may have left objects frozen
+    (config, scene), = _configured()
+    live = open_run([(config, scene)], lambda gate: build_engine(config, scene, gate=gate))
+    world = live.runs.loop.world
+
+    async def main(engine: Engine) -> bool:
+        await engine.loop.run(1)
+        return gc.get_freeze_count() > 0 and not _walked(world)
+
+    assert live.run(main, after=str)
+    assert gc.get_freeze_count() == 0 and _walked(world)
+
+
+def _walked(thing: object) -> bool:
+    """Whether the collector's generations hold ``thing`` (frozen objects are in none)."""
+    return any(found is thing for found in gc.get_objects())
 
 
 @pytest.mark.trio

@@ -121,7 +121,8 @@ class _Counts:
         if holding + 1 >= len(self._count):
             self._grow(holding + 2)
         index, count, total, value = holding + 1, self._count, self._sum, holding * step
-        while index < len(count):
+        length = len(count)  # some ten adds a call: the loop does not ask each time
+        while index < length:
             count[index] += step
             total[index] += value
             index += index & -index

@@ -23,7 +23,9 @@ process's, ``time.process_time``: on the virtual clock a run is all CPU) of flee
 ``CPU_WORLDS`` worlds with the gate scaled to the worlds (N times the scene's gate and
 platform limit: each world's share is one world's gate, so the per-call cost is not
 hidden by worlds waiting), beside ``manor run``'s engine on the same scene and ticks,
-measured side by side in one run, best of ``CPU_ROUNDS`` rounds. ``vs_run`` is the
+measured side by side in one run, best of ``CPU_ROUNDS`` rounds; each in a new
+interpreter, as each command runs (``manor.bench.fresh_process``), from its first tick to
+its last, what was built frozen as the commands freeze it (``manor.run.opening``). ``vs_run`` is the
 fleet's CPU a call over the run's, ``vs_smallest`` over the smallest fleet's.
 
 The Redis gate's rows (processes sharing one gate in Redis: admissions per second,
@@ -36,10 +38,12 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, TypeVar
+
+import attrs
 
 import trio
 import trio.testing
@@ -50,7 +54,9 @@ from ..limits import MAX_SECONDS
 from ..records import TickRecord
 from ..run import interrupts
 from ..run.engine import build_engine, scene_sim
+from ..run.opening import LiveRun, open_run
 from ..tick.statistics import RunStatistics
+from .fresh_process import in_fresh_process
 from .suite import BENCH_ORDINAL, BenchContext, Suite, TickCollector
 
 __all__ = ["CLAIMS_OFF", "CPU_ROUNDS", "CPU_WORLDS", "MIXED", "SUITE", "TICKS", "TICKS_QUICK", "WORLDS", "fair_share_bound", "idle_while_waiting", "mixed_scenes"]
@@ -64,6 +70,8 @@ CPU_WORLDS = (16, 64, 256)
 CPU_ROUNDS = 3
 CPU_TICKS = 10
 CPU_TICKS_QUICK = 2
+#: What a measured run runs (an engine, a fleet).
+T = TypeVar("T")
 #: What the suite sets for every fleet: the pipeline, no gate timeout.
 _SETTINGS = {"run.policy": "pipeline", "gate.timeout_s": MAX_SECONDS}
 
@@ -95,32 +103,46 @@ def _cpu_settings(context: BenchContext, worlds: int) -> list[Source]:
 
 def _cpu_per_call(context: BenchContext, worlds: int | None, ticks: int) -> float:
     """CPU seconds a call of a fleet of ``worlds`` (gate scaled), or of ``manor run``'s
-    engine on the scene (``None``), over ``ticks`` ticks on the virtual clock."""
+    engine on the scene (``None``), over ``ticks`` ticks on the virtual clock, in this
+    process: run as the command runs it (``open_run``, which freezes what was built),
+    from its first tick to its last, on the simulator's virtual clock whatever backends
+    and clock the settings name."""
     sources = _cpu_settings(context, worlds or 1)
-    clock = trio.testing.MockClock(autojump_threshold=0)
     if worlds is None:
         (config, scene), = configure_worlds(sources, 1)
         statistics = RunStatistics()
-        engine = build_engine(config, scene, backend=scene_sim(config, scene), instruments=[statistics, TickCollector(context)])
-        started = time.process_time()
-        interrupts.run(engine.loop.run, ticks, clock=clock)
-        return (time.process_time() - started) / statistics.summary(engine)["calls"]
+        engine = _virtual(open_run([(config, scene)], lambda gate: build_engine(config, scene, backend=scene_sim(config, scene), instruments=[statistics], gate=gate)))
+        cpu = engine.run(lambda engine: _timed(engine.loop.run(ticks)), after=lambda: "")
+        return cpu / statistics.summary(engine.runs)["calls"]
     configured = configure_worlds(sources, worlds)
-    fleet = build_fleet(configured, instruments=lambda index: [TickCollector(context)], backends=lambda index: scene_sim(*configured[index]))
+    fleet = _virtual(open_run(configured, lambda gate: build_fleet(configured, gate=gate, backends=lambda index: scene_sim(*configured[index]))))
+    cpu = fleet.run(lambda fleet: _timed(fleet.run(ticks)), after=lambda: "")
+    return cpu / fleet.runs.summary()["total"]["calls"]
+
+
+def _virtual(live: LiveRun[T]) -> LiveRun[T]:
+    """``live`` on the virtual clock (its worlds are on the simulator)."""
+    return attrs.evolve(live, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def _timed(run: Awaitable[None]) -> float:
+    """The CPU time ``run`` takes."""
     started = time.process_time()
-    interrupts.run(fleet.run, ticks, clock=clock)
-    cpu = time.process_time() - started
-    return cpu / fleet.summary()["total"]["calls"]
+    await run
+    return time.process_time() - started
 
 
 def _cpu(context: BenchContext) -> dict[str, Any]:
-    """``manor run``'s CPU a call and each fleet's, side by side, best of the rounds."""
+    """``manor run``'s CPU a call and each fleet's, side by side, best of the rounds,
+    each in a new interpreter as the command is (``manor.bench.fresh_process``)."""
     ticks = CPU_TICKS_QUICK if context.quick else CPU_TICKS
     best: dict[int | None, float] = {}
     for _ in range(CPU_ROUNDS):
         for worlds in (None, *CPU_WORLDS):
-            per_call = _cpu_per_call(context, worlds, ticks)
+            what = f"fleet suite, CPU a call of {'manor run' if worlds is None else f'{worlds} worlds'}"
+            per_call = in_fresh_process(_cpu_per_call, context, what, worlds=worlds, ticks=ticks)
             best[worlds] = min(best.get(worlds, per_call), per_call)
+            context.advance((worlds or 1) * ticks)
     run_us = best[None] * 1e6
     smallest = best[CPU_WORLDS[0]]
     return {

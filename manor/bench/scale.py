@@ -38,21 +38,16 @@ first grows too, the growth is in having that many tasks alive, not in Manor's c
 from __future__ import annotations
 
 import functools
-import json
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-import attrs
 import trio
 
 from ..calls import Request
-from ..config import Source
-from ..errors import ManorError
 from ..providers.provider import Provider
 from ..run import interrupts
 from ..run.engine import build_engine, scene_seed
@@ -60,9 +55,10 @@ from ..tick.gc_pause import what_is_built_frozen
 from ..worlds import create_world
 from .instant import InstantProvider
 from .overhead import counted_tick, drain, trio_tick
+from .fresh_process import in_fresh_process
 from .suite import BenchContext, BenchError, Suite
 
-__all__ = ["AGENTS", "AGENTS_QUICK", "SUITE", "measure", "worker_main"]
+__all__ = ["AGENTS", "AGENTS_QUICK", "SUITE", "measure"]
 
 AGENTS = (100, 1_000, 10_000, 100_000)
 AGENTS_QUICK = (100, 1_000)
@@ -174,34 +170,14 @@ async def _all_at_once_tick(provider: Provider, requests: Sequence[Request], lim
             nursery.start_soon(one, request)
 
 
-def worker_main() -> None:
-    """Entry point of the measuring process: a JSON job on argv, a JSON result on stdout."""
-    job = json.loads(sys.argv[1])
-    context = BenchContext(sources=[Source(**source) for source in job["sources"]])
-    try:
-        print(json.dumps(measure(context, job["agents"], job["window"])))
-    except ManorError as exc:
-        sys.exit(str(exc))  # one line on stderr, which the parent quotes
-
-
 def _in_fresh_process(context: BenchContext, agents: int) -> dict[str, Any]:
     """``measure`` in a new interpreter.
 
     Raises:
         BenchError: the measuring process failed (its last line of stderr says why).
     """
-    # The settings travel as they were read here, so the worker sees the same ones.
-    job: Mapping[str, Any] = {
-        "sources": [attrs.asdict(source) for source in context.sources],
-        "agents": agents,
-        "window": _window(context.quick),
-    }
-    code = "from manor.bench.scale import worker_main; worker_main()"
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        raise BenchError(f"scale suite, {agents} agents: {lines[-1]}")
-    return json.loads(done.stdout)
+    result: dict[str, Any] = in_fresh_process(measure, context, f"scale suite, {agents} agents", agents=agents, window=_window(context.quick))
+    return result
 
 
 def _sizes(context: BenchContext) -> tuple[int, ...]:

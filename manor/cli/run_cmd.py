@@ -30,7 +30,6 @@ from ..run.forecast import gate_overload
 from ..run.gate_lost import GateLostNotice
 from ..run.opening import open_run
 from ..saves import SaveWriter
-from ..tick.gc_pause import what_is_built_frozen
 from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
@@ -74,8 +73,7 @@ def run(args: argparse.Namespace) -> int:
     async def main(engine: Engine) -> None:
         with trio.CancelScope() as stop:  # cancelled after a tick that met a final refusal
             engine.loop.add_instrument(StopAtFinalRefusal(engine.loop.gated.backend, stop.cancel))
-            with what_is_built_frozen():  # the world and the engine live as long as the run
-                await engine.loop.run(ticks, interval)
+            await engine.loop.run(ticks, interval)
 
     def report(summary: dict[str, Any]) -> None:
         if args.json:

@@ -3,7 +3,8 @@
 Every command that runs live (``manor run``, ``play``, ``fleet`` and each process of a
 fleet) opens its run here, so the steps that were each command's own preamble — settings
 to a gate, the gate to an engine, the gate's connection around the trio run, the clock of
-that run, the saves made where a signal cannot cut them in half — are written once.
+that run, the saves made where a signal cannot cut them in half, what was built frozen
+out of the cyclic collector's way while it runs — are written once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..admission.gate import Gate, SharedGate
 from ..config import Config
 from ..content import Scene
 from ..saves import SaveWriter
+from ..tick.gc_pause import what_is_built_frozen
 from . import interrupts
 from .engine import gate_for, scene_seed
 
@@ -73,7 +75,10 @@ class LiveRun(Generic[T]):
         saves: Callable[[T], Sequence[SaveWriter]] | None = None,
     ) -> R:
         """Make the run's saves, then run ``main(runs)`` in a trio run on the run's
-        clock, the gate connected around it (``interrupts.run``).
+        clock, the gate connected around it (``interrupts.run``), and what was built
+        before it — the worlds, their engines, the saves — frozen out of the cyclic
+        collector's reach while it runs (``what_is_built_frozen``): it lives as long as
+        the run, and full collections need not walk it.
 
         Args:
             after: what the run had done, for the line a signal ends it with.
@@ -93,7 +98,8 @@ class LiveRun(Generic[T]):
             async with self as runs:
                 return await main(runs)
 
-        return interrupts.run(connected, clock=self.clock, after=after)
+        with what_is_built_frozen():
+            return interrupts.run(connected, clock=self.clock, after=after)
 
 
 def open_run(
