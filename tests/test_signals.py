@@ -314,6 +314,7 @@ class TestOtherCommands:
         assert (code, capsys.readouterr()) == (status, ("", f"manor: {word} after 3 of 8 ticks replayed\n"))
 
     @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    @pytest.mark.slow(2.5)
     def test_play_quits_and_closes_its_save(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int, status: int, word: str
     ) -> None:
