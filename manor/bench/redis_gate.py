@@ -244,7 +244,7 @@ def _admission(url: str, processes: int, size: int, seconds: float) -> dict[str,
 
 def _makespans(context: BenchContext, url: str, processes: int, ticks: int) -> dict[str, Any]:
     """The same worlds on the in-process gate (one process) and on Redis (a process each)."""
-    job = {"url": url, "name": f"bench-{uuid.uuid4().hex[:8]}", "ticks": ticks, "sources": _sources(context)}
+    job = {"url": url, "name": f"bench-{uuid.uuid4().hex[:8]}", "ticks": ticks, "sources": _sources(context), "latency_scale": LATENCY_SCALE}
     jobs = [{**job, "world": world} for world in range(processes)]
     local = interrupts.run(_worlds_in_process, context, processes, ticks)
     shared = _collect(_together([_spawn("world", job) for job in jobs]))
@@ -312,7 +312,7 @@ def _mixed(context: BenchContext, url: str, ticks: int) -> dict[str, Any]:
                     runs = _collect(
                         _together(
                             [
-                                _spawn("run", {"sources": _sources_of(sources, scenes[index], scene_seed(*configured[index])), "ticks": ticks})
+                                _spawn("run", {"sources": _sources_of(sources, scenes[index], scene_seed(*configured[index])), "ticks": ticks, "latency_scale": LATENCY_SCALE})
                                 for index in range(len(scenes))
                             ]
                         )
@@ -386,9 +386,9 @@ def _sources_of(sources: Sequence[Source], scene: str, seed: int) -> list[dict[s
     return _as_json([*sources, Source("redis-gate benchmark: one run", BENCH_ORDINAL + 1, {"run.scene": scene, "run.seed": seed})])
 
 
-def _engine(config: Config, scene: Scene, world: int, gate: SharedGate) -> tuple[Any, RunStatistics]:
+def _engine(config: Config, scene: Scene, world: int, gate: SharedGate, latency_scale: float) -> tuple[Any, RunStatistics]:
     """World ``world`` of the scene (seed + world), its latencies scaled to real time."""
-    backend = scene_sim(config, scene, seed=scene_seed(config, scene) + world, latency_scale=LATENCY_SCALE)
+    backend = scene_sim(config, scene, seed=scene_seed(config, scene) + world, latency_scale=latency_scale)
     statistics = RunStatistics()
     return build_engine(config, scene, backend=backend, instruments=[statistics], gate=gate), statistics
 
@@ -400,7 +400,7 @@ def _world_figures(statistics: RunStatistics, elapsed: float) -> dict[str, Any]:
 async def _worlds_in_process(context: BenchContext, processes: int, ticks: int) -> list[dict[str, Any]]:
     config, scene = context.configure({"run.clock": "real"})
     gate = gate_for(config.settings.gate)
-    worlds = [_engine(config, scene, world, gate) for world in range(processes)]
+    worlds = [_engine(config, scene, world, gate, LATENCY_SCALE) for world in range(processes)]
     figures: list[dict[str, Any]] = [{}] * processes
 
     async def one(index: int) -> None:
@@ -454,7 +454,7 @@ async def _world_process(job: dict[str, Any]) -> dict[str, Any]:
     config, scene = configure([*sources, Source("redis-gate benchmark", BENCH_ORDINAL, {"run.clock": "real"})])
     shared = msgspec.structs.replace(config.settings.gate, url=job["url"], name=job["name"])
     gate = gate_for(shared, world=f"world {job['world']}")
-    engine, statistics = _engine(config, scene, job["world"], gate)
+    engine, statistics = _engine(config, scene, job["world"], gate, job["latency_scale"])
     async with gate.connected():
         await _start_together()
         started = trio.current_time()
@@ -469,7 +469,7 @@ async def _run_process(job: dict[str, Any]) -> dict[str, Any]:
 
     config, scene = configure([Source(**source) for source in job["sources"]])
     gate = gate_for(config.settings.gate, world=f"{scene.spec.name} seed {scene_seed(config, scene)}")
-    backend = scene_sim(config, scene, latency_scale=LATENCY_SCALE)
+    backend = scene_sim(config, scene, latency_scale=job["latency_scale"])
     statistics, service = RunStatistics(), WorldService()
     engine = build_engine(config, scene, backend=backend, instruments=[statistics, service], gate=gate)
     # Both runs start together, and each joins the gate as it starts, as ``manor run``
