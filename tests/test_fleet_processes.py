@@ -132,9 +132,9 @@ def _verifies(*saves: Path) -> list[dict[str, Any]]:
 
 
 def _slow_fleet(tmp_path: Path, redis_url: str, *flags: str) -> tuple[list[str], Path]:
-    """The argv of a long fleet of 4 worlds in 2 processes (five 0.1 s calls a tick each
+    """The argv of a long fleet of 4 worlds in 2 processes (five 0.05 s calls a tick each
     through a gate of 2), saving to its save dir; and that dir."""
-    scene = fixed_latency_scene(tmp_path, 0.1, "slow")
+    scene = fixed_latency_scene(tmp_path, 0.05, "slow")
     saves = tmp_path / "saves"
     argv = [
         "fleet", "--worlds", "4", "--processes", "2", "--scene", str(scene), "--ticks", "100000", "--save-dir", str(saves),
