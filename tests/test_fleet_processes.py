@@ -349,7 +349,7 @@ class TestSignals:
             pytest.param(signal.SIGTERM, False, 143, "terminated", id="SIGTERM to the parent"),
         ],
     )  # fmt: skip
-    @pytest.mark.slow(4.5)
+    @pytest.mark.slow(3.5)
     def test_a_signal_stops_every_process_and_closes_every_save(
         self, tmp_path: Path, redis_url: str, signum: int, group: bool, status: int, word: str
     ) -> None:

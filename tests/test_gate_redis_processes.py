@@ -289,7 +289,7 @@ class TestCommandLine:
 
 
 class TestBenchmark:
-    @pytest.mark.slow(40)
+    @pytest.mark.slow(27)
     def test_the_suite_measures_admissions_and_makespans_across_processes(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
         from manor.bench import redis_gate
         from manor.bench.report import evaluate_targets
