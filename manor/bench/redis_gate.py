@@ -421,7 +421,7 @@ async def _worlds_in_process(context: BenchContext, processes: int, ticks: int) 
 async def _start_together() -> None:
     """Say ``ready``; sleep until the instant the parent sends once all are (``_together``)."""
     print("ready", flush=True)
-    start_at = float(await trio.to_thread.run_sync(sys.stdin.readline))
+    start_at = float(await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True))
     await trio.sleep(max(0.0, start_at - time.time()))
 
 
