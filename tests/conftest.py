@@ -177,6 +177,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the other's queue: a long test that starts late ends the run while the other worker
     idles, and one that starts early is done while the other runs the short ones."""
     items.sort(key=_expected_seconds, reverse=True)  # stable: the rest keep their order
+    # Property tests stay where they are, unmarked: Hypothesis also draws constants of
+    # the project's modules loaded so far, so a test run earlier draws other examples.
 
 
 def _expected_seconds(item: pytest.Item) -> float:

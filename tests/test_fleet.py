@@ -169,7 +169,6 @@ class TestFairness:
         policy=st.sampled_from(["pipeline", "batch"]),
         platform=st.integers(2, 12),
     )
-    @pytest.mark.slow(3.5)
     def test_equal_worlds_get_equal_service(self, worlds: int, seed: int, policy: str, platform: int) -> None:
         """Worlds alike in everything, their draws included, over 20 ticks: Jain's index
         of their session-time share over their due (when they competed at all) and the

@@ -452,7 +452,6 @@ def test_concurrency_only_gate_follows_its_rules(scenario: GateScenario, gate_op
 
 @settings(max_examples=300)
 @given(scenario=gate_scenarios(bucket=True))
-@pytest.mark.slow(2.5)
 def test_bucketed_gate_follows_its_rules_and_refunds_exactly(scenario: GateScenario, gate_operations: GateOperations) -> None:
     """With a token bucket: tokens then slots in ticket order, refunds exactly when a token-holder leaves."""
     check(scenario, *run_scenario(scenario, gate_operations))
