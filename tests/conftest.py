@@ -168,3 +168,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    config.addinivalue_line("markers", "slow(seconds): the test takes about this long on a quiet machine; slow tests run first, the slowest first")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, the slowest first. pytest-xdist's worksteal hands each worker
+    a run of the tests in this order, and a worker that runs dry steals from the end of
+    the other's queue: a long test that starts late ends the run while the other worker
+    idles, and one that starts early is done while the other runs the short ones."""
+    items.sort(key=_expected_seconds, reverse=True)  # stable: the rest keep their order
+    # Property tests stay where they are, unmarked: Hypothesis also draws constants of
+    # the project's modules loaded so far, so a test run earlier draws other examples.
+
+
+def _expected_seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("slow")
+    return 0.0 if marker is None else marker.args[0]

@@ -56,6 +56,7 @@ def cpu_part_small(one_cpu_round: None, monkeypatch: pytest.MonkeyPatch) -> None
 
 
 @pytest.mark.usefixtures("one_cpu_round")
+@pytest.mark.slow(4.5)
 def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -97,6 +98,7 @@ def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.usefixtures("cpu_part_small")
+@pytest.mark.slow(3)
 def test_the_same_figures_every_run(capsys: pytest.CaptureFixture[str]) -> None:
     """The virtual clock: a fleet's figures are exact."""
     runs = []

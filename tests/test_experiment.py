@@ -120,6 +120,7 @@ def test_table_and_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
 _TOLERANCE_S = 1.5
 
 
+@pytest.mark.slow(7)
 def test_http_run_agrees_with_the_exact_run() -> None:
     """Against serve-agent over loopback, at time scale 0.1: same outcomes, times close.
 

@@ -227,6 +227,7 @@ class TestBadInput:
 @pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals")
 class TestSignals:
     @pytest.mark.parametrize(("signum", "status", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+    @pytest.mark.slow(3)
     def test_a_signal_stops_every_world_and_closes_every_save(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int, status: int, word: str
     ) -> None:

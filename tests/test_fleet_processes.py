@@ -132,9 +132,9 @@ def _verifies(*saves: Path) -> list[dict[str, Any]]:
 
 
 def _slow_fleet(tmp_path: Path, redis_url: str, *flags: str) -> tuple[list[str], Path]:
-    """The argv of a long fleet of 4 worlds in 2 processes (five 0.1 s calls a tick each
+    """The argv of a long fleet of 4 worlds in 2 processes (five 0.05 s calls a tick each
     through a gate of 2), saving to its save dir; and that dir."""
-    scene = fixed_latency_scene(tmp_path, 0.1, "slow")
+    scene = fixed_latency_scene(tmp_path, 0.05, "slow")
     saves = tmp_path / "saves"
     argv = [
         "fleet", "--worlds", "4", "--processes", "2", "--scene", str(scene), "--ticks", "100000", "--save-dir", str(saves),
@@ -151,6 +151,7 @@ TENANT_KEYS = {
 }  # fmt: skip
 
 class TestReport:
+    @pytest.mark.slow(5)
     def test_four_worlds_in_two_processes_report_and_save_as_one_fleet(self, tmp_path: Path, redis_url: str) -> None:
         """4 worlds, 2 processes, a gate of 3, a server of capacity 3 that refuses the
         fourth call: no refusal; the report of a fleet in one process (its worlds' seeds,
@@ -217,6 +218,7 @@ class TestReport:
         assert " ".join(out.split()).startswith("fleet — 2 worlds of Quick in 2 processes, 1 tick, one gate of 2 / platform 3")
 
     @pytest.mark.parametrize("processes", [1, 2])
+    @pytest.mark.slow(3.5)
     def test_a_world_s_cap_holds_on_redis(self, tmp_path: Path, redis_url: str, processes: int) -> None:
         """``--scenes capped:1:1,free``, 4 worlds on a Redis gate of 3, in one process and
         in two: no capped world ever has two calls in flight, from its save's admissions
@@ -282,6 +284,7 @@ class TestBadInput:
 
 
 class TestFailures:
+    @pytest.mark.slow(3)
     def test_a_process_killed_stops_the_others_and_says_which_worlds(self, tmp_path: Path, redis_url: str) -> None:
         """kill -9 of one process: the parent names its worlds and the signal in one
         line, exit 1; it stops the other, whose saves are closed; every save verifies."""
@@ -313,6 +316,7 @@ class TestFailures:
         assert re.fullmatch(rf"manor: error: fleet worlds 1, 3 \(process \d+\): {re.escape(str(saves))}/world-1-slow.msav: cannot create the save file: Is a directory\n", err), err
 
 
+    @pytest.mark.slow(3)
     def test_processes_whose_parent_was_killed_stop_and_close_their_saves(self, tmp_path: Path, redis_url: str) -> None:
         argv, saves = _slow_fleet(tmp_path, redis_url)
         process = _fleet(argv, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -345,6 +349,7 @@ class TestSignals:
             pytest.param(signal.SIGTERM, False, 143, "terminated", id="SIGTERM to the parent"),
         ],
     )  # fmt: skip
+    @pytest.mark.slow(3.5)
     def test_a_signal_stops_every_process_and_closes_every_save(
         self, tmp_path: Path, redis_url: str, signum: int, group: bool, status: int, word: str
     ) -> None:

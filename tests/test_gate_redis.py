@@ -239,6 +239,7 @@ class TestTenants:
 
     @pytest.mark.trio
     @pytest.mark.parametrize("kind", ["in-process", "redis"])
+    @pytest.mark.slow(2.5)
     async def test_a_tenant_of_long_calls_does_not_take_the_gate(self, kind: str, redis_url: str) -> None:
         """A gate of 2. Tenant 0: eight calls of 0.5 s; tenant 1, a moment later: eight
         of 0.05 s. First come, first served, tenant 1 would wait 2 s for the long ones;

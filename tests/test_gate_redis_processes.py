@@ -70,6 +70,7 @@ async def _status(redis_url: str, gate: str) -> Any:
 
 class TestProcessesShareOneGate:
     @pytest.mark.trio
+    @pytest.mark.slow(4)
     async def test_four_processes_never_go_past_the_server_capacity(self, tmp_path: Path, redis_url: str) -> None:
         """Four worlds in four processes, a gate of 3, a server of capacity 3 that
         refuses the fourth run: no refusal, a peak of at most 3, every call answered."""
@@ -90,6 +91,7 @@ class TestProcessesShareOneGate:
         assert status.statistics.peak_in_flight == size and status.statistics.admitted == calls
 
     @pytest.mark.trio
+    @pytest.mark.slow(3)
     async def test_a_fleet_shares_the_gate_with_other_processes(self, tmp_path: Path, redis_url: str) -> None:
         """``manor fleet`` of two worlds and a ``manor run`` on one gate of 3, a server of
         capacity 3 that refuses the fourth run: every call of the three worlds answered,
@@ -118,6 +120,7 @@ class TestProcessesShareOneGate:
         assert status.holders == () and status.statistics.admitted == 3 * ticks * CALLS_PER_TICK
 
     @pytest.mark.trio
+    @pytest.mark.slow(3.5)
     async def test_two_invocations_are_two_tenants_without_a_flag(self, tmp_path: Path, redis_url: str) -> None:
         """Two ``manor run`` on one gate: each is a tenant of its own (its host and
         process id) with no flag; ``--tenant`` names one, whose weight and cap come from
@@ -150,6 +153,7 @@ class TestProcessesShareOneGate:
         assert guests_held <= 1
 
     @pytest.mark.trio
+    @pytest.mark.slow(9)
     async def test_a_process_killed_holding_permits_gives_them_back_within_the_lease(self, tmp_path: Path, redis_url: str) -> None:
         """kill -9 of a process while its calls hold the gate: the others carry on (their
         calls wait at most about a lease), and no permit is left at the server."""
@@ -189,6 +193,7 @@ class TestProcessesShareOneGate:
         assert status.holders == () and status.statistics.in_flight == 0
 
     @pytest.mark.trio
+    @pytest.mark.slow(13)
     async def test_redis_lost_mid_run_degrades_calls_the_runs_wait_for_it_and_their_saves_verify(self, tmp_path: Path, redis_server: RedisServer) -> None:
         gate, size, ticks = "lost", 3, 8
         async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
@@ -252,6 +257,7 @@ class TestCommandLine:
         assert "sesame99" not in result.stdout
 
     @pytest.mark.trio
+    @pytest.mark.slow(3.5)
     async def test_gate_status_and_resize(self, redis_url: str) -> None:
         from manor.admission.redis_gate import RedisGate
 
@@ -283,6 +289,7 @@ class TestCommandLine:
 
 
 class TestBenchmark:
+    @pytest.mark.slow(27)
     def test_the_suite_measures_admissions_and_makespans_across_processes(self, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
         from manor.bench import redis_gate
         from manor.bench.report import evaluate_targets
@@ -291,7 +298,11 @@ class TestBenchmark:
         from manor.config.layering import flags_source
 
         monkeypatch.setattr(redis_gate, "PROCESSES", (1, 2))
-        monkeypatch.setattr(redis_gate, "ADMISSION_S_QUICK", 0.5)
+        monkeypatch.setattr(redis_gate, "ADMISSION_S_QUICK", 0.2)
+        # Every part runs on the real clock, the oracle's calls (18 s) most of all: the
+        # scene's latencies (and the mixed fleets' gate timeout and claims) scaled by
+        # 0.02, not 0.05. Every world still waits at the gate far less than its timeout.
+        monkeypatch.setattr(redis_gate, "LATENCY_SCALE", 0.02)
         monkeypatch.setattr(redis_gate, "TICKS_QUICK", 1)
         monkeypatch.setattr(redis_gate, "MIXED_TICKS_QUICK", 1)
         sources = standard_sources(flags=flags_source({"gate.url": redis_url}, {}), environ={})

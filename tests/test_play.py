@@ -107,6 +107,7 @@ class TestRunning:
 
         drive(app, scenario)
 
+    @pytest.mark.slow(2.5)
     def test_pause_stops_the_ticks(self) -> None:
         app = play_app(paused=False)
 
@@ -124,6 +125,7 @@ class TestRunning:
 
         drive(app, scenario)
 
+    @pytest.mark.slow(3.5)
     def test_the_footer_says_what_space_does_now(self) -> None:
         app = play_app()
 

@@ -55,6 +55,7 @@ def latency_lines(app: object) -> list[str]:
 class TestOneTick:
     """Every panel says which tick it shows, and they show the same one."""
 
+    @pytest.mark.slow(4)
     def test_mid_tick_every_panel_shows_the_tick_under_way(self) -> None:
         config, scene = settings(LEGACY)
         app = build_app(config, scene, paused=True, clock=PacedClock(4.0))  # a tick takes a couple of seconds
@@ -308,6 +309,7 @@ class TestFooters:
 
 
 class TestAgentSearch:
+    @pytest.mark.slow(4)
     def test_g_goes_to_an_agent_among_a_thousand(self) -> None:
         """Typing moves the cursor to the first match, ↓ ↑ step through the matches,
         Enter stays, Esc goes back; the table's subtitle counts the matches."""

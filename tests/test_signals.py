@@ -119,9 +119,9 @@ class TestRun:
     def test_a_signal_mid_tick_stops_the_run_and_closes_the_save(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int, status: int, word: str
     ) -> None:
-        """Ticks of 0.45 s back to back, calls waiting at the gate: signalled once two are
+        """Ticks of 0.15 s back to back, calls waiting at the gate: signalled once two are
         saved, the run ends in one line naming the ticks and the save, which verifies."""
-        scene = _slow_scene(tmp_path, latency=0.15)
+        scene = _slow_scene(tmp_path, latency=0.05)
         save = tmp_path / "s.msav"
         process = _start(["run", "--scene", str(scene), "--clock", "real", "--ticks", "100000", "--save", str(save)], tmp_path)
         _wait_until(process, lambda: _ticks(save) >= 2)
@@ -314,6 +314,7 @@ class TestOtherCommands:
         assert (code, capsys.readouterr()) == (status, ("", f"manor: {word} after 3 of 8 ticks replayed\n"))
 
     @pytest.mark.parametrize(("signum", "status", "word"), STOPS)
+    @pytest.mark.slow(2.5)
     def test_play_quits_and_closes_its_save(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int, status: int, word: str
     ) -> None:

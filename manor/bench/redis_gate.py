@@ -44,11 +44,15 @@ the gate's session-time as ``manor fleet`` reports it (``manor.fleet.shares``; f
 processes, counted on the monotonic clock they share).
 
 A process of either measurement is this module run as a program (``python -m
-manor.bench.redis_gate WHAT JSON``), printing its figures as one JSON line.
+manor.bench.redis_gate WHAT JSON``), printing its figures as one JSON line. The processes
+of a measurement start together: each says ``ready`` once it has started (and joined the
+gate, where it joins before its start), and once all have, the parent sends each the
+same wall-clock instant to start at, a moment away.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -100,6 +104,9 @@ MIXED_TICKS, MIXED_TICKS_QUICK = 12, 4
 #: Redis (the worlds are lanes), a process per world on Redis (a tenant each): as a
 #: fleet over processes, and as separate runs (``manor run`` each, no parent).
 MIXED_WAYS = ("in_process", "redis_one_process", "redis_two_processes", "redis_two_runs")
+#: From the last process's ``ready`` to the instant every process starts at: time for the
+#: parent to tell them all and for each to read it.
+START_AFTER_READY_S = 0.1
 
 
 def jain(values: Sequence[float]) -> float:
@@ -181,7 +188,23 @@ def _redis(config: Config) -> Iterator[str | None]:
 
 
 def _spawn(what: str, job: dict[str, Any]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "manor.bench.redis_gate", what, json.dumps(job)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    argv = [sys.executable, "-m", "manor.bench.redis_gate", what, json.dumps(job)]
+    # Unbuffered: ``_together`` reads the "ready" line alone, ``_collect`` the rest.
+    return subprocess.Popen(argv, bufsize=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _together(processes: list[subprocess.Popen[bytes]]) -> list[subprocess.Popen[bytes]]:
+    """Once every process has said it is ready, the same start instant for each."""
+    for process in processes:
+        assert process.stdout is not None
+        process.stdout.readline()  # "ready", or nothing from one that failed (``_collect`` says why)
+    start_at = f"{time.time() + START_AFTER_READY_S!r}\n".encode()
+    for process in processes:
+        assert process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.write(start_at)
+            process.stdin.flush()
+    return processes
 
 
 def _collect(processes: list[subprocess.Popen[bytes]]) -> list[dict[str, Any]]:
@@ -201,8 +224,8 @@ def _collect(processes: list[subprocess.Popen[bytes]]) -> list[dict[str, Any]]:
 
 
 def _admission(url: str, processes: int, size: int, seconds: float) -> dict[str, Any]:
-    job = {"url": url, "name": f"bench-{uuid.uuid4().hex[:8]}", "size": size, "seconds": seconds, "start_at": time.time() + 1.0 + 0.3 * processes}
-    figures = _collect([_spawn("admission", job) for _ in range(processes)])
+    job = {"url": url, "name": f"bench-{uuid.uuid4().hex[:8]}", "size": size, "seconds": seconds}
+    figures = _collect(_together([_spawn("admission", job) for _ in range(processes)]))
     latencies = [latency for figure in figures for latency in figure["latencies"]]
     admitted = [figure["admitted"] for figure in figures]
     return {
@@ -221,10 +244,10 @@ def _admission(url: str, processes: int, size: int, seconds: float) -> dict[str,
 
 def _makespans(context: BenchContext, url: str, processes: int, ticks: int) -> dict[str, Any]:
     """The same worlds on the in-process gate (one process) and on Redis (a process each)."""
-    job = {"url": url, "name": f"bench-{uuid.uuid4().hex[:8]}", "ticks": ticks, "sources": _sources(context)}
+    job = {"url": url, "name": f"bench-{uuid.uuid4().hex[:8]}", "ticks": ticks, "sources": _sources(context), "latency_scale": LATENCY_SCALE}
     jobs = [{**job, "world": world} for world in range(processes)]
     local = interrupts.run(_worlds_in_process, context, processes, ticks)
-    shared = _collect([_spawn("world", {**job, "start_at": time.time() + 1.0 + 0.3 * processes}) for job in jobs])
+    shared = _collect(_together([_spawn("world", job) for job in jobs]))
     local_mean = sum(spans for world in local for spans in world["makespans"]) / sum(len(world["makespans"]) for world in local)
     shared_mean = sum(spans for world in shared for spans in world["makespans"]) / sum(len(world["makespans"]) for world in shared)
     return {
@@ -286,12 +309,13 @@ def _mixed(context: BenchContext, url: str, ticks: int) -> dict[str, Any]:
                 sources = [*context.sources, Source("redis-gate benchmark", BENCH_ORDINAL, values)]
                 configured = configure_worlds(sources, len(scenes), scenes)
                 if way == "redis_two_runs":
-                    start_at = time.time() + 1.0 + 0.3 * len(scenes)
                     runs = _collect(
-                        [
-                            _spawn("run", {"sources": _sources_of(sources, scenes[index], scene_seed(*configured[index])), "ticks": ticks, "start_at": start_at})
-                            for index in range(len(scenes))
-                        ]
+                        _together(
+                            [
+                                _spawn("run", {"sources": _sources_of(sources, scenes[index], scene_seed(*configured[index])), "ticks": ticks, "latency_scale": LATENCY_SCALE})
+                                for index in range(len(scenes))
+                            ]
+                        )
                     )
                     worlds = [{**run, **attrs.asdict(tenant), "tenant": tenant.name} for run, tenant in zip(runs, fleet_tenants(configured, scenes), strict=True)]
                     add_shares(worlds, [[tuple(span) for span in run["spans"]] for run in runs])
@@ -362,9 +386,9 @@ def _sources_of(sources: Sequence[Source], scene: str, seed: int) -> list[dict[s
     return _as_json([*sources, Source("redis-gate benchmark: one run", BENCH_ORDINAL + 1, {"run.scene": scene, "run.seed": seed})])
 
 
-def _engine(config: Config, scene: Scene, world: int, gate: SharedGate) -> tuple[Any, RunStatistics]:
+def _engine(config: Config, scene: Scene, world: int, gate: SharedGate, latency_scale: float) -> tuple[Any, RunStatistics]:
     """World ``world`` of the scene (seed + world), its latencies scaled to real time."""
-    backend = scene_sim(config, scene, seed=scene_seed(config, scene) + world, latency_scale=LATENCY_SCALE)
+    backend = scene_sim(config, scene, seed=scene_seed(config, scene) + world, latency_scale=latency_scale)
     statistics = RunStatistics()
     return build_engine(config, scene, backend=backend, instruments=[statistics], gate=gate), statistics
 
@@ -376,7 +400,7 @@ def _world_figures(statistics: RunStatistics, elapsed: float) -> dict[str, Any]:
 async def _worlds_in_process(context: BenchContext, processes: int, ticks: int) -> list[dict[str, Any]]:
     config, scene = context.configure({"run.clock": "real"})
     gate = gate_for(config.settings.gate)
-    worlds = [_engine(config, scene, world, gate) for world in range(processes)]
+    worlds = [_engine(config, scene, world, gate, LATENCY_SCALE) for world in range(processes)]
     figures: list[dict[str, Any]] = [{}] * processes
 
     async def one(index: int) -> None:
@@ -394,13 +418,20 @@ async def _worlds_in_process(context: BenchContext, processes: int, ticks: int) 
 # -- the processes ----------------------------------------------------------------------
 
 
+async def _start_together() -> None:
+    """Say ``ready``; sleep until the instant the parent sends once all are (``_together``)."""
+    print("ready", flush=True)
+    start_at = float(await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True))
+    await trio.sleep(max(0.0, start_at - time.time()))
+
+
 async def _admission_process(job: dict[str, Any]) -> dict[str, Any]:
     from ..admission.redis_gate import RedisGate
 
     gate = RedisGate(job["url"], job["name"], size=job["size"], world="bench")
     admitted = 0
     async with gate.connected():
-        await trio.sleep(max(0.0, job["start_at"] - time.time()))  # every process starts together
+        await _start_together()
         with trio.move_on_after(job["seconds"]):
 
             async def caller() -> None:
@@ -423,9 +454,9 @@ async def _world_process(job: dict[str, Any]) -> dict[str, Any]:
     config, scene = configure([*sources, Source("redis-gate benchmark", BENCH_ORDINAL, {"run.clock": "real"})])
     shared = msgspec.structs.replace(config.settings.gate, url=job["url"], name=job["name"])
     gate = gate_for(shared, world=f"world {job['world']}")
-    engine, statistics = _engine(config, scene, job["world"], gate)
+    engine, statistics = _engine(config, scene, job["world"], gate, job["latency_scale"])
     async with gate.connected():
-        await trio.sleep(max(0.0, job["start_at"] - time.time()))
+        await _start_together()
         started = trio.current_time()
         await engine.loop.run(job["ticks"])
         return _world_figures(statistics, trio.current_time() - started)
@@ -438,12 +469,12 @@ async def _run_process(job: dict[str, Any]) -> dict[str, Any]:
 
     config, scene = configure([Source(**source) for source in job["sources"]])
     gate = gate_for(config.settings.gate, world=f"{scene.spec.name} seed {scene_seed(config, scene)}")
-    backend = scene_sim(config, scene, latency_scale=LATENCY_SCALE)
+    backend = scene_sim(config, scene, latency_scale=job["latency_scale"])
     statistics, service = RunStatistics(), WorldService()
     engine = build_engine(config, scene, backend=backend, instruments=[statistics, service], gate=gate)
     # Both runs start together, and each joins the gate as it starts, as ``manor run``
     # does just before its first tick: a tenant's claim runs from its join.
-    await trio.sleep(max(0.0, job["start_at"] - time.time()))
+    await _start_together()
     async with gate.connected():
         await engine.loop.run(job["ticks"])
     # Its calls' spans at the gate on the machine's monotonic clock, which both runs share.
