@@ -157,6 +157,9 @@ class TestStartUp:
         assert "manor.tick.loop" in modules  # it did run
         assert _of(modules, "textual", "coredis", "manor.bench", "manor.play") == []
         assert [name for name in modules if name.endswith("_cmd")] == ["manor.cli.run_cmd"]
+        # Nor, on the simulator, the HTTP client, nor pytest (trio.testing imports it
+        # where it is installed: some 85 ms of every start).
+        assert _of(modules, "httpx", "pytest", "_pytest", "trio.testing") == []
 
     @pytest.mark.parametrize("command", [command.name for command in COMMANDS])
     def test_a_command_s_help_loads_no_engine(self, command: str) -> None:

@@ -22,8 +22,8 @@ from typing import Protocol, final
 
 import attrs
 import trio
-import trio.testing
 
+from ..clock import wait_all_tasks_blocked
 from .gate import SharedGate
 
 __all__ = ["TicketOffice", "Tickets"]
@@ -94,7 +94,7 @@ class TicketOffice:
                 await self._asked.wait()
             # Every task blocked: every world that asks at this instant has asked (and
             # under the virtual clock, no time passes before this task runs).
-            await trio.testing.wait_all_tasks_blocked()
+            await wait_all_tasks_blocked()
             self._deal()
 
     def _deal(self) -> None:

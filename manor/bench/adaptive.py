@@ -19,9 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-import trio
-import trio.testing
 
+from ..clock import MockClock
 from ..config.backends import CapacityStep, PlatformCapacity
 from ..records import StoryEntry, TickRecord
 from ..run import interrupts
@@ -83,7 +82,7 @@ def _run(context: BenchContext, gate: int | str, capacity: PlatformCapacity, tic
     backend = attrs.evolve(scene_sim(config, scene), capacity=capacity)
     seen = _Ticks()
     engine = build_engine(config, scene, backend=backend, instruments=[seen])
-    interrupts.run(engine.loop.run, ticks, clock=trio.testing.MockClock(autojump_threshold=0), after=lambda: f"after {len(seen.records)} ticks")
+    interrupts.run(engine.loop.run, ticks, clock=MockClock(autojump_threshold=0), after=lambda: f"after {len(seen.records)} ticks")
     context.advance(1)
     return seen
 

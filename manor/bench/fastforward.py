@@ -41,9 +41,9 @@ from contextlib import aclosing
 from typing import Any, final
 
 import trio
-import trio.testing
 
 from ..calls import Event, Request
+from ..clock import MockClock
 from ..config import Config
 from ..content import Scene
 from ..providers import Provider
@@ -109,7 +109,7 @@ async def trio_ticks(latencies: Sequence[Sequence[float]], limit: int) -> None:
 def _clock_run(run: Callable[[], Any], jumps: list[float] | None = None) -> float:
     """CPU seconds of ``trio.run(run)`` under a fresh virtual clock; every jump of the
     clock appended to ``jumps`` if given."""
-    clock = trio.testing.MockClock(autojump_threshold=0)
+    clock = MockClock(autojump_threshold=0)
     if jumps is not None:
         jump = clock.jump
 

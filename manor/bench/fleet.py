@@ -45,9 +45,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-import trio
-import trio.testing
-
+from ..clock import MockClock
 from ..config import Source
 from ..fleet.in_process import build_fleet, configure_worlds, fleet_tenants, scene_share
 from ..limits import MAX_SECONDS
@@ -122,7 +120,7 @@ def _cpu_per_call(context: BenchContext, worlds: int | None, ticks: int) -> floa
 
 def _virtual(live: LiveRun[T]) -> LiveRun[T]:
     """``live`` on the virtual clock (its worlds are on the simulator)."""
-    return attrs.evolve(live, clock=trio.testing.MockClock(autojump_threshold=0))
+    return attrs.evolve(live, clock=MockClock(autojump_threshold=0))
 
 
 async def _timed(run: Awaitable[None]) -> float:
@@ -170,7 +168,7 @@ def _fleet(context: BenchContext, worlds: int) -> dict[str, Any]:
         instruments=lambda index: [recorders[index]],
         backends=lambda index: scene_sim(*configured[index]),
     )
-    clock = trio.testing.MockClock(autojump_threshold=0)
+    clock = MockClock(autojump_threshold=0)
     interrupts.run(fleet.run, _ticks(context), clock=clock)
     size = fleet.gate.size
     per_world = [[fair_share_bound(tick, size, worlds) / tick.makespan if tick.makespan > 0 else 1.0 for tick in recorder.ticks] for recorder in recorders]
@@ -261,7 +259,7 @@ def _mixed_fleet(
         backends=lambda index: scene_sim(*configured[index]),
         tenants=fleet_tenants(configured, entries),
     )
-    interrupts.run(fleet.run, ticks, clock=trio.testing.MockClock(autojump_threshold=0))
+    interrupts.run(fleet.run, ticks, clock=MockClock(autojump_threshold=0))
     return fleet.summary(), [recorder.ticks for recorder in recorders]
 
 

@@ -32,10 +32,9 @@ from statistics import fmean, stdev
 from typing import Any, final
 
 import attrs
-import trio
-import trio.testing
 
 from ..calls import Request
+from ..clock import MockClock
 from ..config import Config, Settings
 from ..content import Scene, bundled_scenes
 from ..providers import SimProvider
@@ -215,7 +214,7 @@ class _Runs:
             engine = build_engine(config, scene, backend=backend, instruments=[collector, statistics, next_game])
             scored = _ScoredPredictor(ORACLES[oracle](backend) if oracle else engine.loop.predictor)
             engine.loop.predictor = scored
-            clock = trio.testing.MockClock(autojump_threshold=0)
+            clock = MockClock(autojump_threshold=0)
             interrupts.run(engine.loop.run, self.context.draws, clock=clock)
             ticks = collector.ticks
             self._done[key] = _Outcome(

@@ -23,9 +23,9 @@ import attrs
 import httpx
 import msgspec
 import trio
-import trio.testing
 
 from ..calls import Done, Request
+from ..clock import MockClock, wait_all_tasks_blocked
 from ..errors import CallTimeout
 from ..providers.agno import (
     AgnoProvider,
@@ -86,12 +86,12 @@ class ExperimentResult(msgspec.Struct, frozen=True, kw_only=True):
 
 def run_in_process(settings: ExperimentSettings) -> ExperimentResult:
     """Run the experiment under the virtual clock: exact, and takes no wall time."""
-    return interrupts.run(_in_process, settings, clock=trio.testing.MockClock(autojump_threshold=0))
+    return interrupts.run(_in_process, settings, clock=MockClock(autojump_threshold=0))
 
 
 async def _in_process(settings: ExperimentSettings) -> ExperimentResult:
     clock = _Timebase(per_second=1000, exact=True)
-    host = AgentHost(agents=(_AGENT,), capacity=CAPACITY, latency=0, settle=trio.testing.wait_all_tasks_blocked)
+    host = AgentHost(agents=(_AGENT,), capacity=CAPACITY, latency=0, settle=wait_all_tasks_blocked)
     async with trio.open_nursery() as nursery:
         await nursery.start(host.serve)
         result = await _drive(settings, LocalAgentTransport(host), host, clock)

@@ -39,7 +39,6 @@ from typing import Any, final
 
 import attrs
 import trio
-import trio.testing
 
 from ..admission.adaptive import Adjustment, LearnedSize, apply_to_gate
 from ..admission.gate import SharedGate

@@ -13,6 +13,9 @@ that made it: the router makes its backends on a run's first call and a system t
 closes their clients when that run ends (trio cancels system tasks once the main task
 has returned, so no call is still using them). An engine run a second time gets fresh
 backends and clients.
+
+The HTTP backends' modules (httpx, some 80 ms to import) are imported when a backend of
+theirs is made: a run on the simulator never loads them.
 """
 
 from __future__ import annotations
@@ -20,10 +23,9 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
-import httpx
 import trio
 
 from ..calls import Done, Event, Request
@@ -40,13 +42,13 @@ from ..config.backends import (
     SimBackend,
 )
 from ..errors import CallError, ProviderError
-from .agno import AgnoProvider, HttpAgentTransport
-from .anthropic import AnthropicProvider, anthropic_client, require_sdk
-from .provider import Provider
 from .claude_code import ClaudeCodeProvider
 from .command import CommandProvider
-from .openai import OpenAIProvider
+from .provider import Provider
 from .sim import SimProvider
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["MakeBackend", "RoutingProvider", "RoutingStatistics", "RunClients", "routing_provider"]
 
@@ -69,6 +71,8 @@ class RunClients:
 
     def new(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
         """A client for one backend, with that backend's timeouts as its defaults."""
+        import httpx
+
         # No cap on connections: the shared gate above bounds the calls in flight, and a
         # pool limit would be a second, hidden limiter under it.
         client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None))
@@ -77,6 +81,8 @@ class RunClients:
 
     def anthropic(self, table: AnthropicBackend) -> Any:
         """An Anthropic SDK client for one backend (``anthropic_client``)."""
+        from .anthropic import anthropic_client
+
         client = anthropic_client(table.api_key_env, table.base_url, table.connect_timeout_s, table.read_timeout_s)
         self._clients.append(_Held(client.close, client.is_closed))
         return client
@@ -216,6 +222,8 @@ def routing_provider(assignment: Mapping[str, Assignment], backends: Backends, s
     if names <= {BUILT_IN_BACKEND}:
         return sim
     if any(isinstance(backends.table(name), AnthropicBackend) for name in names):
+        from .anthropic import require_sdk
+
         require_sdk()  # before the run, in one line, rather than at its first call
     makers = {name: functools.partial(_make, backends.table(name), sim, run_id) for name in sorted(names)}
     tables = [backends.table(name) for name in names]
@@ -231,6 +239,10 @@ def _make(table: BackendTable | None, sim: SimProvider, run_id: str, clients: Ru
         case SimBackend():
             return attrs.evolve(sim, error_rate=table.error_rate, hang_rate=table.hang_rate, capacity=table.capacity)
         case OpenAIBackend():
+            import httpx
+
+            from .openai import OpenAIProvider
+
             return OpenAIProvider(
                 table.base_url,
                 model=table.model,
@@ -243,6 +255,8 @@ def _make(table: BackendTable | None, sim: SimProvider, run_id: str, clients: Ru
         case CommandBackend():
             return CommandProvider(table.argv, model=table.model, env=table.env, cwd=table.cwd, kill_after=table.kill_after_s)
         case AnthropicBackend():
+            from .anthropic import AnthropicProvider
+
             what = table.base_url or "api.anthropic.com"
             return AnthropicProvider(clients.anthropic(table), model=table.model, what=what, system=table.system, max_tokens=table.max_tokens)
         case ClaudeCodeBackend():
@@ -250,6 +264,10 @@ def _make(table: BackendTable | None, sim: SimProvider, run_id: str, clients: Ru
                 table.argv, model=table.model, resume=table.resume, env=table.env, cwd=table.cwd, kill_after=table.kill_after_s
             )
         case AgnoBackend():
+            import httpx
+
+            from .agno import AgnoProvider, HttpAgentTransport
+
             connect = table.connect_timeout_s
             # The transport's own timeouts: with a shared client, its requests use the client's.
             timeout = httpx.Timeout(connect=connect, read=table.read_timeout_s, write=connect, pool=connect)

@@ -10,9 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import trio
-import trio.testing
-
+from ..clock import MockClock
 from ..config import flags_source
 from ..config.layering import built_in_source, layer_defaults_source
 from ..run import interrupts
@@ -47,7 +45,7 @@ def replay_benchmark(ticks: int = 1000, *, scene: str = "wacky_manor", policy: s
         engine = build_engine(config, loaded)
         writer = SaveWriter.create(path, engine)
         started = time.perf_counter()
-        interrupts.run(engine.loop.run, ticks, 0.0, clock=trio.testing.MockClock(autojump_threshold=0))
+        interrupts.run(engine.loop.run, ticks, 0.0, clock=MockClock(autojump_threshold=0))
         recorded = time.perf_counter() - started
         writer.check()
         started = time.perf_counter()

@@ -8,10 +8,10 @@ from typing import final
 
 import msgspec
 import trio
-import trio.testing
 
 from ..admission.adaptive import LEARNED_KEY, Adjustment
 from ..calls import Request
+from ..clock import wait_all_tasks_blocked
 from ..saves.format import SettingChange, TickFrame
 from ..tick.instruments import Instrument
 from ..tick.loop import TickLoop
@@ -69,7 +69,7 @@ class LiveChanges(Instrument):
             if self._shrinks(change):
                 # A shared gate shrunk at the end of a call refused at the instant it was
                 # let through: the calls let through at that instant came first.
-                await trio.testing.wait_all_tasks_blocked()
+                await wait_all_tasks_blocked()
             self._apply([change])
 
     def _shrinks(self, change: SettingChange) -> bool:

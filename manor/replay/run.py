@@ -8,8 +8,8 @@ from typing import Any, final
 
 import attrs
 import trio
-import trio.testing
 
+from ..clock import MockClock
 from ..config import Source
 from ..run import interrupts
 from ..run.engine import Engine
@@ -101,7 +101,7 @@ def replay(save: Save, overrides: Source | None = None, *, instruments: Iterable
     def after() -> str:
         return f"after {statistics.ticks} of {counted(len(save.ticks), 'tick')} replayed"
 
-    clock = trio.testing.MockClock(autojump_threshold=0)
+    clock = MockClock(autojump_threshold=0)
     clock.jump(replaying.starts_at)
     # Ctrl-C or SIGTERM stops it cleanly and says how far it got.
     interrupts.run(main, clock=clock, after=after)

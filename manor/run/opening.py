@@ -16,9 +16,9 @@ from typing import Any, Generic, TypeVar, final
 
 import attrs
 import trio
-import trio.testing
 
 from ..admission.gate import Gate, SharedGate
+from ..clock import MockClock
 from ..config import Config
 from ..content import Scene
 from ..saves import SaveWriter
@@ -107,7 +107,7 @@ def open_run(
     build: Callable[[SharedGate], T],
     *,
     world: str | None = None,
-    virtual: Callable[[T], trio.abc.Clock] = lambda runs: trio.testing.MockClock(autojump_threshold=0),
+    virtual: Callable[[T], trio.abc.Clock] = lambda runs: MockClock(autojump_threshold=0),
 ) -> LiveRun[T]:
     """Open a live run of the worlds ``configured`` (one, or a fleet's): the gate their
     settings describe (the first world's: a fleet's worlds share it), what ``build``
