@@ -518,6 +518,42 @@ class TestDashboardState:
         assert list(state.degradations_total) == list(state.degradations_tick) == ["wolf", "seer"]
         assert all(list(reasons) == list(REASONS) for reasons in state.degradations_total.values())
 
+    @pytest.mark.parametrize("read_under_way", [False, True])
+    def test_a_ticks_rows_are_the_same_whether_or_not_it_was_read_under_way(self, read_under_way: bool) -> None:
+        """A tick no read saw under way is taken in at its end only: its rows show its
+        calls' ends, the tick before's others none ("—", their line kept), as when a
+        read saw it queued; a row whose call ended ok and then degraded in one catch-up
+        keeps the ok call's line and shows the degraded one."""
+        e = engine()
+        state = DashboardState(e.scene)
+        state.run_started(e.loop)
+        notes = e.loop.call_notes
+        assert notes is not None
+        first, second = e.loop.world.plan()[:2]
+
+        def ended(request: Request, outcome: str = "ok", text: str = "Hi.", tick: int = 1) -> Heard:
+            heard = Heard(request, Instruments())
+            heard.at = 1.0
+            heard.record = CallRecord(tick=tick, ticket=0, caller=str(request.caller), agent=request.agent, queued_at=0.0,
+                                      admitted_at=1.0, finished_at=2.0, outcome=outcome,  # type: ignore[arg-type]
+                                      reason=None if outcome == "ok" else "provider_error", text=text)  # fmt: skip
+            return heard
+
+        state.tick_started(1, [first, second])
+        notes.extend([ended(first), ended(second, text="Then."), ended(second, "degraded", "")])
+        state.tick_finished(TickRecord(tick=1, started_at=0.0, finished_at=2.0, calls=(), world_hash=""), [])
+        state.take_dirty()
+        state.tick_started(2, [first])
+        if read_under_way:
+            assert (state.rows[f"character:{first.agent}"].state, state.queued) == ("queued", 0)
+        notes.append(ended(first, text="Again.", tick=2))
+        state.tick_finished(TickRecord(tick=2, started_at=2.0, finished_at=4.0, calls=(), world_hash=""), [])
+        one, two = state.rows[f"character:{first.agent}"], state.rows[f"character:{second.agent}"]
+        assert (one.state, one.line) == ("done", "Again.")
+        assert (two.state, two.line, two.reason) == ("—", "Then.", None)
+        assert {one.key, two.key} <= state.take_dirty()
+        assert state.degraded_total == 1 and state.calls_total == 4
+
     def test_a_caller_kind_the_dashboard_does_not_know_is_shown_by_its_name(self) -> None:
         """A world's own kind of caller (the lead's open caller kinds): a row labelled
         with the kind, its degradations counted in a column of its own."""
