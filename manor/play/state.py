@@ -33,6 +33,7 @@ from ..tick.statistics import PlatformRejections, empty_degradations, percentile
 from ..worlds.world import world_marks
 
 if TYPE_CHECKING:
+    from ..tick.admitted import Heard
     from ..tick.loop import CallNotes, TickLoop
     from ..worlds import World
 
@@ -132,6 +133,8 @@ class DashboardState(Instrument):
         # Calls taken in by a catch-up while they were still out (queued or running),
         # looked at again by the next: in the order they started.
         self._out: CallNotes = []
+        # Their rows, found once: a read while calls are out looks at every one of them.
+        self._rows_out: dict[Heard, CallerRow] = {}
         # The tick under way's requests, while its rows have not been shown yet as
         # queued (``_show_tick_rows``): a tick no panel reads while it runs never is.
         self._requests: Sequence[Request] | None = None
@@ -474,17 +477,22 @@ class DashboardState(Instrument):
         and the counts follow: looked at on every read while calls are out, since a
         call is admitted, or ends, with nothing noted."""
         queued = running = 0
-        if self._out:
+        rows_out = self._rows_out
+        if not self._out:
+            rows_out.clear()
+        else:
             by_call, row_for, dirty = self._by_call, self._row, self._dirty
             changed = False
             for heard in self._out:
-                request = heard.request
                 state: CallerState
                 if heard.at is None:
                     queued, state = queued + 1, "queued"
                 else:
                     running, state = running + 1, "running"
-                row = by_call.get((request.caller, request.agent)) or row_for(request.caller, request.agent)
+                row = rows_out.get(heard)
+                if row is None:
+                    request = heard.request
+                    row = rows_out[heard] = by_call.get((request.caller, request.agent)) or row_for(request.caller, request.agent)
                 if row.state != state:
                     row.state, changed = state, True
                     dirty.add(row.key)
