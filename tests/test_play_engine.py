@@ -23,7 +23,8 @@ from manor.play.widgets.agents import readable
 from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.run.engine import Engine, build_engine
 from manor.tick.driver import TickDriver
-from manor.tick.instruments import Instrument
+from manor.tick.admitted import Heard
+from manor.tick.instruments import Instrument, Instruments
 from manor.tick.loop import TickLoop
 from manor.tick.statistics import RunStatistics
 from manor.worlds import create_world, load_scene
@@ -391,9 +392,10 @@ class TestDashboardState:
         assert state.finished >= state.planned
 
     def test_no_hook_runs_per_call_the_loop_notes_the_calls_in_bulk(self) -> None:
-        """The dashboard hooks no call: the loop appends each call's start, admission
-        and end to the state's notes (``TickLoop.call_notes``), which a read takes in;
-        a second reader of one loop's notes is refused (it would take the first's)."""
+        """The dashboard hooks no call: the loop appends each call's ``Heard`` to the
+        state's notes as it starts, once (``TickLoop.call_notes``), which learns its
+        admission and its record, and a read takes them in; a second reader of one
+        loop's notes is refused (it would take the first's)."""
         e = engine()
         state = DashboardState(e.scene)
         taken: list[int] = []
@@ -401,8 +403,9 @@ class TestDashboardState:
         class Notes(Instrument):
             def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
                 assert e.loop.call_notes is not None
-                # A start, an admission and an end per call of the tick, none taken yet.
+                # One note per call of the tick, each ended, none taken yet.
                 taken.append(len(e.loop.call_notes))
+                assert all(heard.record is not None for heard in e.loop.call_notes)
 
         e.loop.add_instrument(Notes())  # hears a tick end before the state
         e.loop.add_instrument(state)
@@ -410,7 +413,7 @@ class TestDashboardState:
         assert all(instrument is not state for hook in per_call for instrument, _ in e.loop.instruments.by_hook[hook])
         trio.run(TickDriver(e.loop).run, 2, clock=trio.testing.MockClock(autojump_threshold=0))
         calls = len(e.loop.world.plan())
-        assert taken == [3 * calls, 3 * calls]
+        assert taken == [calls, calls]
         assert e.loop.call_notes == []  # the state's tick end took them in
         assert state.calls_total == 2 * calls and state.finished == state.planned == calls
         with pytest.raises(ValueError, match="another reader"):
@@ -428,18 +431,22 @@ class TestDashboardState:
         rows = len(state.rows)
         notes = e.loop.call_notes  # the loop notes its calls for the state (``run_started``)
         assert notes is not None
-        notes.append(request)
+        heard = Heard(request, Instruments())
+        notes.append(heard)
         row = state.rows[f"{request.caller}:{request.agent}"]
         assert (row.state, row.key, state.take_dirty()) == ("queued", f"character:{request.agent}", {row.key})
-        record = CallRecord(tick=1, ticket=0, caller="character", agent=request.agent, queued_at=0.0, admitted_at=1.0,
-                            finished_at=3.5, outcome="ok", text="Hello.")
-        notes.append(record)
+        assert (state.queued, state.running) == (1, 0)
+        heard.at = 1.0  # admitted: nothing more is noted, a read sees it
+        assert (state.queued, state.running, row.state, state.take_dirty()) == (0, 1, "running", {row.key})
+        heard.record = CallRecord(tick=1, ticket=0, caller="character", agent=request.agent, queued_at=0.0,
+                                  admitted_at=1.0, finished_at=3.5, outcome="ok", text="Hello.")  # fmt: skip
         assert state.rows[row.key] is row  # the loop only notes a call: reading the state takes it in
         assert (row.state, row.latency, row.line) == ("done", 2.5, "Hello.")
+        assert (state.queued, state.running, state.finished) == (0, 0, 1)
         assert len(state.rows) == rows
         assert state.take_dirty() == {row.key}
         stranger = Request(caller=CallerKind.SCENE_BEAT, agent="stranger", tick=1)
-        notes.append(stranger)
+        notes.append(Heard(stranger, Instruments()))
         assert state.rows["scene_beat:stranger"].state == "queued"
         assert state.take_dirty() == {"scene_beat:stranger"}
 
@@ -511,6 +518,42 @@ class TestDashboardState:
         assert list(state.degradations_total) == list(state.degradations_tick) == ["wolf", "seer"]
         assert all(list(reasons) == list(REASONS) for reasons in state.degradations_total.values())
 
+    @pytest.mark.parametrize("read_under_way", [False, True])
+    def test_a_ticks_rows_are_the_same_whether_or_not_it_was_read_under_way(self, read_under_way: bool) -> None:
+        """A tick no read saw under way is taken in at its end only: its rows show its
+        calls' ends, the tick before's others none ("—", their line kept), as when a
+        read saw it queued; a row whose call ended ok and then degraded in one catch-up
+        keeps the ok call's line and shows the degraded one."""
+        e = engine()
+        state = DashboardState(e.scene)
+        state.run_started(e.loop)
+        notes = e.loop.call_notes
+        assert notes is not None
+        first, second = e.loop.world.plan()[:2]
+
+        def ended(request: Request, outcome: str = "ok", text: str = "Hi.", tick: int = 1) -> Heard:
+            heard = Heard(request, Instruments())
+            heard.at = 1.0
+            heard.record = CallRecord(tick=tick, ticket=0, caller=str(request.caller), agent=request.agent, queued_at=0.0,
+                                      admitted_at=1.0, finished_at=2.0, outcome=outcome,  # type: ignore[arg-type]
+                                      reason=None if outcome == "ok" else "provider_error", text=text)  # fmt: skip
+            return heard
+
+        state.tick_started(1, [first, second])
+        notes.extend([ended(first), ended(second, text="Then."), ended(second, "degraded", "")])
+        state.tick_finished(TickRecord(tick=1, started_at=0.0, finished_at=2.0, calls=(), world_hash=""), [])
+        state.take_dirty()
+        state.tick_started(2, [first])
+        if read_under_way:
+            assert (state.rows[f"character:{first.agent}"].state, state.queued) == ("queued", 0)
+        notes.append(ended(first, text="Again.", tick=2))
+        state.tick_finished(TickRecord(tick=2, started_at=2.0, finished_at=4.0, calls=(), world_hash=""), [])
+        one, two = state.rows[f"character:{first.agent}"], state.rows[f"character:{second.agent}"]
+        assert (one.state, one.line) == ("done", "Again.")
+        assert (two.state, two.line, two.reason) == ("—", "Then.", None)
+        assert {one.key, two.key} <= state.take_dirty()
+        assert state.degraded_total == 1 and state.calls_total == 4
+
     def test_a_caller_kind_the_dashboard_does_not_know_is_shown_by_its_name(self) -> None:
         """A world's own kind of caller (the lead's open caller kinds): a row labelled
         with the kind, its degradations counted in a column of its own."""
@@ -520,7 +563,9 @@ class TestDashboardState:
         record = CallRecord(tick=1, ticket=0, caller="werewolf", agent="wolf", queued_at=0.0, admitted_at=None,
                             finished_at=30.0, outcome="degraded", reason="gate_timeout", error="no gate slot within 30s")  # fmt: skip
         assert e.loop.call_notes is not None
-        e.loop.call_notes.append(record)
+        heard = Heard(Request(caller="werewolf", agent="wolf", tick=1), Instruments())
+        heard.record = record
+        e.loop.call_notes.append(heard)
         row = state.rows["werewolf:wolf"]
         assert (row.kind, row.state, row.error) == ("werewolf", "degraded", "no gate slot within 30s")
         assert state.degradations_total["werewolf"]["gate_timeout"] == state.degradations_tick["werewolf"]["gate_timeout"] == 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, final
 
 import attrs
@@ -33,6 +33,7 @@ from ..tick.statistics import PlatformRejections, empty_degradations, percentile
 from ..worlds.world import world_marks
 
 if TYPE_CHECKING:
+    from ..tick.admitted import Heard
     from ..tick.loop import CallNotes, TickLoop
     from ..worlds import World
 
@@ -124,11 +125,19 @@ class DashboardState(Instrument):
     """
 
     def __init__(self, scene: Scene, *, history: int = 120, story_kept: int = 500, calls_kept: int = CALLS_KEPT) -> None:
-        # What the loop noted of its calls since the last catch-up, in order
-        # (``TickLoop.call_notes``): a call started (its request), admitted (its
-        # request and when) or finished (its record). The loop holds this very list:
+        # The calls the loop started since the last catch-up, in order
+        # (``TickLoop.call_notes``): each call's ``Heard``, which knows whether it was
+        # admitted (``at``) and, once ended, its record. The loop holds this very list:
         # it is emptied in place.
         self._notes: CallNotes = []
+        # Calls taken in by a catch-up while they were still out (queued or running),
+        # looked at again by the next: in the order they started.
+        self._out: CallNotes = []
+        # Their rows, found once: a read while calls are out looks at every one of them.
+        self._rows_out: dict[Heard, CallerRow] = {}
+        # The tick under way's requests, while its rows have not been shown yet as
+        # queued (``_show_tick_rows``): a tick no panel reads while it runs never is.
+        self._requests: Sequence[Request] | None = None
         # Bumped on every change (``version``).
         self._version = 0
         #: The tick under way, or ``None`` between ticks.
@@ -137,16 +146,17 @@ class DashboardState(Instrument):
         self.tick = 0
         self._ticks: deque[TickFigures] = deque(maxlen=history)
         # Finished ticks not yet worked into figures (``ticks``): a tick's number,
-        # makespan, admission-to-answer latencies, calls and calls degraded. Worked out
-        # when read (a frame), for the newest ``history`` only: per frame, not per tick.
-        self._ticks_pending: list[tuple[int, float, list[float], int, int]] = []
+        # makespan, calls and calls degraded. Worked out when read (a frame), for the
+        # newest ``history`` only: per frame, not per tick.
+        self._ticks_pending: list[tuple[int, float, Sequence[CallRecord], int]] = []
         # A tick ended since the world's marks were last taken onto the rows.
         self._marks_due = False
         #: Every finished tick's makespan, and whether a call of it degraded (index:
         #: tick - 1): the whole run at a glance, at 9 bytes a tick.
         self.makespans = array("d")
         self.degraded_ticks = bytearray()
-        # Admission-to-answer latencies of the tick under way's calls, for its p50.
+        # Admission-to-answer latencies of the tick under way's calls, for its p50, as
+        # far as a read under way took them in.
         self._latencies: list[float] = []
         # ``degradations_tick`` and ``degradations_total``: the manor world's kinds
         # until a run starts, then its world's.
@@ -210,11 +220,12 @@ class DashboardState(Instrument):
         pending = self._ticks_pending
         if pending:
             kept = self._ticks.maxlen
-            for tick, makespan, latencies, calls, degraded in pending if kept is None else pending[-kept:]:
+            for tick, makespan, calls, degraded in pending if kept is None else pending[-kept:]:
+                latencies = [call.finished_at - call.admitted_at for call in calls if call.admitted_at is not None]
                 self._ticks.append(
                     TickFigures(
                         tick=tick, makespan=makespan, p50=percentile(latencies, 50),
-                        max=max(latencies, default=0.0), calls=calls, degraded=degraded,
+                        max=max(latencies, default=0.0), calls=len(calls), degraded=degraded,
                     )  # fmt: skip
                 )
             pending.clear()
@@ -302,6 +313,8 @@ class DashboardState(Instrument):
                 self._row(request.caller, request.agent)
 
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
+        """A tick starts: its rows are shown as queued when a read first finds it under
+        way (``_show_tick_rows``); a tick that ends unread shows its calls' ends only."""
         self._catch_up()
         self.current_tick = tick
         if self._loop is not None:
@@ -311,6 +324,16 @@ class DashboardState(Instrument):
         self._degraded_in_tick = 0
         self._latencies = []
         self.planned, self._queued, self._running, self._finished = len(requests), 0, 0, 0
+        self._requests = requests
+        self._version += 1
+
+    def _show_tick_rows(self) -> None:
+        """The tick under way's rows shown as queued (in planning order, rows met for the
+        first time made), and the rows of the tick before with no call in this one as
+        having none ("—", dimmed, their last line kept), not a state left from then."""
+        requests, self._requests = self._requests, None
+        if requests is None:
+            return
         rows, mark, row_for = self._by_call, self._dirty.add, self._row
         previous, self._in_tick = self._in_tick, []
         in_tick = self._in_tick.append
@@ -320,23 +343,18 @@ class DashboardState(Instrument):
             row.state = "queued"
             mark(row.key)
             in_tick(row)
-        dirty = self._dirty
-        # A row shows its caller's call of this tick: one with none this tick shows so
-        # ("—", dimmed, its last line kept), not a state left from an earlier tick.
         for row in previous:
             if row.state != "queued":
                 row.state, row.reason, row.error = "—", None, ""
-                dirty.add(row.key)
-        self._version += 1
+                mark(row.key)
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        self._catch_up()
+        self._catch_up(ended=True)
         if self._finished == len(record.calls):  # the calls that ended are the tick's own
-            latencies, degraded = self._latencies, self._degraded_in_tick
+            degraded = self._degraded_in_tick
         else:  # some were repaired: their records are not the tick's
-            latencies = [call.latency for call in record.calls if call.admitted_at is not None]
             degraded = sum(1 for call in record.calls if not call.ok)
-        self._ticks_pending.append((record.tick, record.makespan, latencies, len(record.calls), degraded))
+        self._ticks_pending.append((record.tick, record.makespan, record.calls, degraded))
         self.makespans.append(record.makespan)
         self.degraded_ticks.append(degraded > 0)
         self.tick = record.tick
@@ -350,78 +368,139 @@ class DashboardState(Instrument):
 
     # -- the notes ------------------------------------------------------------------------
 
-    def _catch_up(self) -> None:
-        """Take the calls noted since the last catch-up into the counts, the rows and
-        the histories, as if each had been taken as it happened."""
-        if not self._notes:
-            return
-        notes = self._notes.copy()
-        self._notes.clear()
-        self._version += 1
-        by_call, row_for, mark = self._by_call, self._row, self._dirty.add
-        latency_of = self._latencies.append
-        degradations_tick, degradations_total = self._degradations_tick, self._degradations_total
-        started = admitted = records = unadmitted = 0
-        for note in notes:
-            kind = type(note)
-            if kind is tuple:
-                admitted += 1
-                continue
-            if kind is not CallRecord:
-                started += 1
-                continue
-            record: CallRecord = note  # type: ignore[assignment]
-            records += 1
-            caller, agent = record.caller, record.agent
-            row = by_call.get((caller, agent)) or row_for(caller, agent)
-            mark(row.key)
-            row.calls.append(record)
-            admitted_at = record.admitted_at
-            if admitted_at is None:
-                unadmitted += 1
-            else:
-                row.latency = latency = record.finished_at - admitted_at
-                latency_of(latency)
-            if record.outcome == "ok":
-                row.state = "done"
-                row.line = record.text
-                row.reason = None
-                row.error = ""
-                if record.attempts > 1:
-                    self._rejections.count((record,))
-            else:
-                row.state, row.reason, row.error = "degraded", record.reason, record.error
-                reason = record.reason or "provider_error"
-                _count(degradations_tick, record.caller, reason)
-                _count(degradations_total, record.caller, reason)
-                self._degraded_total += 1
-                self._degraded_in_tick += 1
-                # Counted as the call ends, not as its tick does: the gate panel's
-                # rejections grow with the degraded panel's platform_rejected.
-                self._rejections.count((record,))
-        self._queued += started - admitted - unadmitted
-        self._running += admitted - (records - unadmitted)
-        self._finished += records
-        self._calls_total += records
-        if self._queued or self._running:
-            self._take_calls_in_flight(notes)
+    def _catch_up(self, *, ended: bool = False) -> None:
+        """Take the calls started since the last catch-up, and those still out at it, into
+        the counts, the rows and the histories, as if each had been taken as it
+        happened. ``ended``: the tick has ended (all its calls with it), so its rows are
+        the rows of its calls.
 
-    def _take_calls_in_flight(self, notes: CallNotes) -> None:
-        """Rows with a call queued or running show so: the rows whose last note is
-        a call started or admitted (the others' last is a record, taken already). Only
-        while calls are out: not at a tick's end."""
+        A call's row takes only its last call ended in the catch-up (its state, line,
+        latency), unless a call ended in a way the row says more of (degraded, retried,
+        never admitted): those are taken one by one, in order."""
+        notes, out = self._notes, self._out
+        if self._requests is not None and not ended:  # read while the tick is under way
+            self._show_tick_rows()
+        if not notes and not out:
+            if ended:
+                self._end_tick_rows(())
+            return
+        if out:
+            heards = out + notes
+            out.clear()
+        else:
+            heards = notes.copy()
+        notes.clear()
         by_call, row_for, dirty = self._by_call, self._row, self._dirty
-        seen: set[tuple[str, str]] = set()
-        for note in reversed(notes):
-            request = note[0] if type(note) is tuple else note  # type: ignore[index]
-            key = (request.caller, request.agent)  # type: ignore[union-attr]
-            if key in seen:
+        # Each row's last call ended ok, admitted, at the first try (``last``); the rows
+        # of the others, taken one by one (``taken``).
+        last: dict[CallerRow, CallRecord] = {}
+        taken: list[CallerRow] = []
+        still_out = out.append
+        for heard in heards:
+            record = heard.record
+            if record is None:
+                still_out(heard)
                 continue
-            seen.add(key)
-            if type(note) is not CallRecord:
-                row = by_call.get(key) or row_for(*key)
-                row.state = "running" if type(note) is tuple else "queued"
+            caller, agent = record.caller, record.agent
+            row = by_call.get((caller, agent))
+            if row is None:  # a caller met for the first time: its tick's rows, in planning order
+                for request in self._requests or ():
+                    row_for(request.caller, request.agent)
+                row = row_for(caller, agent)
+            row.calls.append(record)
+            if record.outcome == "ok" and record.attempts == 1 and record.admitted_at is not None:
+                last[row] = record
+            else:
+                self._take_call(row, record, last)
+                taken.append(row)
+        records = len(heards) - len(out)
+        if records:
+            self._version += 1
+            self._finished += records
+            self._calls_total += records
+            for row, record in last.items():
+                row.state, row.line, row.reason, row.error = "done", record.text, None, ""
+                row.latency = record.finished_at - record.admitted_at  # type: ignore[operator]
                 dirty.add(row.key)
+            if self.current_tick is not None and not ended:  # the tick under way's p50
+                self._latencies.extend(
+                    heard.record.finished_at - heard.record.admitted_at  # type: ignore[union-attr,operator]
+                    for heard in heards
+                    if heard.record is not None and heard.record.admitted_at is not None
+                )
+        if ended:
+            self._end_tick_rows((*last, *taken))
+        self._take_calls_out()
+
+    def _take_call(self, row: CallerRow, record: CallRecord, last: dict[CallerRow, CallRecord]) -> None:
+        """A call that ended degraded, retried or never admitted, onto its row and the
+        counts (after the row's call before it in the same catch-up, if any)."""
+        earlier = last.pop(row, None)
+        if earlier is not None:
+            row.line, row.latency = earlier.text, earlier.finished_at - earlier.admitted_at  # type: ignore[operator]
+        self._dirty.add(row.key)
+        admitted_at = record.admitted_at
+        if admitted_at is not None:
+            row.latency = record.finished_at - admitted_at
+        if record.outcome == "ok":
+            row.state, row.line, row.reason, row.error = "done", record.text, None, ""
+            if record.attempts > 1:
+                self._rejections.count((record,))
+            return
+        row.state, row.reason, row.error = "degraded", record.reason, record.error
+        reason = record.reason or "provider_error"
+        _count(self._degradations_tick, record.caller, reason)
+        _count(self._degradations_total, record.caller, reason)
+        self._degraded_total += 1
+        self._degraded_in_tick += 1
+        # Counted as the call ends, not as its tick does: the gate panel's rejections
+        # grow with the degraded panel's platform_rejected.
+        self._rejections.count((record,))
+
+    def _end_tick_rows(self, rows: Iterable[CallerRow]) -> None:
+        """At the end of a tick no read saw under way: its rows are ``rows``, those its
+        calls ended on; the tick before's others now show none ("—", dimmed, their last
+        line kept), as they would have from the tick's start."""
+        if self._requests is None:
+            return
+        self._requests = None
+        current = set(rows)
+        previous, self._in_tick = self._in_tick, list(current)
+        dirty = self._dirty
+        for row in previous:
+            if row not in current:
+                row.state, row.reason, row.error = "—", None, ""
+                dirty.add(row.key)
+
+    def _take_calls_out(self) -> None:
+        """Rows with a call out show it queued or running (a retry's row included),
+        and the counts follow: looked at on every read while calls are out, since a
+        call is admitted, or ends, with nothing noted."""
+        queued = running = 0
+        rows_out = self._rows_out
+        if not self._out:
+            rows_out.clear()
+        else:
+            by_call, row_for, dirty = self._by_call, self._row, self._dirty
+            changed = False
+            for heard in self._out:
+                state: CallerState
+                if heard.at is None:
+                    queued, state = queued + 1, "queued"
+                else:
+                    running, state = running + 1, "running"
+                row = rows_out.get(heard)
+                if row is None:
+                    request = heard.request
+                    row = rows_out[heard] = by_call.get((request.caller, request.agent)) or row_for(request.caller, request.agent)
+                if row.state != state:
+                    row.state, changed = state, True
+                    dirty.add(row.key)
+            if changed:
+                self._version += 1
+        if (queued, running) != (self._queued, self._running):
+            self._queued, self._running = queued, running
+            self._version += 1
 
     # -- the tick shown -------------------------------------------------------------------
 

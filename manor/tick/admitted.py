@@ -33,10 +33,11 @@ from .instruments import Instruments
 
 __all__ = ["CALL_TASK", "CallNotes", "End", "FiredAtAdmission", "Heard", "fire_at_admission", "gate_of"]
 
-#: The calls' events in the order they happened, for a reader that takes them in bulk
-#: (``TickLoop.call_notes``): a call started (its request), admitted (its request and
-#: when) or ended (its record).
-CallNotes = list[Request | tuple[Request, float] | CallRecord]
+#: The calls made, in the order they started, for a reader that takes them in bulk
+#: (``TickLoop.call_notes``): each call's ``Heard``, which learns its admission (``at``)
+#: and, once it has ended, its record (``record``) as the call goes on. One append a
+#: call, nothing more: the reader works out queued, running and ended when it reads.
+CallNotes = list["Heard"]
 
 #: The name trio gives a call's task, said once: trio would work it out for every call.
 CALL_TASK = "manor: a call"
@@ -47,17 +48,20 @@ class Heard:
     through, as it hears it — the gate's admission, or with no gate the platform's
     session (``at``; ``None`` until then) — and when the gate took its slot back
     (``released_at``), which is the call's end. It hears the layers' events only
-    (``Stack.answer``): the backend answers by its fast path. An object a call, not a
-    closure: a closure would need a cell and a dict of its own for every call."""
+    (``Stack.answer``): the backend answers by its fast path. The tick loop gives it the
+    call's record when the call has ended (``record``; ``None`` until then), so that a
+    reader of the notes (``CallNotes``) tells a call queued, running or ended by its
+    ``Heard`` alone. An object a call, not a closure: a closure would need a cell and a
+    dict of its own for every call."""
 
-    __slots__ = ("at", "instruments", "notes", "released_at", "request")
+    __slots__ = ("at", "instruments", "record", "released_at", "request")
 
-    def __init__(self, request: Request, instruments: Instruments, notes: CallNotes | None) -> None:
+    def __init__(self, request: Request, instruments: Instruments) -> None:
         self.at: float | None = None
         self.released_at: float | None = None
+        self.record: CallRecord | None = None
         self.request = request
         self.instruments = instruments
-        self.notes = notes
 
     def heard(self, event: Event) -> None:
         if type(event) is Released:
@@ -70,8 +74,6 @@ class Heard:
                 self.at = current_time()  # said as the session opens
             else:
                 return
-            if self.notes is not None:
-                self.notes.append((self.request, self.at))
             if self.instruments.by_hook["call_admitted"]:
                 self.instruments.call("call_admitted", self.request, self.at)
 
@@ -92,13 +94,12 @@ class FiredAtAdmission(Heard):
         self,
         request: Request,
         instruments: Instruments,
-        notes: CallNotes | None,
         queued_at: float,
         index: int,
         firing: _Firing,
         states: list[object],
     ) -> None:
-        super().__init__(request, instruments, notes)
+        super().__init__(request, instruments)
         self.queued_at = queued_at
         self.index = index
         self.firing = firing
@@ -163,7 +164,8 @@ async def fire_at_admission(
     task_status: trio.TaskStatus[None],
 ) -> None:
     """Make ``requests`` (``(index, request)``, ticketed, in ticket order): each judged
-    now, its task started at its admission; each ended call goes to ``end``. Reports
+    now, its task started at its admission, each noted in ``notes`` if given (the calls
+    in ticket order); each ended call goes to ``end``. Reports
     started once every call is judged and in line at the gate, and returns once every call
     has ended.
 
@@ -171,8 +173,6 @@ async def fire_at_admission(
     the cancellation, as tasks parked there would: before a call let through and
     cancelled gives its slot back, which would admit them only to be cancelled.
     """
-    if notes is not None:
-        notes.extend(request for _, request in requests)
     if instruments.by_hook["call_started"]:
         for _, request in requests:
             instruments.call("call_started", request)
@@ -192,10 +192,13 @@ async def fire_at_admission(
         # (the clock is read once, not twice a call: on the virtual clock no time passes
         # between them, on the real one only this loop's).
         now = current_time()
+        note = None if notes is None else notes.append
         try:
             for index, request in requests:
                 states: list[object] = []
-                call = FiredAtAdmission(request, instruments, notes, now, index, firing, states)
+                call = FiredAtAdmission(request, instruments, now, index, firing, states)
+                if note is not None:
+                    note(call)
                 try:
                     split.judge(request, states)
                 except CallError as exc:  # refused above the gate: its ticket stalls nobody

@@ -108,10 +108,11 @@ class TickLoop:
     players: frozenset[str] = attrs.field(
         init=False, default=attrs.Factory(lambda self: frozenset(k for k, c in self.world.callers.items() if c.player), takes_self=True)
     )
-    #: Where a reader that takes the calls' events in bulk finds them (the dashboard, at
-    #: its frames), rather than by a hook per call: when a list, every call appends its
-    #: start, its admission and its end to it (``CallNotes``); the reader empties it in
-    #: place. ``None``: nobody reads them.
+    #: Where a reader that takes the calls in bulk finds them (the dashboard, at its
+    #: frames), rather than by a hook per call: when a list, every call appends its
+    #: ``Heard`` to it as it starts, which learns its admission and its record as the
+    #: call goes on (``CallNotes``); the reader empties it in place. ``None``: nobody
+    #: reads them.
     call_notes: CallNotes | None = attrs.field(default=None, init=False)
     _deadline: float = attrs.field(default=math.inf, init=False)
     _started: bool = attrs.field(default=False, init=False)
@@ -320,8 +321,6 @@ class TickLoop:
         the call as ``cancelled``. The call's ticket is withdrawn if it never reached
         the gate, so it cannot stall the tickets behind it.
         """
-        if self.call_notes is not None:
-            self.call_notes.append(request)
         self.instruments.call("call_started", request)
         return await self._make(request, stack, attempts)
 
@@ -346,7 +345,9 @@ class TickLoop:
         queued_at = current_time()
         done: Done | None = None
         failure: CallError | None = None
-        admission = Heard(request, self.instruments, self.call_notes)
+        admission = Heard(request, self.instruments)
+        if self.call_notes is not None:
+            self.call_notes.append(admission)
         listener = admission.heard
 
         cancelled = False
@@ -420,9 +421,7 @@ class TickLoop:
             )
         else:
             record = self._degraded(request, queued_at, admitted_at, finished_at, attempts, failure, done if failure else None, repairs)
-        notes = self.call_notes
-        if notes is not None:
-            notes.append(record)
+        admission.record = record  # for a reader of the notes: this call has ended
         if hooked["call_finished"]:
             instruments.call("call_finished", record)
         if finished is not None:
@@ -526,11 +525,8 @@ class TickLoop:
             return
         make = self._make
         heard = self.instruments.by_hook["call_started"]
-        notes = self.call_notes
         async with trio.open_nursery() as nursery:
             for index, request in in_order:
-                if notes is not None:
-                    notes.append(request)
                 if heard:
                     self.instruments.call("call_started", request)
                 if one_by_one:
