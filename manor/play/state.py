@@ -144,6 +144,7 @@ class DashboardState(Instrument):
         self.current_tick: int | None = None
         #: The last finished tick (0 before the first).
         self.tick = 0
+        self._history = history
         self._ticks: deque[TickFigures] = deque(maxlen=history)
         # Finished ticks not yet worked into figures (``ticks``): a tick's number,
         # makespan, calls and calls degraded. Worked out when read (a frame), for the
@@ -219,8 +220,7 @@ class DashboardState(Instrument):
         ``history``)."""
         pending = self._ticks_pending
         if pending:
-            kept = self._ticks.maxlen
-            for tick, makespan, calls, degraded in pending if kept is None else pending[-kept:]:
+            for tick, makespan, calls, degraded in pending[-self._history :]:
                 latencies = [call.finished_at - call.admitted_at for call in calls if call.admitted_at is not None]
                 self._ticks.append(
                     TickFigures(
