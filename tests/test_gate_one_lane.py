@@ -96,10 +96,11 @@ def _admissions(
                     gate.allow(number, until)
                 saw("changed", kind)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(changes)
-            for index in scenario.spawn_order:
-                nursery.start_soon(caller, index)
+        with trio.fail_after(10_000):  # a gate that loses a caller fails, not hangs
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(changes)
+                for index in scenario.spawn_order:
+                    nursery.start_soon(caller, index)
         return seen
 
     trio._core._run._r.seed(26)
