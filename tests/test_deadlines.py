@@ -18,8 +18,9 @@ from strategies import overlapping_calls
 from manor.admission.limiter import SessionLimiter
 from manor.calls import Done, Event, Request
 from manor.errors import CallError, CallTimeout, error_line
-from manor.layers import Layer, PlatformLayer, Stack, TimeoutLayer
-from manor.layers.stack import Inner, Listener
+from manor.admission.gate import Gate
+from manor.layers import GateLayer, Layer, PlatformLayer, Stack, TimeoutLayer
+from manor.layers.stack import HandedDown, Inner, Listener
 from manor.providers import Provider, SimProfile, SimProvider
 from manor.providers.provider import DeadlineReached, by_deadline, call_deadline
 from manor.worlds import load_scene
@@ -48,6 +49,17 @@ class _Sleepy(Layer):
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         await trio.sleep(5.0)
         return await inner(request, listener)
+
+
+class _Stamp(Layer):
+    """A user's own layer between the gate (50) and the timeout (60), that never waits."""
+
+    priority = 55
+    passes_deadline = True
+
+    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
+        done = await inner(request, listener)
+        return Done(text=f"[stamped] {done.text}", usage=done.usage)
 
 
 def _hearing(event: Event) -> None:
@@ -157,6 +169,23 @@ class TestWhenItIsHandedDown:
         after the call, and the timeout's error as ever."""
         [(outcome, ended)] = _ends_through(_stack(_sim([(0.0, 3.0)]), 2.0))
         assert (outcome, ended) == ("CallTimeout: no answer within 2s", 12.0)
+
+    @pytest.mark.parametrize("latency", [1.0, 3.0])
+    @pytest.mark.parametrize("stamped", [False, True])
+    def test_set_in_the_gate_layers_frame(self, latency: float, stamped: bool) -> None:
+        """Right below the gate, the timeout's deadline is set in the gate layer's frame
+        (``HandedDown``, no frame of its own); a user's layer in between has it set in a
+        frame of the timeout's, as ever. The same ends either way, and no deadline left."""
+        more: list[Layer] = [GateLayer(Gate(size=1), timeout=5.0), *([_Stamp()] if stamped else [])]
+        stack = _stack(_sim([(0.0, latency)]), 2.0, *more)
+        below = stack.split.below if stack.split is not None else None
+        assert (type(below) is HandedDown) is not stamped
+        [(outcome, ended)] = _ends_through(stack)
+        if latency > 2.0:
+            assert (outcome, ended) == ("CallTimeout: no answer within 2s", 12.0)
+        else:
+            assert outcome.endswith("one two three four") and outcome.startswith("[stamped]") is stamped
+            assert ended < 12.0
 
     @pytest.mark.trio
     async def test_by_deadline(self, autojump_clock: trio.testing.MockClock) -> None:

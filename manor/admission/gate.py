@@ -276,6 +276,9 @@ class Gate(TicketBook[_Waiter]):
     _watching: int = attrs.field(default=0, init=False)
     _keeping: bool = attrs.field(default=False, init=False)
     _timer: trio.CancelScope | None = attrs.field(default=None, init=False, repr=False)
+    # The timer's deadline, as set here: read at every wait watched, where the scope's
+    # own ``deadline`` is a Python property.
+    _timer_at: float = attrs.field(default=math.inf, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._tokens = float(self._burst)
@@ -497,7 +500,10 @@ class Gate(TicketBook[_Waiter]):
         self._waiting += 1
         if self._claims is not None:
             self._count_arrival(waiter.lane, 1)
-        self._dispatch(now)
+        if self._rate or self._fair or self._in_flight < self._size:
+            # (Every slot taken, without a bucket or shares, a dispatch would admit
+            # nothing and change nothing.)
+            self._dispatch(now)
         if waiter.stage == _ADMITTED:
             return self._permit(waiter)
         return waiter
@@ -611,8 +617,8 @@ class Gate(TicketBook[_Waiter]):
         if not self._keeping:
             self._keeping = True
             trio.lowlevel.spawn_system_task(self._keep_time, name="manor: the gate's timekeeper")
-        elif self._timer is not None and waiter.deadline < self._timer.deadline:
-            self._timer.deadline = waiter.deadline
+        elif self._timer is not None and waiter.deadline < self._timer_at:
+            self._timer.deadline = self._timer_at = waiter.deadline
 
     def _unwatch(self) -> None:
         """A watched wait is over (admitted, timed out, cancelled); with the last, the
@@ -621,13 +627,14 @@ class Gate(TicketBook[_Waiter]):
         if not self._watching:
             self._watched.clear()
             if self._timer is not None:
-                self._timer.deadline = math.inf
+                self._timer.deadline = self._timer_at = math.inf
 
     async def _keep_time(self) -> None:
         """Wake the watched waits at their deadlines with one timer, until the run ends."""
         try:
             while True:
-                with trio.CancelScope(deadline=self._next_deadline()) as self._timer:
+                self._timer_at = self._next_deadline()
+                with trio.CancelScope(deadline=self._timer_at) as self._timer:
                     await trio.sleep_forever()
                 self._timer = None
                 self._expire_watched()

@@ -28,6 +28,11 @@ Like the gate, the line is strict: the ticket whose turn it is goes first, and i
 caller has not arrived yet the tickets behind it wait (docs/internals.md, "Determinism"). Lanes
 the gate says are at their cap (``max_sessions``) are passed over until a call of theirs
 ends.
+
+A line that has only ever had one lane (a single world's gate, ``manor run``) keeps no
+heap: its one lane is the head's. The heap is built from the lanes with tickets the
+moment a second lane joins (or the line is indexed, or a lane set aside), and the order
+is the same as if it had been kept all along: only a lane's one live entry counts.
 """
 
 from __future__ import annotations
@@ -65,7 +70,9 @@ class _Lane:
 class Lanes:
     """Tickets in lanes, served by start-time fair queuing on each ticket's cost."""
 
-    __slots__ = ("_active", "_aside", "_base", "_chosen", "_entries", "_finish", "_frontier", "_heap", "_index", "_now", "_weights")
+    __slots__ = (
+        "_active", "_aside", "_base", "_chosen", "_entries", "_finish", "_frontier", "_heap", "_index", "_now", "_one", "_shared", "_weights",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         # Lanes with tickets.
@@ -88,6 +95,10 @@ class Lanes:
         self._frontier: Turn | None = None
         # The lanes by turn and by slots held (``index``), once asked for.
         self._index: LaneIndex | None = None
+        # Until a second lane joins (``_share``): the one lane that has had tickets, and
+        # no heap.
+        self._one: int | None = None
+        self._shared = False
 
     def __bool__(self) -> bool:
         return bool(self._active)
@@ -117,9 +128,15 @@ class Lanes:
         if that is later: what it had beyond its share is not forgotten)."""
         queue = self._active.get(lane)
         if queue is None:
+            if not self._shared:
+                if self._one is None:
+                    self._one = lane
+                elif lane != self._one:
+                    self._share()
             start = max(self._base, self._finish.get(lane, self._base))
             self._active[lane] = queue = _Lane(start)
-            self._push(lane, queue)
+            if self._shared:
+                self._push(lane, queue)
             if self._index is not None:
                 self._index.put(lane, start)
         queue.queue.append((ticket, cost))
@@ -161,7 +178,8 @@ class Lanes:
         queue = self._active.get(lane)
         if queue is not None:
             queue.start += shift
-            self._push(lane, queue)
+            if self._shared:
+                self._push(lane, queue)
             if self._index is not None:
                 self._index.move(lane, queue.start)
 
@@ -169,6 +187,11 @@ class Lanes:
         """The ticket whose turn it is, passing over the lanes in ``capped``; ``None``
         when every lane with tickets is capped (the line must not be empty)."""
         heap, active = self._heap, self._active
+        if not self._shared:  # one lane: its head is the line's
+            lane = self._one
+            queue = None if lane is None or lane in capped else active.get(lane)
+            self._chosen = None if queue is None else lane
+            return None if queue is None else queue.queue[0][0]
         if self._frontier is not None and self._index is not None:
             lane = self._chosen = self._index.after(self._frontier, capped)
             return None if lane is None else active[lane].queue[0][0]
@@ -229,6 +252,8 @@ class Lanes:
         finish = self._finish[lane] = start + cost / self._weights.get(lane, 1.0)
         if queue.queue:
             queue.start = finish
+            if not self._shared:
+                return
             heap = self._heap
             if heap and heap[0][2] == queue.entry:
                 # Its live entry on top, as ``head`` left it: replaced there rather than
@@ -250,6 +275,7 @@ class Lanes:
         gate that holds a lane back for the rest of a dispatch looks past it once, not
         at every ``head``."""
         lane = self._take()
+        self._share()
         self._entries += 1
         queue = self._active[lane]
         queue.entry = self._entries  # its heap entry is stale until restored
@@ -275,6 +301,13 @@ class Lanes:
         assert lane is not None, "the line is empty"
         self._chosen = None
         return lane
+
+    def _share(self) -> None:
+        """From now on the heap orders the lanes: each lane with tickets put in it."""
+        if not self._shared:
+            self._shared = True
+            for lane, queue in self._active.items():
+                self._push(lane, queue)
 
     def _push(self, lane: int, queue: _Lane) -> None:
         """Put ``lane`` in the heap at its start; its older entries go stale."""
@@ -302,6 +335,7 @@ class Lanes:
         """Keep the lanes indexed by turn and by slots held from now on (each lane's
         ``holdings`` as now; then as ``hold`` says), for ``next_ready``."""
         if self._index is None:
+            self._share()
             self._index = index = LaneIndex(self._weights, holdings)
             for lane, queue in self._active.items():
                 index.put(lane, queue.start)

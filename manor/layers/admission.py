@@ -12,7 +12,8 @@ from ..admission.gate import SharedGate, SharedPermit
 from ..calls import Admitted, Done, Released, Request
 from ..clock import current_time
 from ..errors import CallError
-from .stack import Inner, Layer, Listener
+from ..providers.provider import DeadlineReached, call_deadline
+from .stack import HandedDown, Inner, Layer, Listener
 
 __all__ = ["GateLayer"]
 
@@ -50,7 +51,17 @@ class GateLayer(Layer):
             return await self._adjusted(permit, request, listener, inner)
         try:
             listener(Admitted(ticket=permit.ticket, queued_at=permit.queued_at, admitted_at=permit.admitted_at))
-            return await inner(request, listener)
+            if type(inner) is not HandedDown:
+                return await inner(request, listener)
+            # The deadline a layer right below hands down (the timeout's), set in this
+            # frame rather than one of its own: one frame fewer in the call's await chain.
+            reset = call_deadline.set(current_time() + inner.seconds)
+            try:
+                return await inner.inner(request, listener)
+            except DeadlineReached:
+                raise inner.expired() from None
+            finally:
+                call_deadline.reset(reset)
         finally:
             # The call ends now, before its slot is freed: the admission the release
             # makes comes after it, on any clock.

@@ -29,9 +29,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import ClassVar, final
 
 from ..calls import Done, Event, Request
-from ..providers.provider import Provider, stream
+from ..clock import current_time
+from ..errors import CallError
+from ..providers.provider import DeadlineReached, Provider, call_deadline, stream
 
-__all__ = ["Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
+__all__ = ["HandedDown", "Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
 
 #: Where a call's events go as they happen. It runs inside the call, so it must not block.
 Listener = Callable[[Event], None]
@@ -170,6 +172,38 @@ def _wrap(call: Callable[[Request, Listener, Inner], Awaitable[Done]], inner: In
         return call(request, listener, inner)
 
     return wrapped
+
+
+@final
+class HandedDown:
+    """A deadline ``seconds`` after the call reaches it, handed down (``call_deadline``)
+    to ``inner`` instead of a cancel scope around it, as a layer that bounds a call binds
+    it (``Layer.bind``, ``deadline_kept_below``: the timeout layer); ``expired`` is the
+    error the call fails with when the backend says the deadline came (``DeadlineReached``).
+
+    Awaited as any ``Inner``, it is a frame of its own around ``inner``. A layer right
+    above it that wraps the call in a frame anyway may do the same in its own
+    (``call_deadline`` set from now plus ``seconds``, then ``inner``, ``expired`` on
+    ``DeadlineReached``, and the deadline reset): the gate layer
+    does (``GateLayer.through``), so that a call's await chain is one frame shorter,
+    every time the call resumes.
+    """
+
+    __slots__ = ("expired", "inner", "seconds")
+
+    def __init__(self, seconds: float, inner: Inner, expired: Callable[[], CallError]) -> None:
+        self.seconds = seconds
+        self.inner = inner
+        self.expired = expired
+
+    async def __call__(self, request: Request, listener: Listener) -> Done:
+        reset = call_deadline.set(current_time() + self.seconds)
+        try:
+            return await self.inner(request, listener)
+        except DeadlineReached:
+            raise self.expired() from None
+        finally:
+            call_deadline.reset(reset)
 
 
 def _folds(layer: Layer) -> bool:

@@ -10,8 +10,7 @@ import trio
 from ..calls import Done, Request
 from ..clock import current_time
 from ..errors import CallTimeout
-from ..providers.provider import DeadlineReached, call_deadline
-from .stack import Inner, Layer, Listener
+from .stack import HandedDown, Inner, Layer, Listener
 
 __all__ = ["TimeoutLayer"]
 
@@ -53,16 +52,10 @@ class TimeoutLayer(Layer):
         if not deadline_kept_below:
             return super().bind(inner, deadline_kept_below=deadline_kept_below)
 
-        async def handed_down(request: Request, listener: Listener) -> Done:
-            reset = call_deadline.set(current_time() + self.seconds)
-            try:
-                return await inner(request, listener)
-            except DeadlineReached:
-                raise CallTimeout(self._message()) from None
-            finally:
-                call_deadline.reset(reset)
+        return HandedDown(self.seconds, inner, self._expired)
 
-        return handed_down
+    def _expired(self) -> CallTimeout:
+        return CallTimeout(self._message())
 
     def _message(self) -> str:
         return f"no answer within {self.seconds:g}s"
