@@ -83,16 +83,10 @@ class BreakerLayer(Observer):
         # True success, False failure, None says nothing (flow control, cancellation).
         outcome = True if error is None else False if isinstance(error, ProviderError | CallTimeout) else None
         now = current_time()
-        pending = self._pending
-        if pending and now != self._pending_at:
-            if len(pending) == 1:  # the usual case, one outcome an instant: counted as it is
-                _, held, trial = pending.pop()
-                self._record(held, trial, self._pending_at)
-            else:
-                self._settle()
-                pending = self._pending
+        if self._pending and now != self._pending_at:
+            self._settle()
         self._pending_at = now
-        pending.append((request, outcome, state))  # type: ignore[arg-type]
+        self._pending.append((request, outcome, state))  # type: ignore[arg-type]
 
     def arrival_order_matters(self) -> bool:
         """Only a closed circuit treats every arrival alike: an open one lets the first
@@ -115,11 +109,15 @@ class BreakerLayer(Observer):
 
     def _settle(self) -> None:
         """Count the held outcomes, in ticket order."""
-        if not self._pending:
+        pending = self._pending
+        if len(pending) == 1:  # the usual case, one outcome an instant: counted as it is
+            _, outcome, trial = pending.pop()
+            self._record(outcome, trial, self._pending_at)
             return
-        pending, self._pending = self._pending, []
-        if len(pending) > 1:  # the usual case, one outcome an instant, needs no sort
-            pending.sort(key=_ticket_order)
+        if not pending:
+            return
+        self._pending = []
+        pending.sort(key=_ticket_order)
         for _, outcome, trial in pending:
             self._record(outcome, trial, self._pending_at)
 
