@@ -822,7 +822,7 @@ class TestCrashes:
             held = await gate.acquire(timeout=10)
             child = _child(redis_url, name, holds=0, lease=1.0)
             try:
-                with trio.fail_after(20):
+                with trio.fail_after(60):  # a bound, not a wait: the child's start under load
                     while (await gate_status(redis_url, name)).statistics.waiting != 1:  # type: ignore[union-attr]
                         await trio.sleep(0.02)
                 child.send_signal(signal.SIGKILL)
