@@ -818,9 +818,12 @@ class TestCrashes:
     @pytest.mark.trio
     async def test_a_killed_waiter_leaves_the_line(self, redis_url: str) -> None:
         name = _name()
-        async with _processes(redis_url, 1, size=1, name=name, lease_s=1.0) as (gate,):
+        # A lease of 3 s, not 1: on a machine loaded 13 deep the holder's renewals were
+        # starved past a 1 s lease, its permit lapsed to the child, and no waiter ever
+        # appeared. The dead waiter leaves within the lease and a poll.
+        async with _processes(redis_url, 1, size=1, name=name, lease_s=3.0) as (gate,):
             held = await gate.acquire(timeout=10)
-            child = _child(redis_url, name, holds=0, lease=1.0)
+            child = _child(redis_url, name, holds=0, lease=3.0)
             try:
                 with trio.fail_after(60):  # a bound, not a wait: the child's start under load
                     while (await gate_status(redis_url, name)).statistics.waiting != 1:  # type: ignore[union-attr]
@@ -831,7 +834,7 @@ class TestCrashes:
                     got: list[Any] = []
 
                     async def wait() -> None:
-                        got.append(await gate.acquire(timeout=10))
+                        got.append(await gate.acquire(timeout=30))
 
                     nursery.start_soon(wait)
                     await trio.sleep(0.05)
