@@ -677,7 +677,11 @@ class TestAcrossProcesses:
                 async with trio.open_nursery() as nursery:
                     for ticket in b.issue(2):
                         nursery.start_soon(wait, ticket)
-                    await trio.sleep(0.1)
+                    # Both in line at the server before a releases (a blind 0.1 s could
+                    # be too short on a loaded machine): the grants must find them.
+                    with trio.fail_after(SEEN_WITHIN_S):
+                        while (status := await gate_status(redis_url, a.name)) is None or status.statistics.waiting < 2:
+                            await trio.sleep(0.01)
                     first.release()
                     second.release()  # grants b's two, in a's transitions: b never hears
                 assert len(timed_out) == 2
