@@ -160,6 +160,14 @@ class TestStartUp:
         # Nor, on the simulator, the HTTP client, nor pytest (trio.testing imports it
         # where it is installed: some 85 ms of every start).
         assert _of(modules, "httpx", "pytest", "_pytest", "trio.testing") == []
+        # Nor, without --save and off a terminal (a script's run, a test's), the save
+        # code or Rich's progress bar: some 7 % of a run's start-up instructions.
+        assert _of(modules, "manor.saves", "rich.progress") == []
+
+    def test_a_fleet_without_saves_loads_no_save_code_and_no_progress_bar(self) -> None:
+        modules = _modules_after(["fleet", "--worlds", "2", "--ticks", "1", "--json"])
+        assert "manor.fleet.in_process" in modules  # it did run
+        assert _of(modules, "manor.saves", "rich.progress", "textual", "manor.bench") == []
 
     @pytest.mark.parametrize("command", [command.name for command in COMMANDS])
     def test_a_command_s_help_loads_no_engine(self, command: str) -> None:
