@@ -60,7 +60,7 @@ def tick(*calls: CallRecord, makespan: float) -> TickRecord:
 class TestSmoke:
     """``manor bench --quick --json``: every key the issue names, and sane numbers."""
 
-    @pytest.mark.slow(12)
+    @pytest.mark.slow(5)
     def test_quick_json_has_every_key_and_sane_numbers(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
         """Every suite reports; positive figures, efficiency <= 1, bound <= makespan.
         The play suite in one round, not two: a round is most of a --quick run's CPU

@@ -262,7 +262,6 @@ class TestCommandLine:
         assert rows["run.clock"]["source"] == "derived: the gate is shared (gate.url)"
         assert "sesame99" not in result.stdout
 
-    @pytest.mark.slow(3.5)
     def test_gate_status_and_resize(self, redis_url: str) -> None:
         """``manor gate`` run here (it runs trio itself) while a trio run in a thread of
         this process holds a permit: the status shows the holder, a resize reaches it."""
