@@ -16,7 +16,7 @@ from manor.config import standard_sources
 from manor.experiment.bounded_wait import HANG_CHOICES
 from manor.fleet.processes import PART_COMMAND
 from manor.run.engine import configure
-from manor.saves.writer import engine_version
+from manor.version import engine_version
 
 # No manor.toml from the working directory, no MANOR_* from the environment.
 pytestmark = pytest.mark.usefixtures("isolated")
@@ -151,6 +151,12 @@ class TestStartUp:
         modules = _modules_after(["--help"])
         assert _of(modules, "trio", "rich", "textual", "coredis", "httpx", "manor.run.engine") == []
         assert [name for name in modules if name.endswith("_cmd")] == []
+
+    def test_the_version_loads_no_engine(self) -> None:
+        """``manor --version`` reads the installed version: no engine, no save code."""
+        modules = _modules_after(["--version"])
+        assert "manor.version" in modules
+        assert _of(modules, "trio", "rich", "manor.saves", "manor.tick", "manor.run.engine") == []
 
     def test_a_run_loads_no_dashboard_no_redis_client_and_no_bench(self) -> None:
         modules = _modules_after(["run", "--ticks", "1", "--json"])
