@@ -25,7 +25,7 @@ PACKAGE = Path(manor.__file__).parent
 FLOORS: list[set[str]] = [
     {
         "manor.answers", "manor.callers", "manor.calls", "manor.clock", "manor.errors", "manor.folds", "manor.limits", "manor.output_file",
-        "manor.records", "manor.templates", "manor.timer", "manor.wording",
+        "manor.records", "manor.templates", "manor.timer", "manor.version", "manor.wording",
     },
     {"manor.config"},
     {"manor.admission"},

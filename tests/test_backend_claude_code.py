@@ -5,8 +5,6 @@ usage cap, not logged in), chosen by words in the prompt."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -210,10 +208,9 @@ def test_a_final_refusal_stops_the_run_in_one_line_keeping_the_save(stand_in: Pa
     argv = json.dumps([sys.executable, str(wrapper), "-p", "{prompt}"])
     config.write_text(f'[backends.cli]\nkind = "claude-code"\nargv = {argv}\n[backend]\ndefault = "cli"\n')
     save = tmp_path / "run.msav"
-    env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
-    command = [sys.executable, "-m", "manor", "run", "--json", "--config", str(config), "--ticks", "5", "--clock", "real", "--save", str(save)]
-    result = subprocess.run(command, capture_output=True, check=False, cwd=tmp_path, env=env)
-    lines = result.stderr.decode().splitlines()
+    # ``manor run`` here: its exit status, its line and its save are checked, not its process.
+    result = manor_here("run", "--json", "--config", str(config), "--ticks", "5", "--clock", "real", "--save", str(save), cwd=tmp_path)
+    lines = result.stderr.splitlines()
     assert result.returncode == 1 and len(lines) == 1, lines
     assert lines[0].startswith("manor: error: ") and "Not logged in · Please run /login" in lines[0]
     assert lines[0].endswith(f"no retry will help, so the run stopped after 1 tick; saved to {save}")
@@ -224,16 +221,13 @@ def test_a_final_refusal_stops_the_run_in_one_line_keeping_the_save(stand_in: Pa
     assert replay.returncode == 0, replay.stderr
 
 
-@pytest.mark.trio
-async def test_a_run_records_the_tokens_and_the_cost_claude_code_reports(stand_in: Path, tmp_path: Path) -> None:
+def test_a_run_records_the_tokens_and_the_cost_claude_code_reports(stand_in: Path, tmp_path: Path) -> None:
     """The records take the result's tokens and its total_cost_usd, not a price per token."""
     config = tmp_path / "manor.toml"
     argv = json.dumps([sys.executable, str(stand_in), "-p", "{prompt}"])
     config.write_text(f'[backends.cli]\nkind = "claude-code"\nargv = {argv}\n[backend]\ndefault = "cli"\n[cost]\nprice_per_1k_tokens = 5.0\n')
-    env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
-    command = [sys.executable, "-m", "manor", "run", "--json", "--config", str(config), "--ticks", "1", "--clock", "real"]
-    result = await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False, cwd=tmp_path, env=env)
-    assert result.returncode == 0, result.stderr.decode()
+    result = manor_here("run", "--json", "--config", str(config), "--ticks", "1", "--clock", "real", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["ok"] == summary["calls"] == 14
     assert summary["tokens"] == {"input": 14 * 15, "output": 14 * 5}
@@ -248,10 +242,8 @@ def test_a_final_refusal_stops_a_fleet_in_one_line_keeping_its_saves(stand_in: P
     argv = json.dumps([sys.executable, str(wrapper), "-p", "{prompt}"])
     config.write_text(f'[backends.cli]\nkind = "claude-code"\nargv = {argv}\n[backend]\ndefault = "cli"\n')
     saves = tmp_path / "saves"
-    env = {name: value for name, value in os.environ.items() if not name.startswith("MANOR_")}
-    command = [sys.executable, "-m", "manor", "fleet", "--worlds", "2", "--json", "--config", str(config), "--ticks", "5", "--clock", "real", "--save-dir", str(saves)]
-    result = subprocess.run(command, capture_output=True, check=False, cwd=tmp_path, env=env)
-    lines = result.stderr.decode().splitlines()
+    result = manor_here("fleet", "--worlds", "2", "--json", "--config", str(config), "--ticks", "5", "--clock", "real", "--save-dir", str(saves), cwd=tmp_path)
+    lines = result.stderr.splitlines()
     assert result.returncode == 1 and len(lines) == 1, lines
     assert "Not logged in" in lines[0] and "no retry will help, so the run stopped after 1 tick of 2 worlds" in lines[0]
     for save in sorted(saves.iterdir()):

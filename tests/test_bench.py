@@ -60,12 +60,15 @@ def tick(*calls: CallRecord, makespan: float) -> TickRecord:
 class TestSmoke:
     """``manor bench --quick --json``: every key the issue names, and sane numbers."""
 
-    @pytest.mark.slow(12)
+    @pytest.mark.slow(5)
     def test_quick_json_has_every_key_and_sane_numbers(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
         """Every suite reports; positive figures, efficiency <= 1, bound <= makespan.
         The play suite in one round, not two: a round is most of a --quick run's CPU
-        (the dashboard's), and a second one, its best of two, adds no figure."""
+        (the dashboard's), and a second one, its best of two, adds no figure. The scale
+        suite in one round, not three (each size's round is a Python of its own): how
+        rounds make a size's figures is ``test_a_scale_point_is_the_median_of_its_rounds``."""
         monkeypatch.setattr(play_suite, "ROUNDS_QUICK", 1)
+        monkeypatch.setattr(scale, "ROUNDS", 1)
         result = bench_json(capsys, "--quick")
         assert result["suites"] == ["scheduling", "overhead", "fastforward", "scale", "replay", "play"]
         sched = result["scheduling"]
@@ -538,6 +541,21 @@ class TestGameWorlds:
         assert result["overhead"]["manor_calls_per_s"] > 0 and result["fastforward"]["ticks"] == fastforward.TICKS_QUICK
         assert result["fastforward"]["same_records"] is True
         assert result["replay"]["verified"] is True and 3 <= result["replay"]["ticks"] <= 18
+
+
+def test_a_scale_point_is_the_median_of_its_rounds() -> None:
+    """A size's figures from its rounds (each in a process of its own): the median of
+    each time, the memory of the round that peaked highest, every round's cost a call."""
+    rounds = [
+        {"agents": 100, "tick_wall_s": wall, "per_call_us": per_call, "trio_all_at_once_per_call_us": 1.0,
+         "trio_acquire_first_per_call_us": 2.0, "peak_rss_mb": peak, "baseline_rss_mb": 50.0 + peak}
+        for wall, per_call, peak in ((0.3, 30.0, 80.0), (0.1, 10.0, 90.0), (0.2, 50.0, 70.0))
+    ]  # fmt: skip
+    assert scale._point(rounds) == {
+        "agents": 100, "tick_wall_s": 0.2, "per_call_us": 30.0, "trio_all_at_once_per_call_us": 1.0,
+        "trio_acquire_first_per_call_us": 2.0, "peak_rss_mb": 90.0, "baseline_rss_mb": 140.0,
+        "rounds": 3, "per_call_us_rounds": [30.0, 10.0, 50.0],
+    }  # fmt: skip
 
 
 def test_a_scale_worker_s_peak_memory_is_its_own_not_its_parent_s() -> None:

@@ -20,9 +20,11 @@ from manor.bench.fresh_process import in_fresh_process
 from manor.bench.report import evaluate_targets
 from manor.bench.runner import DEFAULT_SUITES
 from manor.bench.suite import BenchContext, BenchError
-from manor.cli import main
+from manor.cli import bench_cmd, main
 from manor.config import Source
 from manor.records import CallRecord, TickRecord
+
+from in_process import manor_here
 
 KEYS = {
     "worlds", "calls_per_tick", "makespan_mean_s", "lower_bound_mean_s", "efficiency", "efficiency_worst_world",
@@ -40,26 +42,24 @@ def _point(worlds: int, jain: float | None, ratio: float | None) -> dict[str, An
     return {"worlds": worlds, "jain_share_per_weight": jain, "makespan_min_max": ratio}
 
 
-@pytest.fixture
-def one_cpu_round(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The suite's CPU part (``cpu``) in one round, not three: it is nine tenths of a
-    ``--quick`` run's time (its fleet of 256 worlds most of it) and comes after every
-    exact figure; a round more only takes the best of two timings."""
-    monkeypatch.setattr(bench_fleet, "CPU_ROUNDS", 1)
+@pytest.fixture(scope="module")
+def quick_fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``manor bench --suite fleet --quick --json``'s result, once for the tests that read
+    it (its JSON, its table, the first of two runs compared): a run is seconds of CPU.
+    Its CPU part (``cpu``) in one round, not three: it is most of a ``--quick`` run's
+    time (its fleet of 256 worlds most of it) and comes after every exact figure; a
+    round more only takes the best of two timings."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bench_fleet, "CPU_ROUNDS", 1)
+        done = manor_here("bench", "--suite", "fleet", "--quick", "--json", cwd=tmp_path_factory.mktemp("quick_fleet"))
+    assert (done.returncode, done.stderr) == (0, "")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
-@pytest.fixture
-def cpu_part_small(one_cpu_round: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CPU part in one round of its two smallest fleets (``test_quick_json``
-    measures every fleet)."""
-    monkeypatch.setattr(bench_fleet, "CPU_WORLDS", bench_fleet.CPU_WORLDS[:2])
-
-
-@pytest.mark.usefixtures("one_cpu_round")
 @pytest.mark.slow(4.5)
-def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
+def test_quick_json(quick_fleet: dict[str, Any]) -> None:
+    result = quick_fleet
     assert result["suites"] == ["fleet"]
     fleet = result["fleet"]
     cpu = fleet["cpu"]
@@ -97,24 +97,31 @@ def test_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
             assert world["max_sessions"] is None or world["peak_held"] <= world["max_sessions"]
 
 
-@pytest.mark.usefixtures("cpu_part_small")
 @pytest.mark.slow(3)
-def test_the_same_figures_every_run(capsys: pytest.CaptureFixture[str]) -> None:
-    """The virtual clock: a fleet's figures are exact."""
-    runs = []
-    for _ in range(2):
-        assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
-        fleet = json.loads(capsys.readouterr().out)["fleet"]
-        cpu = fleet.pop("cpu")  # CPU time: measured, not exact
-        assert [point["worlds"] for point in cpu["fleets"]] == [16, 64]
-        assert all(point["us_per_call"] > 0 for point in cpu["fleets"])
-        runs.append(fleet)
-    assert runs[0] == runs[1]
+def test_the_same_figures_every_run(quick_fleet: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The virtual clock: a fleet's figures are exact. The second run's CPU part in one
+    round of its smallest fleet: CPU time is measured, not exact, and popped."""
+    monkeypatch.setattr(bench_fleet, "CPU_ROUNDS", 1)
+    monkeypatch.setattr(bench_fleet, "CPU_WORLDS", bench_fleet.CPU_WORLDS[:1])
+    assert main(["bench", "--suite", "fleet", "--quick", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)["fleet"]
+    cpus = again.pop("cpu"), quick_fleet["fleet"]["cpu"]
+    assert [[point["worlds"] for point in cpu["fleets"]] for cpu in cpus] == [[16], [16, 64, 256]]
+    assert all(point["us_per_call"] > 0 for cpu in cpus for point in cpu["fleets"])
+    assert again == {name: figures for name, figures in quick_fleet["fleet"].items() if name != "cpu"}
 
 
-@pytest.mark.usefixtures("cpu_part_small")
-def test_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_table(quick_fleet: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command's table of the figures ``--json`` gives (the shared run's)."""
+    asked: list[tuple[list[str], bool]] = []
+
+    def measured(names: list[str], context: BenchContext, progress: object = None) -> dict[str, Any]:
+        asked.append((list(names), context.quick))
+        return quick_fleet
+
+    monkeypatch.setattr(bench_cmd, "run_bench", measured)
     assert main(["bench", "--suite", "fleet", "--quick"]) == 0
+    assert asked == [(["fleet"], True)]
     words = " ".join(capsys.readouterr().out.split())
     assert words.startswith("fleet — worlds of The Wacky Manor (seeds 1789, +1, ...), 10 ticks each, one gate of 5 / platform 6")
     assert "fleet.in_process 16 worlds: Jain's index of share /" in words

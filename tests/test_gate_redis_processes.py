@@ -5,9 +5,11 @@ permits back within the lease, a lost Redis degrades calls without losing the ru
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import math
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -192,44 +194,48 @@ class TestProcessesShareOneGate:
         assert process.returncode == 130 and stderr.decode().startswith("manor: interrupted")
         assert status.holders == () and status.statistics.in_flight == 0
 
-    @pytest.mark.trio
     @pytest.mark.slow(13)
-    async def test_redis_lost_mid_run_degrades_calls_the_runs_wait_for_it_and_their_saves_verify(self, tmp_path: Path, redis_server: RedisServer) -> None:
+    def test_redis_lost_mid_run_degrades_calls_the_runs_wait_for_it_and_their_saves_verify(self, tmp_path: Path, redis_server: RedisServer) -> None:
         gate, size, ticks = "lost", 3, 8
-        async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
-            config = _config(tmp_path, url)
-            saves = [tmp_path / f"world{seed}.msav" for seed in (1, 2)]
-            processes = [
-                _manor_run(config, redis_server.url, gate, size, seed, "--ticks", str(ticks), "--save", str(save))
-                for seed, save in zip((1, 2), saves, strict=True)
-            ]
-            # Both processes on the gate (a process that finds no Redis at its start
-            # ends in one line, which is not what this test is about), calls admitted.
-            with trio.fail_after(60):
-                while (
-                    status := await gate_status(redis_server.url, gate)
-                ) is None or len(status.holders) < 2 or status.statistics.admitted < 2 * CALLS_PER_TICK:
-                    await trio.sleep(0.02)
-            redis_server.kill()
-            # Down long enough for a tick of each to find no gate; they wait for it
-            # (GATE_WAIT_S), rather than burn their other ticks, and go on once it is back.
-            await trio.sleep(1.5)
-            redis_server.start()
-            results = [await _finished(process) for process in processes]
-            server = await stats(url)
+        saves = [tmp_path / f"world{seed}.msav" for seed in (1, 2)]
+
+        async def lost() -> tuple[list[tuple[dict[str, Any], str]], dict[str, Any]]:
+            async with serving(capacity=size, reject_when_full=True, latency=0.05) as (url, _):
+                config = _config(tmp_path, url)
+                processes = [
+                    _manor_run(config, redis_server.url, gate, size, seed, "--ticks", str(ticks), "--save", str(save))
+                    for seed, save in zip((1, 2), saves, strict=True)
+                ]
+                # Both processes on the gate (a process that finds no Redis at its start
+                # ends in one line, which is not what this test is about), calls admitted.
+                with trio.fail_after(60):
+                    while (
+                        status := await gate_status(redis_server.url, gate)
+                    ) is None or len(status.holders) < 2 or status.statistics.admitted < 2 * CALLS_PER_TICK:
+                        await trio.sleep(0.02)
+                redis_server.kill()
+                # Down long enough for a tick of each to find no gate; they wait for it
+                # (GATE_WAIT_S), rather than burn their other ticks, and go on once it is back.
+                await trio.sleep(1.5)
+                redis_server.start()
+                return [await _finished(process) for process in processes], await stats(url)
+
+        # The runs under trio (the server, the gate's status); their saves replayed after,
+        # by ``manor replay`` in this process, which runs trio itself.
+        results, server = trio.run(lost)
         assert server["rejected"] == 0
         for (summary, stderr), save in zip(results, saves, strict=True):
-            lost = sum(reasons["gate_unavailable"] for reasons in summary["degradations"].values())
-            assert lost > 0 and summary["ticks"] == ticks
-            assert summary["ok"] + lost == summary["calls"] == ticks * CALLS_PER_TICK
+            lost_calls = sum(reasons["gate_unavailable"] for reasons in summary["degradations"].values())
+            assert lost_calls > 0 and summary["ticks"] == ticks
+            assert summary["ok"] + lost_calls == summary["calls"] == ticks * CALLS_PER_TICK
             assert any(row["reason"] == "gate_unavailable" and "Redis unreachable" in row["message"] for row in summary["errors"])
             recorded = read_save(save)  # every value checked as it is read, gate_unavailable included
             assert len(recorded.ticks) == ticks and recorded.finished
             lost_recorded = sum(call.reason == "gate_unavailable" for frame in recorded.ticks for call in frame.record.calls)
-            assert lost_recorded == lost
+            assert lost_recorded == lost_calls
             assert "saved" in stderr and "waiting up to 120s for the gate before the next tick" in stderr
             # The calls that found no gate find none again in the replay, when they did.
-            replayed = subprocess.run([sys.executable, "-m", "manor", "replay", str(save), "--verify"], capture_output=True, text=True, check=False, env=_environment())
+            replayed = manor_here("replay", str(save), "--verify")
             assert replayed.returncode == 0, replayed.stdout + replayed.stderr
 
 
@@ -256,35 +262,51 @@ class TestCommandLine:
         assert rows["run.clock"]["source"] == "derived: the gate is shared (gate.url)"
         assert "sesame99" not in result.stdout
 
-    @pytest.mark.trio
-    @pytest.mark.slow(3.5)
-    async def test_gate_status_and_resize(self, redis_url: str) -> None:
+    def test_gate_status_and_resize(self, redis_url: str) -> None:
+        """``manor gate`` run here (it runs trio itself) while a trio run in a thread of
+        this process holds a permit: the status shows the holder, a resize reaches it."""
         from manor.admission.redis_gate import RedisGate
 
         name = f"cli-{uuid.uuid4().hex[:8]}"
-        async with RedisGate(redis_url, name, size=2, world="held here").connected() as gate:
-            permit = await gate.acquire(timeout=10)
+        handed: queue.Queue[tuple[trio.lowlevel.TrioToken, RedisGate, Any, trio.Event]] = queue.Queue()
 
-            def manor(*args: str) -> subprocess.CompletedProcess[str]:
-                return subprocess.run([sys.executable, "-m", "manor", "gate", *args, "--gate-url", redis_url, "--gate-name", name], capture_output=True, text=True, check=False, env=_environment())
+        async def hold() -> None:
+            async with RedisGate(redis_url, name, size=2, world="held here").connected() as gate:
+                done = trio.Event()
+                handed.put((trio.lowlevel.current_trio_token(), gate, await gate.acquire(timeout=10), done))
+                await done.wait()
 
-            shown = await trio.to_thread.run_sync(manor, "status", "--json")
-            status = json.loads(shown.stdout)
-            assert status["statistics"]["size"] == 2 and status["statistics"]["in_flight"] == 1
-            assert (status["rate"], status["burst"]) == (0.0, 1)
-            assert [(holder["world"], holder["holding"], holder["pid"]) for holder in status["holders"]] == [("held here", 1, str(os.getpid()))]
-            resized = await trio.to_thread.run_sync(manor, "resize", "4")
-            assert resized.returncode == 0 and resized.stdout.strip().endswith("size 2 -> 4")
+        async def resized(gate: RedisGate) -> None:
             with trio.fail_after(SEEN_WITHIN_S):
                 while gate.size != 4:
                     await trio.sleep(0.01)
-            table = await trio.to_thread.run_sync(manor, "status")
-            assert "held here" in table.stdout and table.returncode == 0
-            assert re.search(r"rate / burst\s*│\s*none", table.stdout), table.stdout
-            permit.release()
-        missing = await trio.to_thread.run_sync(
-            lambda: subprocess.run([sys.executable, "-m", "manor", "gate", "status", "--gate-url", redis_url, "--gate-name", "never-used"], capture_output=True, text=True, check=False, env=_environment())
-        )
+
+        def manor(*args: str) -> subprocess.CompletedProcess[str]:
+            return manor_here("gate", *args, "--gate-url", redis_url, "--gate-name", name)
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            holder = pool.submit(trio.run, hold)
+            try:
+                token, gate, permit, done = handed.get(timeout=60)
+            except queue.Empty:
+                holder.result(timeout=0)  # its error, if it failed
+                raise
+            try:
+                status = json.loads(manor("status", "--json").stdout)
+                assert status["statistics"]["size"] == 2 and status["statistics"]["in_flight"] == 1
+                assert (status["rate"], status["burst"]) == (0.0, 1)
+                assert [(holder["world"], holder["holding"], holder["pid"]) for holder in status["holders"]] == [("held here", 1, str(os.getpid()))]
+                resize = manor("resize", "4")
+                assert resize.returncode == 0 and resize.stdout.strip().endswith("size 2 -> 4")
+                trio.from_thread.run(resized, gate, trio_token=token)
+                table = manor("status")
+                assert "held here" in table.stdout and table.returncode == 0
+                assert re.search(r"rate / burst\s*│\s*none", table.stdout), table.stdout
+                trio.from_thread.run_sync(permit.release, trio_token=token)
+            finally:
+                trio.from_thread.run_sync(done.set, trio_token=token)
+            holder.result()
+        missing = manor_here("gate", "status", "--gate-url", redis_url, "--gate-name", "never-used")
         assert missing.returncode == 1 and missing.stderr.startswith("manor: error: gate never-used at ")
 
 

@@ -4,14 +4,13 @@ at load, in one line naming the flag, variable or file and the key."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 from deadline import wall_deadline
+from in_process import manor_here
 from scenes_fixture import fixed_scene, make_engine, write_agent, write_scene
 
 from manor.admission.gate import Gate
@@ -233,8 +232,5 @@ class TestCommandLine:
 
     def test_the_experiment_refuses_a_timeout_it_cannot_count(self) -> None:
         """--timeout 1e308 used to end in OverflowError (milliseconds overflow a float)."""
-        done = subprocess.run(
-            [sys.executable, "-m", "manor", "experiment", "bounded-wait", "--timeout", "1e308"],
-            capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
+        done = manor_here("experiment", "bounded-wait", "--timeout", "1e308")
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--timeout: 1e308 is more than" in done.stderr

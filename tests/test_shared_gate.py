@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from in_process import manor_here
 from lost_gate import LOST, LosableGate, LoseGate
 from redis_server import RedisServer
 
@@ -156,7 +155,8 @@ class TestGateLostUnderTheVirtualClock:
         assert engine.loop.gate_wait_s == 120.0
         monkeypatch.setenv("MANOR_GATE_UNAVAILABLE_WAIT_S", "7")
         for flags, value, source in (((), 7.0, "environment"), (("--gate-unavailable-wait", "0"), 0.0, "command line")):
-            done = subprocess.run([sys.executable, "-m", "manor", "config", "--json", *flags], capture_output=True, text=True, check=True)
+            done = manor_here("config", "--json", *flags)
+            assert done.returncode == 0, done.stderr
             assert json.loads(done.stdout)["gate.unavailable_wait_s"] == {"value": value, "source": source}
 
     def test_zero_stops_at_the_first_tick_that_found_no_gate(self) -> None:

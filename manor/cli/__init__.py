@@ -101,7 +101,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string: str | None = None) -> None:
-        from ..saves.writer import engine_version
+        from ..version import engine_version
 
         print(f"manor {engine_version()}")
         parser.exit()

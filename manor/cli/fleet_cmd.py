@@ -11,17 +11,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
@@ -42,14 +35,15 @@ from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_clos
 from ..run.forecast import gate_overload
 from ..run.gate_lost import GateLostNotice
 from ..run.opening import open_run
-from ..saves import SaveWriter
-from ..saves.format import FleetSeat
 from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections
 from ..wording import counted
 from . import output
 from .options import sources_from_args
 from .run_cmd import errors_table
+
+if TYPE_CHECKING:  # a fleet without saves loads no save code
+    from ..saves import SaveWriter
 
 __all__ = ["print_summary", "run", "save_failure", "saves_state", "stopped_after"]
 
@@ -69,6 +63,16 @@ def _progress(args: argparse.Namespace, total: int) -> Iterator[Callable[[], Non
     if args.json or not Console(stderr=True).is_terminal:
         yield None
         return
+    # Here, not above: a fleet not on a terminal (a script's, a test's, a process of a
+    # fleet's) loads no progress bar.
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("ticks", total=total)
@@ -247,6 +251,11 @@ def create_saves(paths: Sequence[str | Path], fleet: Fleet, worlds: int, *, forc
     Raises:
         SaveError: a save exists (without ``force``) or cannot be made.
     """
+    if not paths:
+        return []
+    from ..saves import SaveWriter  # here: a fleet without saves loads no save code
+    from ..saves.format import FleetSeat
+
     return [
         SaveWriter.create(path, world.engine, force=force, fleet=FleetSeat(world=world.index, worlds=worlds))
         for path, world in zip(paths, fleet.worlds, strict=False)

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from ..saves import SaveWriter
 from ..tick.statistics import no_call_succeeded
 from ..wording import counted
 from .exit_statuses import NO_CALL_SUCCEEDED
+
+if TYPE_CHECKING:  # a command that saves nothing loads no save code
+    from ..saves import SaveWriter
 
 __all__ = ["console", "exit_status_of_calls", "report_saved"]
 

@@ -6,17 +6,10 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
@@ -29,13 +22,19 @@ from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_clos
 from ..run.forecast import gate_overload
 from ..run.gate_lost import GateLostNotice
 from ..run.opening import open_run
-from ..saves import SaveWriter
 from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
 from . import output
 from .options import files_read, sources_from_args
 from .output import report_saved
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rich.progress import Progress
+
+    from ..saves import SaveWriter
 
 __all__ = ["errors_table", "print_summary", "run"]
 
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     ticks = config.settings.run.ticks
     interval = config.settings.run.tick_interval_s
     console = Console(stderr=True)
-    save = (lambda engine: [SaveWriter.create(args.save, engine, force=args.force)]) if args.save else None
+    save = _save_writer(args) if args.save else None
 
     def after() -> str:
         return interrupts.ran(stats.ticks, next(iter(live.saves), None))
@@ -86,6 +85,16 @@ def run(args: argparse.Namespace) -> int:
             if args.json or not console.is_terminal:
                 live.run(main, after=after, saves=save)
             else:
+                # Here, not above: a run not on a terminal (every `manor run` a script or
+                # a test starts) loads no progress bar.
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress,
+                    TextColumn,
+                    TimeElapsedColumn,
+                )
+
                 columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
                 with Progress(*columns, console=console, transient=True) as progress:
                     engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
@@ -119,6 +128,15 @@ def run(args: argparse.Namespace) -> int:
     for writer in live.saves:
         report_saved(writer)
     return output.exit_status_of_calls([summary])
+
+
+def _save_writer(args: argparse.Namespace) -> Callable[[Engine], list[SaveWriter]]:
+    """The run's save writer, made once its engine is: the save code is loaded here, not
+    above, so that a run without a save (every `manor run` a script or a test starts)
+    loads none of it."""
+    from ..saves import SaveWriter
+
+    return lambda engine: [SaveWriter.create(args.save, engine, force=args.force)]
 
 
 def print_summary(console: Console, summary: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
 import attrs
 import trio
@@ -21,10 +21,12 @@ from ..admission.gate import Gate, SharedGate
 from ..clock import MockClock
 from ..config import Config
 from ..content import Scene
-from ..saves import SaveWriter
 from ..tick.gc_pause import what_is_built_frozen
 from . import interrupts
 from .engine import gate_for, scene_seed
+
+if TYPE_CHECKING:  # a run without a save loads no save code (its start-up, every `manor run`)
+    from ..saves import SaveWriter
 
 __all__ = ["LiveRun", "gate_connected", "open_run"]
 

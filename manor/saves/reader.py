@@ -12,11 +12,11 @@ import msgspec
 from ..content import Scene
 from ..errors import REASONS, SaveError, one_line
 from ..records import CallRecord, TickRecord
+from ..version import engine_version
 from ..wording import counted
 from .format import FORMAT_VERSION, VERSIONS, EndFrame, Header, TickFrame, frame_decoder, header_decoder, probe_version, upgrade, upgrade_frame
 from .framing import SIGNATURE, CorruptFrame, FrameReader
 from .validation import check_changes, check_header
-from .writer import engine_version
 
 __all__ = ["Save", "decode_save", "read_save"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import importlib.metadata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, final
@@ -14,6 +13,7 @@ import trio
 from ..errors import SaveError
 from ..records import CallRecord, StoryEntry, TickRecord
 from ..tick.instruments import Instrument
+from ..version import engine_version
 from ..wording import counted
 from ..worlds import world_positions
 from .format import (
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..tick.instruments import RunningLoop
     from ..tick.loop import TickLoop
 
-__all__ = ["Recordable", "SaveWriter", "engine_version", "header_for"]
+__all__ = ["Recordable", "SaveWriter", "header_for"]
 
 _ENCODER = msgspec.msgpack.Encoder()
 
@@ -56,14 +56,6 @@ class Recordable(Protocol):
 
     @property
     def loop(self) -> TickLoop: ...
-
-
-def engine_version() -> str:
-    """The installed Manor's version ("unknown" when it is not installed)."""
-    try:
-        return importlib.metadata.version("manor")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 @final
