@@ -52,6 +52,15 @@ GATE_WAIT_S: float = GateValues().unavailable_wait_s
 GATE_PAUSES_S = (0.25, 4.0)
 
 
+def _in_ticket_order(requests: Iterable[tuple[int, Request]]) -> list[tuple[int, Request]]:
+    """``(index, request)`` pairs in ticket order, those without a ticket first, in the
+    order given. A decorated sort: a key function would be a call from the sort into
+    Python for every request. (The ticket and the position decide every comparison.)"""
+    decorated = [(-1 if request.ticket is None else request.ticket, position, index, request) for position, (index, request) in enumerate(requests)]
+    decorated.sort()
+    return [(index, request) for _, _, index, request in decorated]
+
+
 def _plain(caller: str) -> str:
     """A caller kind as a plain string, for its record (a world may plan with ``StrEnum``
     members, as the manor world does)."""
@@ -498,7 +507,7 @@ class TickLoop:
         started, once every call has been started (or is in line at the gate).
         """
 
-        in_order = sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket)
+        in_order = _in_ticket_order(requests)
 
         def heard_of(index: int, record: CallRecord) -> None:
             results[index] = record
