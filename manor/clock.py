@@ -75,7 +75,10 @@ def _reading(clock: trio.abc.Clock) -> tuple[int, trio.abc.Clock]:
     two clocks with the state the formula reads (not a subclass, which may read
     otherwise, nor one whose reading was replaced on it)."""
     kind = type(clock)
-    if "current_time" in getattr(clock, "__dict__", ()):  # its reading replaced on it
+    # Its reading replaced on it? Asked of its bound method, not of its ``__dict__``:
+    # reading that would make every later look-up of the clock's attributes slower
+    # (CPython's inline attribute values give way to the dict).
+    if getattr(clock.current_time, "__func__", None) is not kind.current_time:
         return _ASK, clock
     if kind is SystemClock and hasattr(clock, "offset"):
         return _SYSTEM, clock
