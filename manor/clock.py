@@ -72,16 +72,21 @@ def read_clock_directly() -> None:
 
 def _reading(clock: trio.abc.Clock) -> tuple[int, trio.abc.Clock]:
     """How ``current_time`` reads ``clock``: by trio's formula if it is one of trio's
-    two clocks with the state the formula reads (not a subclass, which may read
-    otherwise, nor one whose reading was replaced on it)."""
+    two clocks, reading as trio defines it, with the state the formula reads (not a
+    subclass, which may read otherwise, nor one whose reading was replaced, on it or on
+    its class)."""
+    # Asked of its bound method, not of its ``__dict__``: reading that would make every
+    # later look-up of the clock's attributes slower (CPython's inline attribute values
+    # give way to the dict), trio's own included.
+    read = getattr(clock.current_time, "__func__", None)
     kind = type(clock)
-    # Its reading replaced on it? Asked of its bound method, not of its ``__dict__``:
-    # reading that would make every later look-up of the clock's attributes slower
-    # (CPython's inline attribute values give way to the dict).
-    if getattr(clock.current_time, "__func__", None) is not kind.current_time:
-        return _ASK, clock
-    if kind is SystemClock and hasattr(clock, "offset"):
+    if read is _SYSTEM_READ and kind is SystemClock and hasattr(clock, "offset"):
         return _SYSTEM, clock
-    if kind is MockClock and all(hasattr(clock, name) for name in _MOCK_STATE):
+    if read is _MOCK_READ and kind is MockClock and all(hasattr(clock, name) for name in _MOCK_STATE):
         return _MOCK, clock
     return _ASK, clock
+
+
+# How trio's two clocks read, as this module repeats it (``current_time``).
+_SYSTEM_READ = None if SystemClock is None else SystemClock.current_time
+_MOCK_READ = MockClock.current_time

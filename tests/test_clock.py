@@ -3,6 +3,7 @@ their own formulas, the same float to the bit as each clock's own reading."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from manor import clock as manor_clock
@@ -99,3 +100,7 @@ class TestCurrentTime:
         clock = MockClock()
         clock.current_time = lambda: 9.0  # type: ignore[method-assign]
         assert manor_clock._reading(clock)[0] == manor_clock._ASK
+
+    def test_a_clock_class_whose_reading_was_replaced_is_asked(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(MockClock, "current_time", lambda self: 5.0)
+        assert _readings(MockClock()) == [(5.0, 5.0)] * 3
