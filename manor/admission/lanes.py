@@ -242,7 +242,12 @@ class Lanes:
     def served(self) -> None:
         """The head was served: the lane's finish moves on by its cost over its weight,
         and the lane's next ticket starts there."""
-        lane = self._take()
+        # The lane ``head`` chose, as ``_take`` would give it, without its call when
+        # there is one (the usual case: this runs for every admission).
+        lane = self._chosen
+        if lane is None:
+            lane = self._take()
+        self._chosen = None
         queue = self._active[lane]
         _, cost = queue.queue.popleft()
         queue.live -= 1

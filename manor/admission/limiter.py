@@ -36,7 +36,7 @@ class Session:
         if self._released:
             raise RuntimeError("session released twice")
         self._released = True
-        self._limiter._in_use -= 1
+        self._limiter.close()
 
 
 @final
@@ -71,6 +71,17 @@ class SessionLimiter:
         Raises:
             SessionLimitError: the platform is full.
         """
+        self.open()
+        return Session(self)
+
+    def open(self) -> None:
+        """Open a session now, for a caller that closes it (``close``) exactly once
+        itself, in a ``finally``: ``try_acquire`` without the ``Session`` that makes
+        sure of it (the platform layer opens one for every call).
+
+        Raises:
+            SessionLimitError: the platform is full.
+        """
         if self.limit and self._in_use >= self.limit:
             self._rejected += 1
             raise SessionLimitError(f"platform full: {self._in_use} of {self.limit} sessions in use", refused_by="limiter")
@@ -78,7 +89,10 @@ class SessionLimiter:
         self._admitted += 1
         if self._in_use > self._peak:
             self._peak = self._in_use
-        return Session(self)
+
+    def close(self) -> None:
+        """A session ``open``-ed is closed."""
+        self._in_use -= 1
 
     def statistics(self) -> SessionLimiterStatistics:
         return SessionLimiterStatistics(

@@ -108,35 +108,31 @@ class BreakerLayer(Observer):
         return False
 
     def _settle(self) -> None:
-        """Count the held outcomes, in ticket order."""
+        """Count the held outcomes, in ticket order. (Each is counted in this loop, not
+        by a method of its own: that would be a call more for every call.)"""
         pending = self._pending
-        if len(pending) == 1:  # the usual case, one outcome an instant: counted as it is
-            _, outcome, trial = pending.pop()
-            self._record(outcome, trial, self._pending_at)
-            return
         if not pending:
             return
-        self._pending = []
-        pending.sort(key=_ticket_order)
+        if len(pending) > 1:  # the usual case, one outcome an instant, needs no sort
+            pending.sort(key=_ticket_order)
+        at = self._pending_at
         for _, outcome, trial in pending:
-            self._record(outcome, trial, self._pending_at)
-
-    def _record(self, outcome: bool | None, trial: bool, at: float) -> None:
-        if trial:
-            self._trial_running = False
-        if outcome is True:
-            # Only the trial closes an open circuit: a call let through before it opened
-            # and answering late says nothing about the backend since.
-            if trial or self._state is _CLOSED:
-                self._consecutive = 0
-                self._state = _CLOSED
-        elif outcome is False:
-            self._consecutive += 1
-            if trial or self._consecutive >= self.failures:
-                if self._state is not _OPEN:
-                    self._opened_count += 1
-                self._state = _OPEN
-                self._opened_at = at
+            if trial:
+                self._trial_running = False
+            if outcome is True:
+                # Only the trial closes an open circuit: a call let through before it
+                # opened and answering late says nothing about the backend since.
+                if trial or self._state is _CLOSED:
+                    self._consecutive = 0
+                    self._state = _CLOSED
+            elif outcome is False:
+                self._consecutive += 1
+                if trial or self._consecutive >= self.failures:
+                    if self._state is not _OPEN:
+                        self._opened_count += 1
+                    self._state = _OPEN
+                    self._opened_at = at
+        pending.clear()
 
 
 def _ticket_order(held: tuple[Request, bool | None, bool]) -> tuple[object, ...]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import final
+import functools
+from collections.abc import Coroutine
+from typing import Any, final
 
 import attrs
 
@@ -30,10 +32,20 @@ class PlatformLayer(Layer):
 
     limiter: SessionLimiter
 
-    async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
-        session = self.limiter.try_acquire()
+    def call(self, request: Request, listener: Listener, inner: Inner) -> Coroutine[Any, Any, Done]:
+        return self._session(inner, request, listener)
+
+    def bind(self, inner: Inner, *, deadline_kept_below: bool) -> Inner:
+        # ``_session`` with ``inner`` bound, where ``Layer.bind``'s closure would be a
+        # frame of its own at every call.
+        return functools.partial(self._session, inner)
+
+    async def _session(self, inner: Inner, request: Request, listener: Listener) -> Done:
+        """``call``, ``inner`` first (``bind`` binds it)."""
+        limiter = self.limiter
+        limiter.open()
         try:
             listener(_OPENED)
             return await inner(request, listener)
         finally:
-            session.release()
+            limiter.close()

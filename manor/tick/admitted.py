@@ -99,7 +99,12 @@ class FiredAtAdmission(Heard):
         firing: _Firing,
         states: list[object],
     ) -> None:
-        super().__init__(request, instruments)
+        # ``Heard``'s fields set here, not by its ``__init__``: a call more for every call.
+        self.at: float | None = None
+        self.released_at: float | None = None
+        self.record: CallRecord | None = None
+        self.request = request
+        self.instruments = instruments
         self.queued_at = queued_at
         self.index = index
         self.firing = firing
@@ -111,30 +116,51 @@ class FiredAtAdmission(Heard):
         self.firing.nursery.start_soon(_admitted, self, permit, name=CALL_TASK)
 
 
-#: How a call that has ended reaches the tick loop: the call, its answer, its failure.
-End = Callable[[FiredAtAdmission, Done | None, CallError | None], None]
+#: How a call that has ended reaches the tick loop (``TickLoop._ended``): its request,
+#: when it was queued, its ``Heard``, its answer, its failure, whether the tick's
+#: deadline cancelled it, its attempts, who is told its record (with its index), its
+#: repairs, its index; the record is returned.
+End = Callable[
+    [Request, float, Heard, Done | None, CallError | None, bool, int, Callable[[int, CallRecord], None] | None, int, int], CallRecord
+]
 
 
 @final
 class _Firing:
     """What every call of one ``fire_at_admission`` shares: the stack's parts, the
-    gate, where ended calls go, the calls' nursery, and the task that waits for the
-    last call to end (``parent``, while it is parked)."""
+    gate, where ended calls go (``end``, with ``finished`` and ``repairs``), the calls'
+    nursery, and the task that waits for the last call to end (``parent``, while it is
+    parked)."""
 
-    __slots__ = ("end", "gate", "layer", "nursery", "outstanding", "parent", "split")
+    __slots__ = ("end", "finished", "gate", "layer", "nursery", "outstanding", "parent", "repairs", "split")
 
-    def __init__(self, split: Split, layer: GateLayer, gate: Gate, end: End, calls: int, nursery: trio.Nursery) -> None:
+    def __init__(
+        self,
+        split: Split,
+        layer: GateLayer,
+        gate: Gate,
+        end: End,
+        finished: Callable[[int, CallRecord], None] | None,
+        repairs: int,
+        calls: int,
+        nursery: trio.Nursery,
+    ) -> None:
         self.split = split
         self.layer = layer
         self.gate = gate
         self.end = end
+        self.finished = finished
+        self.repairs = repairs
         self.outstanding = calls
         self.nursery = nursery
         self.parent: trio.lowlevel.Task | None = None
 
     def ended(self, call: FiredAtAdmission, done: Done | None, failure: CallError | None) -> None:
         """A call has ended: to ``end``; with the last, the parent is woken."""
-        self.end(call, done, failure)
+        request = call.request
+        # ``end``'s arguments spelled out here: a closure of the tick loop's in between
+        # would be a call more for every call.
+        self.end(request, call.queued_at, call, done, failure, False, request.attempt + 1, self.finished, self.repairs, call.index)
         self.outstanding -= 1
         if not self.outstanding and self.parent is not None:
             parent, self.parent = self.parent, None
@@ -161,11 +187,14 @@ async def fire_at_admission(
     instruments: Instruments,
     notes: CallNotes | None,
     end: End,
+    finished: Callable[[int, CallRecord], None] | None,
+    repairs: int,
     task_status: trio.TaskStatus[None],
 ) -> None:
     """Make ``requests`` (``(index, request)``, ticketed, in ticket order): each judged
     now, its task started at its admission, each noted in ``notes`` if given (the calls
-    in ticket order); each ended call goes to ``end``. Reports
+    in ticket order); each ended call goes to ``end``, which tells ``finished`` (a call
+    of repair round ``repairs``: 0 for a tick's own calls). Reports
     started once every call is judged and in line at the gate, and returns once every call
     has ended.
 
@@ -178,7 +207,7 @@ async def fire_at_admission(
             instruments.call("call_started", request)
     parked: list[FiredAtAdmission] = []
     async with trio.open_nursery() as nursery:
-        firing = _Firing(split, layer, gate, end, len(requests), nursery)
+        firing = _Firing(split, layer, gate, end, finished, repairs, len(requests), nursery)
         left: list[FiredAtAdmission] = []
 
         def abort(raise_cancel: object) -> trio.lowlevel.Abort:

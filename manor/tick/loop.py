@@ -33,7 +33,7 @@ from ..records import CallRecord, TickRecord
 from ..worlds import World
 from ..worlds.world import undeclared_caller
 from ..worlds.failures import world_code
-from .admitted import CALL_TASK, CallNotes, FiredAtAdmission, Heard, fire_at_admission, gate_of
+from .admitted import CALL_TASK, CallNotes, Heard, fire_at_admission, gate_of
 from .gc_pause import full_collections_deferred
 from .instruments import Instrument, Instruments
 from .ordered_start import start_now
@@ -50,6 +50,15 @@ Order = Literal["fifo", "longest-first"]
 GATE_WAIT_S: float = GateValues().unavailable_wait_s
 #: While it waits, the first and the longest pause between looks at the gate.
 GATE_PAUSES_S = (0.25, 4.0)
+
+
+def _in_ticket_order(requests: Iterable[tuple[int, Request]]) -> list[tuple[int, Request]]:
+    """``(index, request)`` pairs in ticket order, those without a ticket first, in the
+    order given. A decorated sort: a key function would be a call from the sort into
+    Python for every request. (The ticket and the position decide every comparison.)"""
+    decorated = [(-1 if request.ticket is None else request.ticket, position, index, request) for position, (index, request) in enumerate(requests)]
+    decorated.sort()
+    return [(index, request) for _, _, index, request in decorated]
 
 
 def _plain(caller: str) -> str:
@@ -339,6 +348,16 @@ class TickLoop:
         through, and a partial per call costs more than the argument).
         ``repairs``: how many of the ``attempts`` were repairs (``_repair``).
 
+        One of a tick's two ways to make a call, both ending in ``_ended``: this one is
+        a task from the call's start, awaiting the whole stack; the other
+        (``manor.tick.admitted``) judges the call at once and starts its task only at
+        its admission. They stay two because this one is what the other cannot do: a
+        tick deadline's cancel scope around the whole call, the wait at the gate
+        included; calls started one by one because their arrival order matters; a
+        stack without a gate (the legacy policy), or whose gate is awaited (a
+        server's), or with a wrapping layer above it. Merged, the usual calls would
+        pay for these, and no frame of theirs would go.
+
         An answer to a request with a shape is validated here: one that does not fit
         degrades as ``invalid_output``, keeping its text and tokens.
         """
@@ -498,7 +517,7 @@ class TickLoop:
         started, once every call has been started (or is in line at the gate).
         """
 
-        in_order = sorted(requests, key=lambda item: -1 if item[1].ticket is None else item[1].ticket)
+        in_order = _in_ticket_order(requests)
 
         def heard_of(index: int, record: CallRecord) -> None:
             results[index] = record
@@ -512,15 +531,9 @@ class TickLoop:
         one_by_one = stack is self.direct or self._arrival_order_matters(stack)
         at_admission = None if one_by_one or self._deadline != math.inf else gate_of(stack.split, self.gate)
         if at_admission is not None and in_order and in_order[0][1].ticket is not None:
-            ended = self._ended
-
-            def end(call: FiredAtAdmission, done: Done | None, failure: CallError | None) -> None:
-                request = call.request
-                ended(request, call.queued_at, call, done, failure, False, request.attempt + 1, finished, repairs, call.index)
-
             layer, gate = at_admission
             await fire_at_admission(
-                in_order, stack.split, layer, gate, self.instruments, self.call_notes, end, task_status  # type: ignore[arg-type]
+                in_order, stack.split, layer, gate, self.instruments, self.call_notes, self._ended, finished, repairs, task_status  # type: ignore[arg-type]
             )
             return
         make = self._make

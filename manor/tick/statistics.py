@@ -236,10 +236,11 @@ class RunStatistics(Instrument):
             self.input_tokens += call.input_tokens
             self.output_tokens += call.output_tokens
             self.cost += call.cost
+            ok = call.outcome == "ok"  # (not the ``ok`` property: a frame for every call)
             if call.repairs:
                 self.repairs_asked += call.repairs
-                self.repaired += call.ok
-            if call.ok:
+                self.repaired += ok
+            if ok:
                 self.ok += 1
             else:
                 counts = self.degradations.get(call.caller)

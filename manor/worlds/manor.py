@@ -203,7 +203,7 @@ class ManorWorld:
         recent: list[str] = []
         for record in records:
             speaker = self._speaker(record)
-            if not record.ok:
+            if record.outcome != "ok":  # (not the ``ok`` property: a frame for every call)
                 entries.append(StoryEntry(tick=self.tick, caller=record.caller, agent=record.agent, speaker=speaker,
                                           text="", fallback=FALLBACKS[record.caller], reason=record.reason))
                 continue
