@@ -99,6 +99,38 @@ class TestLanes:
         assert len(lanes._heap) <= 2 * 50 + lanes_module._SLACK
         assert lanes.head() == 0
 
+    def test_an_indexed_line_sets_lanes_aside_without_touching_its_heap(self) -> None:
+        """With an index, ``head`` asks the index while lanes are set aside: a lane set
+        aside keeps its one heap entry (no push at ``restore``, no stale entry left to
+        pop), and the turns after ``restore`` are those the line had before."""
+
+        def line() -> Lanes:
+            lanes = Lanes()
+            for lane in range(4):
+                for ticket in range(3):
+                    lanes.append(10 * lane + ticket, lane, cost=1.0 + lane)
+            lanes.index({})
+            return lanes
+
+        lanes, untouched = line(), line()
+        heap = list(lanes._heap)
+        assert lanes.head() == 0
+        lanes.set_aside()
+        assert lanes.head() == 10  # the next lane in turn, from the index
+        lanes.set_aside()
+        assert lanes.head() == 20
+        lanes.restore()
+        assert lanes._heap == heap
+
+        def turns(lanes: Lanes) -> list[int | None]:
+            seen = []
+            while lanes:
+                seen.append(lanes.head())
+                lanes.served()
+            return seen
+
+        assert turns(lanes) == turns(untouched)
+
     @settings(max_examples=200, deadline=None)
     @given(
         steps=st.lists(

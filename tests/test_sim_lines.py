@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import string
+import threading
 import tomllib
 
 import pytest
@@ -144,6 +145,32 @@ class TestSomeone:
     def test_a_cast_of_one_names_itself_rather_than_nobody(self) -> None:
         sim = SimProvider({"solo": SimProfile(lines=("{someone}",))}, names={"solo": "Solo"})
         assert sim._line(("{someone}",), sim._rng, "solo") == "Solo"
+
+
+class TestGenerator:
+    def test_simulators_of_a_thread_share_one_generator_and_never_see_each_others_draws(self) -> None:
+        """Every simulator of a thread draws from one generator (a fleet's 256 would
+        otherwise keep 256 generators' state hot), seeded again for every draw: what one
+        draws is the same whatever the others draw in between."""
+        profiles = {"hobbes": SimProfile(latency_s=1.0, jitter=0.4), "vera": SimProfile(latency_s=2.0, jitter=0.2)}
+        first, second = SimProvider(profiles, seed=1), SimProvider(profiles, seed=2)
+        assert first._rng is second._rng
+        requests = [Request(caller="character", agent=agent, tick=tick, prompt="") for tick in range(6) for agent in profiles]
+        alone = [first._draw(request) for request in requests]
+        between = []
+        for request in requests:
+            between.append(first._draw(request))
+            second._draw(request)
+        assert between == alone
+        assert alone != [second._draw(request) for request in requests]
+
+    def test_each_thread_has_its_own_generator(self) -> None:
+        sim = SimProvider({"hobbes": SimProfile()})
+        other: list[object] = []
+        thread = threading.Thread(target=lambda: other.append(sim._rng))
+        thread.start()
+        thread.join()
+        assert other[0] is not sim._rng
 
 
 class TestSummary:

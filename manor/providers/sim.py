@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 from collections.abc import AsyncGenerator, Awaitable, Mapping
 from contextlib import aclosing
 from typing import Annotated, ClassVar, final
@@ -26,6 +27,26 @@ from ..timer import sleep_until
 from .provider import DeadlineReached, Provider, by_deadline, call_deadline
 
 __all__ = ["GENERIC_LINES", "MOODS", "NARRATOR_LINES", "OBJECTS", "PLACEHOLDERS", "ROOMS", "SimProfile", "SimProvider", "line_problem"]
+
+# One generator a thread, for every simulator in it, seeded again for every draw: as
+# random.Random(key) would be, without building a generator (2.5 KB of state) a call.
+# A draw seeds it and takes all it needs before it returns, with no await between, so
+# the simulators of a thread never see each other's draws. One a thread rather than one
+# a simulator: a fleet of 256 worlds has 256 simulators, and their 256 generators (640
+# KB of state, rewritten by every seed) were what each call's draw brought back into the
+# processor's cache, pushing out the rest of what a call touches
+# (benchmarks/notes/fleet_cpu.md).
+_generators = threading.local()
+
+
+def _generator() -> random.Random:
+    """This thread's generator for the simulators' draws."""
+    try:
+        return _generators.rng  # type: ignore[no-any-return]
+    except AttributeError:
+        rng = _generators.rng = random.Random()
+        return rng
+
 
 
 #: What a line template may name; each is filled in with a word or a name.
@@ -123,9 +144,6 @@ class SimProvider(Provider):
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _epoch: float | None = attrs.field(default=None, init=False)
-    # One generator, seeded again for every draw: as random.Random(key), without
-    # building a generator (2.5 KB of state) per call.
-    _rng: random.Random = attrs.field(factory=random.Random, init=False, repr=False)
     # Who ``{someone}`` can be, in the order drawn, and each agent's own place in it.
     _someone: tuple[str, ...] = attrs.field(default=(), init=False, repr=False)
     _own: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
@@ -266,8 +284,13 @@ class SimProvider(Provider):
         usage = Usage(input_tokens=_word_count(request.prompt), output_tokens=len(words))
         yield Done(text=text, usage=usage)
 
+    @property
+    def _rng(self) -> random.Random:
+        """The generator this thread's simulators draw from (``_generator``)."""
+        return _generator()
+
     def _draw(self, request: Request) -> tuple[float, str, str]:
-        rng = self._rng
+        rng = _generator()
         rng.seed(f"{self.seed}:{request.agent}:{request.caller}:{request.tick}:{request.attempt}")
         profile = self.profiles.get(request.agent, self.default)
         if profile.jitter:
