@@ -334,12 +334,11 @@ class DashboardState(Instrument):
         requests, self._requests = self._requests, None
         if requests is None:
             return
-        rows, mark, row_for = self._by_call, self._dirty.add, self._row
+        mark, row_of = self._dirty.add, self._row_of
         previous, self._in_tick = self._in_tick, []
         in_tick = self._in_tick.append
         for request in requests:
-            caller, agent = request.caller, request.agent
-            row = rows.get((caller, agent)) or row_for(caller, agent)
+            row = row_of(request.caller, request.agent)
             row.state = "queued"
             mark(row.key)
             in_tick(row)
@@ -390,7 +389,7 @@ class DashboardState(Instrument):
         else:
             heards = notes.copy()
         notes.clear()
-        by_call, row_for, dirty = self._by_call, self._row, self._dirty
+        row_of, done, dirty = self._row_of, _done, self._dirty
         # Each row's last call ended ok, admitted, at the first try (``last``); the rows
         # of the others, taken one by one (``taken``).
         last: dict[CallerRow, CallRecord] = {}
@@ -401,12 +400,7 @@ class DashboardState(Instrument):
             if record is None:
                 still_out(heard)
                 continue
-            caller, agent = record.caller, record.agent
-            row = by_call.get((caller, agent))
-            if row is None:  # a caller met for the first time: its tick's rows, in planning order
-                for request in self._requests or ():
-                    row_for(request.caller, request.agent)
-                row = row_for(caller, agent)
+            row = row_of(record.caller, record.agent)
             row.calls.append(record)
             if record.outcome == "ok" and record.attempts == 1 and record.admitted_at is not None:
                 last[row] = record
@@ -419,8 +413,7 @@ class DashboardState(Instrument):
             self._finished += records
             self._calls_total += records
             for row, record in last.items():
-                row.state, row.line, row.reason, row.error = "done", record.text, None, ""
-                row.latency = record.finished_at - record.admitted_at  # type: ignore[operator]
+                done(row, record)
                 dirty.add(row.key)
             if self.current_tick is not None and not ended:  # the tick under way's p50
                 self._latencies.extend(
@@ -436,17 +429,16 @@ class DashboardState(Instrument):
         """A call that ended degraded, retried or never admitted, onto its row and the
         counts (after the row's call before it in the same catch-up, if any)."""
         earlier = last.pop(row, None)
-        if earlier is not None:
-            row.line, row.latency = earlier.text, earlier.finished_at - earlier.admitted_at  # type: ignore[operator]
+        if earlier is not None:  # its line and latency stay, under this call's state
+            _done(row, earlier)
         self._dirty.add(row.key)
-        admitted_at = record.admitted_at
-        if admitted_at is not None:
-            row.latency = record.finished_at - admitted_at
         if record.outcome == "ok":
-            row.state, row.line, row.reason, row.error = "done", record.text, None, ""
+            _done(row, record)
             if record.attempts > 1:
                 self._rejections.count((record,))
             return
+        if record.admitted_at is not None:
+            row.latency = record.finished_at - record.admitted_at
         row.state, row.reason, row.error = "degraded", record.reason, record.error
         reason = record.reason or "provider_error"
         _count(self._degradations_tick, record.caller, reason)
@@ -481,7 +473,7 @@ class DashboardState(Instrument):
         if not self._out:
             rows_out.clear()
         else:
-            by_call, row_for, dirty = self._by_call, self._row, self._dirty
+            row_of, dirty = self._row_of, self._dirty
             changed = False
             for heard in self._out:
                 state: CallerState
@@ -492,7 +484,7 @@ class DashboardState(Instrument):
                 row = rows_out.get(heard)
                 if row is None:
                     request = heard.request
-                    row = rows_out[heard] = by_call.get((request.caller, request.agent)) or row_for(request.caller, request.agent)
+                    row = rows_out[heard] = row_of(request.caller, request.agent)
                 if row.state != state:
                     row.state, changed = state, True
                     dirty.add(row.key)
@@ -560,6 +552,16 @@ class DashboardState(Instrument):
                 self._dirty.add(row.key)
         self._marked = bool(marks)
 
+    def _row_of(self, caller: str, agent: str) -> CallerRow:
+        """The row of a call's ``caller:agent``. A caller met for the first time while
+        its tick's rows are not shown yet brings them all first, in planning order."""
+        row = self._by_call.get((caller, agent))
+        if row is None:
+            for request in self._requests or ():
+                self._row(request.caller, request.agent)
+            row = self._row(caller, agent)
+        return row
+
     def _row(self, caller: str, agent: str) -> CallerRow:
         row = self._by_call.get((caller, agent))
         if row is None:
@@ -584,6 +586,14 @@ class DashboardState(Instrument):
     def _share(self, callers: int) -> int:
         """Calls each of ``callers`` callers keeps of ``calls_kept``."""
         return min(_CALLS_PER_CALLER, max(1, self._calls_kept // max(1, callers))) if self._calls_kept else 0
+
+
+def _done(row: CallerRow, record: CallRecord) -> None:
+    """``row``'s last call ended ok with ``record``: done, its line, and its latency if
+    it was admitted (a call never admitted keeps the row's latency before it)."""
+    row.state, row.line, row.reason, row.error = "done", record.text, None, ""
+    if record.admitted_at is not None:
+        row.latency = record.finished_at - record.admitted_at
 
 
 def _itself(entry: StoryEntry) -> StoryEntry:
