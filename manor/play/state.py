@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, final
 
 import attrs
@@ -176,8 +176,9 @@ class DashboardState(Instrument):
         self._finished = 0
         self._rows: dict[str, CallerRow] = {}
         # The same rows by (caller, agent): found without formatting a key (a caller
-        # kind is a str: it hashes as one).
-        self._by_call: dict[tuple[str, str], CallerRow] = {}
+        # kind is a str: it hashes as one); a caller not met yet is met as it is looked
+        # up (``_meet_caller``).
+        self._by_call = _RowsByCall(self._meet_caller)
         # Keys of rows changed since the agents table last took them (``take_dirty``).
         self._dirty: set[str] = set()
         # The rows with a call in the tick under way (or the last one).
@@ -334,11 +335,11 @@ class DashboardState(Instrument):
         requests, self._requests = self._requests, None
         if requests is None:
             return
-        mark, row_of = self._dirty.add, self._row_of
+        rows, mark = self._by_call, self._dirty.add
         previous, self._in_tick = self._in_tick, []
         in_tick = self._in_tick.append
         for request in requests:
-            row = row_of(request.caller, request.agent)
+            row = rows[request.caller, request.agent]
             row.state = "queued"
             mark(row.key)
             in_tick(row)
@@ -389,7 +390,7 @@ class DashboardState(Instrument):
         else:
             heards = notes.copy()
         notes.clear()
-        row_of, done, dirty = self._row_of, _done, self._dirty
+        rows, dirty = self._by_call, self._dirty
         # Each row's last call ended ok, admitted, at the first try (``last``); the rows
         # of the others, taken one by one (``taken``).
         last: dict[CallerRow, CallRecord] = {}
@@ -400,7 +401,7 @@ class DashboardState(Instrument):
             if record is None:
                 still_out(heard)
                 continue
-            row = row_of(record.caller, record.agent)
+            row = rows[record.caller, record.agent]
             row.calls.append(record)
             if record.outcome == "ok" and record.attempts == 1 and record.admitted_at is not None:
                 last[row] = record
@@ -412,9 +413,7 @@ class DashboardState(Instrument):
             self._version += 1
             self._finished += records
             self._calls_total += records
-            for row, record in last.items():
-                done(row, record)
-                dirty.add(row.key)
+            _done(last.items(), dirty.add)
             if self.current_tick is not None and not ended:  # the tick under way's p50
                 self._latencies.extend(
                     heard.record.finished_at - heard.record.admitted_at  # type: ignore[union-attr,operator]
@@ -430,10 +429,10 @@ class DashboardState(Instrument):
         counts (after the row's call before it in the same catch-up, if any)."""
         earlier = last.pop(row, None)
         if earlier is not None:  # its line and latency stay, under this call's state
-            _done(row, earlier)
+            _done(((row, earlier),), self._dirty.add)
         self._dirty.add(row.key)
         if record.outcome == "ok":
-            _done(row, record)
+            _done(((row, record),), self._dirty.add)
             if record.attempts > 1:
                 self._rejections.count((record,))
             return
@@ -473,7 +472,7 @@ class DashboardState(Instrument):
         if not self._out:
             rows_out.clear()
         else:
-            row_of, dirty = self._row_of, self._dirty
+            rows, dirty = self._by_call, self._dirty
             changed = False
             for heard in self._out:
                 state: CallerState
@@ -484,7 +483,7 @@ class DashboardState(Instrument):
                 row = rows_out.get(heard)
                 if row is None:
                     request = heard.request
-                    row = rows_out[heard] = row_of(request.caller, request.agent)
+                    row = rows_out[heard] = rows[request.caller, request.agent]
                 if row.state != state:
                     row.state, changed = state, True
                     dirty.add(row.key)
@@ -552,15 +551,13 @@ class DashboardState(Instrument):
                 self._dirty.add(row.key)
         self._marked = bool(marks)
 
-    def _row_of(self, caller: str, agent: str) -> CallerRow:
-        """The row of a call's ``caller:agent``. A caller met for the first time while
-        its tick's rows are not shown yet brings them all first, in planning order."""
-        row = self._by_call.get((caller, agent))
-        if row is None:
-            for request in self._requests or ():
-                self._row(request.caller, request.agent)
-            row = self._row(caller, agent)
-        return row
+    def _meet_caller(self, caller: str, agent: str) -> CallerRow:
+        """The row of a call's ``caller:agent`` met for the first time (``_by_call``
+        looks it up): while its tick's rows are not shown yet, they are all made first,
+        in planning order."""
+        for request in self._requests or ():
+            self._row(request.caller, request.agent)
+        return self._row(caller, agent)
 
     def _row(self, caller: str, agent: str) -> CallerRow:
         row = self._by_call.get((caller, agent))
@@ -588,12 +585,29 @@ class DashboardState(Instrument):
         return min(_CALLS_PER_CALLER, max(1, self._calls_kept // max(1, callers))) if self._calls_kept else 0
 
 
-def _done(row: CallerRow, record: CallRecord) -> None:
-    """``row``'s last call ended ok with ``record``: done, its line, and its latency if
-    it was admitted (a call never admitted keeps the row's latency before it)."""
-    row.state, row.line, row.reason, row.error = "done", record.text, None, ""
-    if record.admitted_at is not None:
-        row.latency = record.finished_at - record.admitted_at
+@final
+class _RowsByCall(dict[tuple[str, str], CallerRow]):
+    """The rows by (caller, agent); looked up, a pair not met yet is met (``meet``
+    makes its row and returns it): the lookup of every call stays a dict's own, the
+    first meeting is the only Python call."""
+
+    def __init__(self, meet: Callable[[str, str], CallerRow]) -> None:
+        super().__init__()
+        self._meet = meet
+
+    def __missing__(self, key: tuple[str, str]) -> CallerRow:
+        return self._meet(*key)
+
+
+def _done(ended: Iterable[tuple[CallerRow, CallRecord]], changed: Callable[[str], object]) -> None:
+    """Each row's last call ended ok with its record: done, its line, and its latency
+    if it was admitted (a call never admitted keeps the row's latency before it); each
+    row's key to ``changed``. Rows and records in bulk: a catch-up's rows in one call."""
+    for row, record in ended:
+        row.state, row.line, row.reason, row.error = "done", record.text, None, ""
+        if record.admitted_at is not None:
+            row.latency = record.finished_at - record.admitted_at
+        changed(row.key)
 
 
 def _itself(entry: StoryEntry) -> StoryEntry:
