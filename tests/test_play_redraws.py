@@ -7,12 +7,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 import trio
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Static
 
+from manor.play import guest as guest_module
 from manor.play.guest import GuestRun
 from manor.play.state import CallerRow, ShownTick, TickFigures
 from manor.play.widgets import AgentsTable, LatencyPanel
@@ -154,9 +156,14 @@ class TestGuestSlice:
         assert steps == 2000
         assert behind <= 1, f"the host's callback waited {behind} steps"
 
-    def test_a_busy_run_takes_many_steps_a_host_callback(self) -> None:
+    @pytest.mark.parametrize("drained", [True, False])
+    def test_a_busy_run_takes_many_steps_a_host_callback(self, drained: bool, monkeypatch: pytest.MonkeyPatch) -> None:
         """With nothing else ready on the host, steps follow each other in one callback
-        (its loop's turn costs more than a step)."""
+        (its loop's turn costs more than a step): drained inside trio's guest tick, or,
+        with a trio whose guest state is not the one ``_drain`` knows, a guest tick
+        after another."""
+        if not drained:
+            monkeypatch.setattr(guest_module, "_drain", lambda guest_tick, go_on: None)
 
         async def main() -> tuple[int, int]:
             callbacks = 0
