@@ -554,6 +554,40 @@ class TestDashboardState:
         assert {one.key, two.key} <= state.take_dirty()
         assert state.degraded_total == 1 and state.calls_total == 4
 
+    def test_a_rows_last_call_shows_alike_whichever_way_it_ended(self) -> None:
+        """One catch-up, three rows: an ok call at the first try; an ok call followed by
+        one degraded before admission (the row shows the degraded call, the ok call's
+        line and latency); an ok call retried after one ok at the first try (its own
+        line and latency, its rejection counted)."""
+        e = engine()
+        state = DashboardState(e.scene)
+        state.run_started(e.loop)
+        notes = e.loop.call_notes
+        assert notes is not None
+        first, second, third = e.loop.world.plan()[:3]
+
+        def ended(request: Request, text: str, admitted_at: float | None = 1.0, *, degraded: bool = False, attempts: int = 1) -> Heard:
+            heard = Heard(request, Instruments())
+            heard.at = admitted_at
+            heard.record = CallRecord(tick=1, ticket=0, caller=str(request.caller), agent=request.agent, queued_at=0.0,
+                                      admitted_at=admitted_at, finished_at=3.0, outcome="degraded" if degraded else "ok",
+                                      reason="platform_rejected" if degraded else None, text=text, attempts=attempts)  # fmt: skip
+            return heard
+
+        state.tick_started(1, [first, second, third])
+        notes.extend([
+            ended(first, "One."),
+            ended(second, "Two.", 2.0), ended(second, "", None, degraded=True),
+            ended(third, "Three."), ended(third, "Three again.", 2.5, attempts=2),
+        ])  # fmt: skip
+        state.tick_finished(TickRecord(tick=1, started_at=0.0, finished_at=3.0, calls=(), world_hash=""), [])
+        rows = [state.rows[f"character:{request.agent}"] for request in (first, second, third)]
+        assert [(row.state, row.line, row.latency, row.reason) for row in rows] == [
+            ("done", "One.", 2.0, None), ("degraded", "Two.", 1.0, "platform_rejected"), ("done", "Three again.", 0.5, None),
+        ]  # fmt: skip
+        assert (state.degraded_total, state.calls_total) == (1, 5)
+        assert (state.rejections.by_limiter, state.rejections.retried) == (1, 1)
+
     def test_a_caller_kind_the_dashboard_does_not_know_is_shown_by_its_name(self) -> None:
         """A world's own kind of caller (the lead's open caller kinds): a row labelled
         with the kind, its degradations counted in a column of its own."""

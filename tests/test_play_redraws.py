@@ -7,12 +7,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 import trio
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Static
 
+from manor.play import guest as guest_module
 from manor.play.guest import GuestRun
 from manor.play.state import CallerRow, ShownTick, TickFigures
 from manor.play.widgets import AgentsTable, LatencyPanel
@@ -154,9 +156,14 @@ class TestGuestSlice:
         assert steps == 2000
         assert behind <= 1, f"the host's callback waited {behind} steps"
 
-    def test_a_busy_run_takes_many_steps_a_host_callback(self) -> None:
+    @pytest.mark.parametrize("drained", [True, False])
+    def test_a_busy_run_takes_many_steps_a_host_callback(self, drained: bool, monkeypatch: pytest.MonkeyPatch) -> None:
         """With nothing else ready on the host, steps follow each other in one callback
-        (its loop's turn costs more than a step)."""
+        (its loop's turn costs more than a step): drained inside trio's guest tick, or,
+        with a trio whose guest state is not the one ``_drain`` knows, a guest tick
+        after another."""
+        if not drained:
+            monkeypatch.setattr(guest_module, "_drain", lambda guest_tick, go_on: None)
 
         async def main() -> tuple[int, int]:
             callbacks = 0
@@ -180,3 +187,71 @@ class TestGuestSlice:
 
         callbacks, steps = asyncio.run(main())
         assert callbacks < steps / 10
+
+    def test_steps_that_follow_at_once_are_taken_inside_trios_guest_tick(self) -> None:
+        """Trio's guest tick hands the host one step at a time; the steps ready at once
+        are drained inside it, as ``trio.run`` takes them: trio asks the host for its
+        next tick once a slice, not once a step."""
+
+        async def main() -> int:
+            asks = 0
+            guest = GuestRun()
+            at_once = guest._step_at_once
+
+            def counted(fn: Callable[[], object]) -> None:
+                nonlocal asks
+                asks += 1
+                at_once(fn)
+
+            guest._step_at_once = counted  # type: ignore[method-assign]
+
+            async def busy() -> None:
+                for _ in range(2000):
+                    await trio.lowlevel.checkpoint()
+
+            guest.start(busy)
+            await guest.wait()
+            return asks
+
+        assert asyncio.run(main()) < 2000 / 10
+
+    def test_a_drained_run_waits_fails_and_is_cancelled_as_trios_own(self) -> None:
+        """Drained steps change nothing a run sees: it sleeps on the clock and wakes,
+        an error in it is its outcome, and a cancelled run ends with its ``finally``."""
+
+        async def main() -> tuple[list[str], BaseException | None, bool]:
+            seen: list[str] = []
+
+            async def sleeps_then_fails() -> None:
+                for i in range(3):
+                    for _ in range(200):
+                        await trio.lowlevel.checkpoint()
+                    await trio.sleep(0.005)
+                    seen.append(f"woke {i}")
+                raise ValueError("the run's own")
+
+            failing = GuestRun()
+            failing.start(sleeps_then_fails)
+            error = getattr(await failing.wait(), "error", None)
+
+            ended = False
+
+            async def forever() -> None:
+                nonlocal ended
+                try:
+                    while True:
+                        await trio.lowlevel.checkpoint()
+                finally:
+                    ended = True
+
+            cancelled = GuestRun()
+            cancelled.start(forever)
+            await asyncio.sleep(0.01)
+            cancelled.cancel()
+            (await cancelled.wait()).unwrap()
+            return seen, error, ended
+
+        seen, error, ended = asyncio.run(main())
+        assert seen == ["woke 0", "woke 1", "woke 2"]
+        assert isinstance(error, ValueError) and str(error) == "the run's own"
+        assert ended

@@ -5,7 +5,13 @@ the Wacky Manor, zero-latency backend, pipeline, fifo, simulated time flat out
 - ``headless``: ``TickLoop.run`` under ``trio.run``;
 - ``instrument``: the same with the dashboard's ``DashboardState`` attached;
 - ``guest``: that, driven by the ``TickDriver`` in trio's guest mode on a bare asyncio
-  loop (``GuestRun``), as ``manor play`` hosts it, without Textual.
+  loop (``GuestRun``), as ``manor play`` hosts it, without Textual;
+- ``idle-app``: that, in a Textual ``App`` with nothing on its screen (``run_test`` at
+  120x40): Textual's loop, no widgets;
+- ``no-frames``: that, in the ``PlayApp`` itself with its frame timer a no-op (its
+  widgets drawn once, never again);
+- ``dashboard``: the ``PlayApp`` as the play suite runs it, frames as the budget allows
+  (under callgrind a frame's wall time is ~50 times as long: fewer frames than natively).
 
 A call's instructions are the difference of two TICKS over the calls between (trio's
 batch order is random: ±0.7k a call from one pair to the next):
@@ -48,9 +54,48 @@ class Stop(Instrument):
 
 
 stop = Stop()
-engine = play._engine(config, scene, ([DashboardState(scene)] if mode != "headless" else []) + [stopwatch, stop])
-if mode != "guest":
+state = DashboardState(scene)
+engine = play._engine(config, scene, ([state] if mode != "headless" else []) + [stopwatch, stop])
+if mode in ("headless", "instrument"):
     trio.run(engine.loop.run, ticks, clock=PacedClock(math.inf))
+elif mode in ("idle-app", "no-frames", "dashboard"):
+    from pathlib import Path
+
+    from textual.app import App
+
+    from manor.play import app as play_app
+    from manor.tick.gc_pause import what_is_built_frozen
+
+    driver = TickDriver(engine.loop)
+
+    class Dashboard(play_app.PlayApp):
+        CSS_PATH = Path(play_app.__file__).with_name("play.tcss")
+        frames = 0
+
+        def _next_frame(self) -> None:
+            if mode == "dashboard":
+                super()._next_frame()
+
+        def refresh_panels(self) -> None:
+            self.frames += 1
+            super().refresh_panels()
+
+    async def in_app() -> None:
+        if mode == "idle-app":
+            app = App()
+            async with app.run_test(size=play.SIZE):
+                run = stop.run = GuestRun()
+                run.start(driver.run, clock=PacedClock(math.inf))
+                await run.wait()
+            return
+        app = Dashboard(engine, state=state, driver=driver, clock=PacedClock(math.inf))
+        stop.run = app.guest
+        async with app.run_test(size=play.SIZE):
+            await app.guest.wait()
+            print(app.frames, "frames")
+
+    with what_is_built_frozen():
+        asyncio.run(in_app())
 else:
 
     async def main() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, final
 
 import attrs
@@ -176,8 +176,9 @@ class DashboardState(Instrument):
         self._finished = 0
         self._rows: dict[str, CallerRow] = {}
         # The same rows by (caller, agent): found without formatting a key (a caller
-        # kind is a str: it hashes as one).
-        self._by_call: dict[tuple[str, str], CallerRow] = {}
+        # kind is a str: it hashes as one); a caller not met yet is met as it is looked
+        # up (``_meet_caller``).
+        self._by_call = _RowsByCall(self._meet_caller)
         # Keys of rows changed since the agents table last took them (``take_dirty``).
         self._dirty: set[str] = set()
         # The rows with a call in the tick under way (or the last one).
@@ -334,12 +335,11 @@ class DashboardState(Instrument):
         requests, self._requests = self._requests, None
         if requests is None:
             return
-        rows, mark, row_for = self._by_call, self._dirty.add, self._row
+        rows, mark = self._by_call, self._dirty.add
         previous, self._in_tick = self._in_tick, []
         in_tick = self._in_tick.append
         for request in requests:
-            caller, agent = request.caller, request.agent
-            row = rows.get((caller, agent)) or row_for(caller, agent)
+            row = rows[request.caller, request.agent]
             row.state = "queued"
             mark(row.key)
             in_tick(row)
@@ -390,7 +390,7 @@ class DashboardState(Instrument):
         else:
             heards = notes.copy()
         notes.clear()
-        by_call, row_for, dirty = self._by_call, self._row, self._dirty
+        rows, dirty = self._by_call, self._dirty
         # Each row's last call ended ok, admitted, at the first try (``last``); the rows
         # of the others, taken one by one (``taken``).
         last: dict[CallerRow, CallRecord] = {}
@@ -401,12 +401,7 @@ class DashboardState(Instrument):
             if record is None:
                 still_out(heard)
                 continue
-            caller, agent = record.caller, record.agent
-            row = by_call.get((caller, agent))
-            if row is None:  # a caller met for the first time: its tick's rows, in planning order
-                for request in self._requests or ():
-                    row_for(request.caller, request.agent)
-                row = row_for(caller, agent)
+            row = rows[record.caller, record.agent]
             row.calls.append(record)
             if record.outcome == "ok" and record.attempts == 1 and record.admitted_at is not None:
                 last[row] = record
@@ -418,10 +413,7 @@ class DashboardState(Instrument):
             self._version += 1
             self._finished += records
             self._calls_total += records
-            for row, record in last.items():
-                row.state, row.line, row.reason, row.error = "done", record.text, None, ""
-                row.latency = record.finished_at - record.admitted_at  # type: ignore[operator]
-                dirty.add(row.key)
+            _done(last.items(), dirty.add)
             if self.current_tick is not None and not ended:  # the tick under way's p50
                 self._latencies.extend(
                     heard.record.finished_at - heard.record.admitted_at  # type: ignore[union-attr,operator]
@@ -436,17 +428,16 @@ class DashboardState(Instrument):
         """A call that ended degraded, retried or never admitted, onto its row and the
         counts (after the row's call before it in the same catch-up, if any)."""
         earlier = last.pop(row, None)
-        if earlier is not None:
-            row.line, row.latency = earlier.text, earlier.finished_at - earlier.admitted_at  # type: ignore[operator]
+        if earlier is not None:  # its line and latency stay, under this call's state
+            _done(((row, earlier),), self._dirty.add)
         self._dirty.add(row.key)
-        admitted_at = record.admitted_at
-        if admitted_at is not None:
-            row.latency = record.finished_at - admitted_at
         if record.outcome == "ok":
-            row.state, row.line, row.reason, row.error = "done", record.text, None, ""
+            _done(((row, record),), self._dirty.add)
             if record.attempts > 1:
                 self._rejections.count((record,))
             return
+        if record.admitted_at is not None:
+            row.latency = record.finished_at - record.admitted_at
         row.state, row.reason, row.error = "degraded", record.reason, record.error
         reason = record.reason or "provider_error"
         _count(self._degradations_tick, record.caller, reason)
@@ -481,7 +472,7 @@ class DashboardState(Instrument):
         if not self._out:
             rows_out.clear()
         else:
-            by_call, row_for, dirty = self._by_call, self._row, self._dirty
+            rows, dirty = self._by_call, self._dirty
             changed = False
             for heard in self._out:
                 state: CallerState
@@ -492,7 +483,7 @@ class DashboardState(Instrument):
                 row = rows_out.get(heard)
                 if row is None:
                     request = heard.request
-                    row = rows_out[heard] = by_call.get((request.caller, request.agent)) or row_for(request.caller, request.agent)
+                    row = rows_out[heard] = rows[request.caller, request.agent]
                 if row.state != state:
                     row.state, changed = state, True
                     dirty.add(row.key)
@@ -560,6 +551,14 @@ class DashboardState(Instrument):
                 self._dirty.add(row.key)
         self._marked = bool(marks)
 
+    def _meet_caller(self, caller: str, agent: str) -> CallerRow:
+        """The row of a call's ``caller:agent`` met for the first time (``_by_call``
+        looks it up): while its tick's rows are not shown yet, they are all made first,
+        in planning order."""
+        for request in self._requests or ():
+            self._row(request.caller, request.agent)
+        return self._row(caller, agent)
+
     def _row(self, caller: str, agent: str) -> CallerRow:
         row = self._by_call.get((caller, agent))
         if row is None:
@@ -584,6 +583,31 @@ class DashboardState(Instrument):
     def _share(self, callers: int) -> int:
         """Calls each of ``callers`` callers keeps of ``calls_kept``."""
         return min(_CALLS_PER_CALLER, max(1, self._calls_kept // max(1, callers))) if self._calls_kept else 0
+
+
+@final
+class _RowsByCall(dict[tuple[str, str], CallerRow]):
+    """The rows by (caller, agent); looked up, a pair not met yet is met (``meet``
+    makes its row and returns it): the lookup of every call stays a dict's own, the
+    first meeting is the only Python call."""
+
+    def __init__(self, meet: Callable[[str, str], CallerRow]) -> None:
+        super().__init__()
+        self._meet = meet
+
+    def __missing__(self, key: tuple[str, str]) -> CallerRow:
+        return self._meet(*key)
+
+
+def _done(ended: Iterable[tuple[CallerRow, CallRecord]], changed: Callable[[str], object]) -> None:
+    """Each row's last call ended ok with its record: done, its line, and its latency
+    if it was admitted (a call never admitted keeps the row's latency before it); each
+    row's key to ``changed``. Rows and records in bulk: a catch-up's rows in one call."""
+    for row, record in ended:
+        row.state, row.line, row.reason, row.error = "done", record.text, None, ""
+        if record.admitted_at is not None:
+            row.latency = record.finished_at - record.admitted_at
+        changed(row.key)
 
 
 def _itself(entry: StoryEntry) -> StoryEntry:
