@@ -29,13 +29,11 @@ from ..fleet.in_process import (
     parts,
 )
 from ..fleet.processes import Part, ProcessFleet
-from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
 from ..run.gate_lost import GateLostNotice
 from ..run.opening import open_run
-from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections
 from ..wording import counted
 from . import output
@@ -48,14 +46,6 @@ if TYPE_CHECKING:  # a fleet without saves loads no save code
 __all__ = ["print_summary", "run", "save_failure", "saves_state", "stopped_after"]
 
 
-class _ProgressBar(Instrument):
-    def __init__(self, advance: Callable[[], None]) -> None:
-        self.advance = advance
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        self.advance()
-
-
 @contextmanager
 def _progress(args: argparse.Namespace, total: int) -> Iterator[Callable[[], None] | None]:
     """A bar of the fleet's ``total`` ticks on stderr while inside, unless the output
@@ -63,20 +53,8 @@ def _progress(args: argparse.Namespace, total: int) -> Iterator[Callable[[], Non
     if args.json or not Console(stderr=True).is_terminal:
         yield None
         return
-    # Here, not above: a fleet not on a terminal (a script's, a test's, a process of a
-    # fleet's) loads no progress bar.
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("ticks", total=total)
-        yield lambda: progress.advance(task)
+    with output.tick_bar(Console(stderr=True), total) as advance:
+        yield advance
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with interrupts.stopped_as_interrupted(after, lambda: close_saves(live.saves, fleet)), _progress(args, ticks * len(fleet.worlds)) as advance:
             if advance is not None:
-                bar = _ProgressBar(advance)
+                bar = output.TickBar(advance)
                 for world in fleet.worlds:
                     world.engine.loop.add_instrument(bar)
             live.run(main, after=after, saves=lambda fleet: create_saves(paths, fleet, len(fleet.worlds), force=args.force))

@@ -15,14 +15,12 @@ from rich.text import Text
 
 from ..errors import REASONS, SharedGateError, WorldError, error_line
 from ..output_file import check_not_read
-from ..records import StoryEntry, TickRecord
 from ..run import interrupts
 from ..run.engine import Engine, build_engine, configure
 from ..run.final_refusal import StopAtFinalRefusal, final_refusal, platform_closed
 from ..run.forecast import gate_overload
 from ..run.gate_lost import GateLostNotice
 from ..run.opening import open_run
-from ..tick.instruments import Instrument
 from ..tick.statistics import PlatformRejections, RunStatistics
 from ..wording import counted
 from . import output
@@ -32,20 +30,9 @@ from .output import report_saved
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from rich.progress import Progress
-
     from ..saves import SaveWriter
 
 __all__ = ["errors_table", "print_summary", "run"]
-
-
-class _ProgressBar(Instrument):
-    def __init__(self, progress: Progress, task: Any) -> None:
-        self.progress = progress
-        self.task = task
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        self.progress.advance(self.task)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,19 +72,8 @@ def run(args: argparse.Namespace) -> int:
             if args.json or not console.is_terminal:
                 live.run(main, after=after, saves=save)
             else:
-                # Here, not above: a run not on a terminal (every `manor run` a script or
-                # a test starts) loads no progress bar.
-                from rich.progress import (
-                    BarColumn,
-                    MofNCompleteColumn,
-                    Progress,
-                    TextColumn,
-                    TimeElapsedColumn,
-                )
-
-                columns = (TextColumn("ticks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-                with Progress(*columns, console=console, transient=True) as progress:
-                    engine.loop.add_instrument(_ProgressBar(progress, progress.add_task("ticks", total=ticks)))
+                with output.tick_bar(console, ticks) as advance:
+                    engine.loop.add_instrument(output.TickBar(advance))
                     live.run(main, after=after, saves=save)
     except WorldError as failed:
         # The world's bug, not Manor's: the ticks before it are kept, and said so.
