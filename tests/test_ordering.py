@@ -94,15 +94,20 @@ def finished(latency: float, *, agent: str = "a", outcome: str = "ok") -> CallRe
                       finished_at=1.0 + latency, outcome=outcome, reason=None if outcome == "ok" else "provider_error")  # fmt: skip
 
 
+def _predicted(predictor: LatencyPredictor, agent: str, caller: str) -> float:
+    """What ``predictor`` expects of ``agent``'s next call as ``caller``."""
+    return predictor.latency(Request(caller=caller, agent=agent))
+
+
 class TestLatencyPredictor:
     def test_the_typical_latency_counts_as_prior_calls(self) -> None:
         """Typical 2 s as four calls; one call of 7 s moves the mean to 3 s, not to 7."""
         predictor = LatencyPredictor({"a": 2.0}, prior=4)
-        assert predictor.predict("a", "character") == 2.0
+        assert _predicted(predictor, "a", "character") == 2.0
         predictor.observe(finished(7.0))
-        assert predictor.predict("a", "character") == pytest.approx(3.0)
-        assert predictor.predict("a", "narrator") == 2.0  # per caller kind
-        request = Request(caller=CallerKind.CHARACTER, agent="a")
+        assert _predicted(predictor, "a", "character") == pytest.approx(3.0)
+        assert _predicted(predictor, "a", "narrator") == 2.0  # per caller kind
+        request = Request(caller=CallerKind.CHARACTER, agent="a")  # a world's StrEnum kind
         assert predictor.latency(request) == pytest.approx(3.0)
 
     def test_a_plain_mean_then_a_long_memory(self) -> None:
@@ -110,13 +115,13 @@ class TestLatencyPredictor:
         predictor = LatencyPredictor({"a": 2.0}, prior=1, memory=8)
         for latency in (1.0, 3.0, 1.0, 3.0):
             predictor.observe(finished(latency))
-        assert predictor.predict("a", "character") == pytest.approx(2.0)
+        assert _predicted(predictor, "a", "character") == pytest.approx(2.0)
         for _ in range(60):
             predictor.observe(finished(5.0))
-        assert predictor.predict("a", "character") == pytest.approx(5.0, abs=0.01)
+        assert _predicted(predictor, "a", "character") == pytest.approx(5.0, abs=0.01)
 
     def test_only_calls_that_answered_teach_it(self) -> None:
         predictor = LatencyPredictor({"a": 2.0})
         predictor.observe(finished(30.0, outcome="degraded"))
-        assert predictor.predict("a", "character") == 2.0
-        assert predictor.predict("nobody", "character") == 1.0
+        assert _predicted(predictor, "a", "character") == 2.0
+        assert _predicted(predictor, "nobody", "character") == 1.0

@@ -57,14 +57,9 @@ class LatencyPredictor:
     memory: int = attrs.field(default=32, validator=attrs.validators.ge(1))
     _means: dict[tuple[str, str], tuple[float, int]] = attrs.field(factory=dict, init=False)
 
-    def predict(self, agent: str, caller: str) -> float:
-        """The expected latency of ``agent``'s next call as ``caller``."""
-        seen = self._means.get((agent, caller))
-        return self.typical.get(agent, 1.0) if seen is None else seen[0]
-
     def latency(self, request: Request) -> float:
-        """``predict`` for ``request``'s agent and caller kind, its two lines repeated
-        rather than called: the tick loop asks it for every call it makes."""
+        """The expected latency of ``request``'s agent's next call as its caller kind
+        (the tick loop asks it for every call it makes)."""
         agent = request.agent
         seen = self._means.get((agent, request.caller))
         return self.typical.get(agent, 1.0) if seen is None else seen[0]
