@@ -48,7 +48,6 @@ def _generator() -> random.Random:
         return rng
 
 
-
 #: What a line template may name; each is filled in with a word or a name.
 PLACEHOLDERS = ("object", "room", "someone", "mood")
 
