@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from .draws import choice
 from .errors import one_line
 
 __all__ = [
@@ -150,7 +151,7 @@ def _draw(schema: dict[str, Any], defs: dict[str, Any], rng: random.Random, word
     if "$ref" in schema:
         return _draw(defs[schema["$ref"].rsplit("/", 1)[-1]], defs, rng, words)
     if "enum" in schema:
-        return rng.choice(schema["enum"])
+        return choice(rng, schema["enum"])
     if "const" in schema:
         return schema["const"]
     if "anyOf" in schema:
@@ -158,7 +159,7 @@ def _draw(schema: dict[str, Any], defs: dict[str, Any], rng: random.Random, word
         concrete = [option for option in options if option.get("type") != "null"]
         if len(concrete) < len(options) and rng.random() < 0.25:
             return None
-        return _draw(rng.choice(concrete or options), defs, rng, words)
+        return _draw(choice(rng, concrete or options), defs, rng, words)
     kind = schema.get("type")
     if kind == "object":
         required = set(schema.get("required", ()))
@@ -201,7 +202,7 @@ def _string(schema: dict[str, Any], rng: random.Random, words: Sequence[str]) ->
     """A line of the scene's, long enough for ``minLength`` (more lines joined) and cut
     to ``maxLength``."""
     def line() -> str:
-        return rng.choice(words) if words else "something"
+        return choice(rng, words) if words else "something"
 
     text = line()
     while len(text) < schema.get("minLength", 0):

@@ -19,6 +19,7 @@ from ..answers import draw_answer
 from ..callers import CallerStyle
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..clock import current_time
+from ..draws import below, choice, first_gauss, seed
 from ..config.backends import PlatformCapacity
 from ..errors import ProviderError, SessionLimitError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
@@ -290,13 +291,14 @@ class SimProvider(Provider):
 
     def _draw(self, request: Request) -> tuple[float, str, str]:
         rng = _generator()
-        rng.seed(f"{self.seed}:{request.agent}:{request.caller}:{request.tick}:{request.attempt}")
+        seed(rng, f"{self.seed}:{request.agent}:{request.caller}:{request.tick}:{request.attempt}")
+        random = rng.random
         profile = self.profiles.get(request.agent, self.default)
         if profile.jitter:
-            latency = profile.latency_s * math.exp(rng.gauss(0.0, profile.jitter) - profile.jitter**2 / 2)
+            latency = profile.latency_s * math.exp(first_gauss(random, 0.0, profile.jitter) - profile.jitter**2 / 2)
         else:
             latency = profile.latency_s
-        roll = rng.random()
+        roll = random()
         fault = "error" if roll < self.error_rate else "hang" if roll < self.error_rate + self.hang_rate else ""
         return latency, fault, self._text(request, profile, rng)
 
@@ -314,8 +316,11 @@ class SimProvider(Provider):
         """One of ``templates``, its fields filled in with the words drawn; ``{someone}``
         is never the ``speaker`` itself (drawn as "the next" instead, so that the draws
         after it, and every answer's other words, stay as they are)."""
-        template, object, room, mood = rng.choice(templates), rng.choice(OBJECTS), rng.choice(self.rooms), rng.choice(MOODS)
-        someone, place = self._someone, rng.randrange(len(self._someone))
+        # rng.choice of each, then rng.randrange(len(someone)): the same draws, a frame each.
+        getrandbits, someone = rng.getrandbits, self._someone
+        template, object = templates[below(getrandbits, len(templates))], OBJECTS[below(getrandbits, len(OBJECTS))]
+        room, mood = self.rooms[below(getrandbits, len(self.rooms))], MOODS[below(getrandbits, len(MOODS))]
+        place = below(getrandbits, len(someone))
         if place == self._own.get(speaker) and len(someone) > 1:
             place = (place + 1) % len(someone)
         return template.format(object=object, room=room, mood=mood, someone=someone[place])
@@ -346,7 +351,7 @@ def _invalid(valid: str, rng: random.Random, words: tuple[str, ...]) -> str:
     """An answer a model might give instead of ``valid``: cut off, or prose."""
     if rng.random() < 0.5:
         return valid[: max(1, len(valid) // 2)]
-    return f"I think {rng.choice(words)}, if you ask me."
+    return f"I think {choice(rng, words)}, if you ask me."
 
 
 #: ``bytes.translate`` table: an ASCII character that ``str.split()`` splits at (space,
