@@ -21,13 +21,22 @@ from __future__ import annotations
 import _random
 import random
 from collections.abc import Callable, Sequence
-from hashlib import sha512
 from math import cos, log, sqrt, tau
 from typing import TypeVar
 
 __all__ = ["below", "choice", "first_gauss", "seed"]
 
 T = TypeVar("T")
+
+# SHA-512 as random.py takes it: CPython's own, a quarter fewer instructions than
+# OpenSSL's (hashlib) for a key this short; either gives the same digest.
+try:
+    from _sha512 import sha512  # CPython 3.11
+except ImportError:  # pragma: no cover - later Pythons
+    try:
+        from _sha2 import sha512  # CPython 3.12 on
+    except ImportError:
+        from hashlib import sha512
 
 #: The C generator's own seeding, by an integer (``random.Random.seed``'s ``super().seed``).
 _seed_int = _random.Random.seed

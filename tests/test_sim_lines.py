@@ -10,11 +10,13 @@ import threading
 import tomllib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.content import content_dir
 from manor.calls import Request
-from manor.providers.sim import GENERIC_LINES, MOODS, NARRATOR_LINES, OBJECTS, ROOMS, SimProfile, SimProvider, _summary
+from manor.providers.sim import GENERIC_LINES, MOODS, NARRATOR_LINES, OBJECTS, PLACEHOLDERS, ROOMS, SimProfile, SimProvider, _by_place, _summary
 from manor.run.engine import configure, scene_sim
 from manor.worlds import load_scene, scene_keys, world_class
 
@@ -186,3 +188,32 @@ class TestSummary:
         """Werewolf's summariser: the record so far, then a heading, then what happened."""
         prompt = "Keep the public record. The record so far: (empty)\nWhat happened since:\nBram: Vote with me."
         assert _summary(prompt) == "So far: Bram: Vote with me."
+
+
+# A template's pieces: text (braces doubled, as a literal brace is written), a field with
+# or without a format spec or conversion, and what a template must not name.
+_FIELD = st.builds(
+    lambda name, conversion, spec: "{" + name + conversion + spec + "}",
+    st.sampled_from(PLACEHOLDERS),
+    st.sampled_from(["", "!r", "!s", "!a"]),
+    st.sampled_from(["", ":>12", ":^9", ":.3", ":*<7", ":"]),
+)
+_TEXT = st.text(st.sampled_from("ab .{}"), max_size=6).map(lambda text: text.replace("{", "{{").replace("}", "}}"))
+_UNKNOWN = st.sampled_from(["{}", "{0}", "{butler}", "{object.upper}", "{mood[0]}", "{room:{mood}}", "{", "}"])
+
+
+class TestFilledInByPlace:
+    @given(pieces=st.lists(st.one_of(_FIELD, _TEXT), max_size=8), words=st.tuples(*[st.text(max_size=5)] * 4))
+    def test_the_same_line_as_by_name(self, pieces: list[str], words: tuple[str, str, str, str]) -> None:
+        """``_line`` fills a template in by its fields' places: the same line, every
+        field's spec and conversion kept, every literal brace."""
+        template = "".join(pieces)
+        by_place = _by_place(template)
+        assert by_place is not None
+        assert by_place.format(*words) == template.format(**dict(zip(PLACEHOLDERS, words)))
+
+    @given(before=_TEXT, unknown=_UNKNOWN, after=st.lists(st.one_of(_FIELD, _TEXT), max_size=3))
+    def test_a_template_line_problem_refuses_is_filled_in_by_name(self, before: str, unknown: str, after: list[str]) -> None:
+        """A template nobody checked (a ``SimProfile`` made in code) is filled in by name, as
+        before: it fails, or not, as it always did."""
+        assert _by_place(before + unknown + "".join(after)) is None

@@ -3,8 +3,10 @@ in-character text, so a world reads like a story and runs without any real model
 
 from __future__ import annotations
 
+import functools
 import math
 import random
+import string
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Mapping
 from contextlib import aclosing
@@ -323,7 +325,10 @@ class SimProvider(Provider):
         place = below(getrandbits, len(someone))
         if place == self._own.get(speaker) and len(someone) > 1:
             place = (place + 1) % len(someone)
-        return template.format(object=object, room=room, mood=mood, someone=someone[place])
+        by_place = _by_place(template)
+        if by_place is None:
+            return template.format(object=object, room=room, mood=mood, someone=someone[place])
+        return by_place.format(object, room, someone[place], mood)
 
     def _shaped(self, request: Request, profile: SimProfile, rng: random.Random) -> str:
         """Valid JSON of ``shape``, its strings drawn from the cast's names and a line
@@ -334,6 +339,29 @@ class SimProvider(Provider):
         if self.invalid_rate and rng.random() < self.invalid_rate:
             return _invalid(valid, rng, words)
         return valid
+
+
+@functools.cache
+def _by_place(template: str) -> str | None:
+    """``template`` with its fields named by their place in ``PLACEHOLDERS`` ("I {3}
+    inspect the {0}." for "I {mood} inspect the {object}."): filled in with
+    ``format(object, room, someone, mood)``, the same line as ``format(object=…, …)``
+    without a dictionary of the names built, and each field's name hashed, for every
+    line (half a line's cost, benchmarks/notes/sim_draws.md). ``None`` for a template
+    ``line_problem`` would refuse (a field it does not know, a field in a format spec):
+    filled in by name, it fails as it always did."""
+    parts = []
+    try:
+        for literal, name, spec, conversion in string.Formatter().parse(template):
+            parts.append(literal.replace("{", "{{").replace("}", "}}"))
+            if name is None:
+                continue
+            if name not in PLACEHOLDERS or "{" in spec or "}" in spec:
+                return None
+            parts.append(f"{{{PLACEHOLDERS.index(name)}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}")
+    except ValueError:
+        return None
+    return "".join(parts)
 
 
 def _summary(prompt: str) -> str:
