@@ -4,10 +4,12 @@ same outcome when an enclosing scope's deadline is the same instant."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable
 
 import attrs
+import outcome
 import pytest
 import trio
 import trio.testing
@@ -162,3 +164,41 @@ def test_cancelled_before_sleeping() -> None:
         return scope.cancelled_caught and trio.current_time() == 0.0
 
     assert _run(main)
+
+
+def test_many_sleeps_withdrawn_leave_the_deadlines_whole() -> None:
+    """Sleeps cancelled from outside leave their entries in trio's deadline heap, which
+    trio prunes once they outnumber the live ones (and checks its count of live ones
+    there): after two thousand withdrawn, a sleep still wakes at its instant."""
+
+    async def main() -> float:
+        async with trio.open_nursery() as nursery:
+            for _ in range(2000):
+                nursery.start_soon(sleep_until, 100.0)
+            await trio.sleep(1)
+            nursery.cancel_scope.cancel()
+        for instant in (2.0, 3.0):
+            await sleep_until(instant)
+        return trio.current_time()
+
+    assert _run(main) == 3.0
+
+
+def test_in_a_guest_run_the_sleep_is_a_scope() -> None:
+    """Hosted in another loop (the dashboard's), trio's deadlines are the host's to wake
+    for: the sleep is a cancel scope's, and ends as it does elsewhere."""
+
+    async def main() -> tuple[bool, float]:
+        start = trio.current_time()
+        with trio.CancelScope() as scope:
+            await sleep_until(start + 0.05)
+        return scope.cancelled_caught, trio.current_time() - start
+
+    async def host() -> tuple[bool, float]:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[outcome.Outcome[tuple[bool, float]]] = loop.create_future()
+        trio.lowlevel.start_guest_run(main, run_sync_soon_threadsafe=loop.call_soon_threadsafe, done_callback=done.set_result)
+        return (await done).unwrap()
+
+    cancelled, slept = asyncio.run(host())
+    assert not cancelled and slept >= 0.05

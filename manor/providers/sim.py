@@ -21,8 +21,8 @@ from ..answers import draw_answer
 from ..callers import CallerStyle
 from ..calls import Done, Event, Request, Started, TextDelta, Usage
 from ..clock import current_time
-from ..draws import below, choice, first_gauss, seed
 from ..config.backends import PlatformCapacity
+from ..draws import below, choice, first_gauss, seed
 from ..errors import ProviderError, SessionLimitError
 from ..limits import MAX_JITTER, MAX_LINE_WIDTH, Seconds
 from ..templates import template_problem
