@@ -95,10 +95,13 @@ class _Timer:
         self._registered_deadline, self.task, self.deadlines = deadline, task, deadlines
         deadlines.add(deadline, self)  # type: ignore[attr-defined]
 
-    def _cancel(self, reason: object) -> None:
-        """The deadline came (trio's heap calls it as a scope's ``_cancel``)."""
+    def _cancel(self, reason: object = None) -> None:
+        """The deadline came: trio's heap calls it as a scope's ``_cancel(reason)``
+        (an older trio's, which ``trio>=0.27`` allows, as its ``cancel()``)."""
         self.withdraw()
         trio.lowlevel.reschedule(self.task)
+
+    cancel = _cancel
 
     def withdraw(self) -> None:
         """No longer counted: the heap drops the entry when it meets it."""
