@@ -52,8 +52,9 @@ def seed(rng: random.Random, text: str) -> None:
 
 def below(getrandbits: Callable[[int], int], n: int) -> int:
     """``rng._randbelow(n)`` given ``rng.getrandbits``: ``n``'s bit length of bits
-    drawn until they are below ``n`` (``n`` > 0). ``rng.randrange(n)`` for an ``int``
-    ``n``, and the index ``rng.choice`` picks from ``n`` items."""
+    drawn until they are below ``n``. ``rng.randrange(n)`` for an ``int`` ``n``, and
+    the index ``rng.choice`` picks from ``n`` items. ``n`` must be above 0: for 0 it
+    never returns, as ``_randbelow`` never does (``choice`` checks)."""
     k = n.bit_length()
     r = getrandbits(k)
     while r >= n:
