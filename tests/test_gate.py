@@ -190,6 +190,20 @@ async def test_a_permit_released_twice_is_an_error(autojump_clock: trio.testing.
     assert gate.statistics().in_flight == 0
 
 
+@pytest.mark.trio
+async def test_a_permit_keeps_when_it_was_released(autojump_clock: trio.testing.MockClock) -> None:
+    """``released_at``: the instant its releaser says (the call's end, read before the
+    slot is freed), or the clock's as it is released; ``None`` while held."""
+    gate = Gate(size=2)
+    said, unsaid = await gate.acquire(), await gate.acquire()
+    assert said.released_at is None and not said.released
+    await trio.sleep(3)
+    said.release(1.5)
+    unsaid.release()
+    assert said.released_at == 1.5 and said.released
+    assert unsaid.released_at == trio.current_time() == 3.0
+
+
 # -- timeouts and cancellation -------------------------------------------------------
 
 
