@@ -655,3 +655,31 @@ async def test_the_gate_times_its_waits_itself_and_its_timekeeper_ends_with_them
     assert trio.lowlevel.current_statistics().tasks_living == living + 1
     assert trio.lowlevel.current_statistics().seconds_to_next_deadline == math.inf
     held.release()
+
+
+def test_on_the_system_clock_a_deadline_left_standing_times_later_waits_at_theirs() -> None:
+    """On the system clock the timekeeper keeps its deadline when the last watched wait
+    ends (moving it costs more than waking once for nothing): a later wait, with a later
+    deadline, still times out at its own, neither at the old one nor never."""
+
+    async def main() -> tuple[float, float]:
+        gate = Gate(size=1)
+        held = await gate.acquire()
+        async with trio.open_nursery() as nursery:
+
+            async def admitted_in_time() -> None:
+                (await gate.acquire(timeout=0.2)).release()
+
+            nursery.start_soon(admitted_in_time)
+            await trio.testing.wait_all_tasks_blocked()
+            held.release()  # the first wait ends admitted, its deadline left standing
+        assert trio.lowlevel.current_statistics().seconds_to_next_deadline < math.inf
+        held = await gate.acquire()
+        start = trio.current_time()
+        with pytest.raises(GateTimeout):
+            await gate.acquire(timeout=0.6)
+        held.release()
+        return start, trio.current_time()
+
+    start, timed_out = trio.run(main)
+    assert 0.6 <= timed_out - start < 5.0
