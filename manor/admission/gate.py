@@ -171,18 +171,20 @@ class Permit(AdmittedTicket):
     _cost: float = attrs.field(default=1.0, repr=False)
 
     def _give_back(self) -> None:
-        """The slot is free: the next ticket in line is admitted at once."""
+        """The slot is free since ``released_at`` (``release``, which has just read it or
+        been told it): the next ticket in line is admitted at once, at that instant (the
+        clock is not read again: on the virtual clock no time has passed since)."""
         gate = self._gate
+        now: float = self.released_at  # type: ignore[assignment]
         gate._in_flight -= 1
         if gate._fair:
-            now = current_time()
             gate._ended(self._lane, now - self.admitted_at - self._cost)
             gate._released_at[self._lane] = now
             gate._unhold(self._lane)
         elif gate._caps and self._lane in gate._caps:
             gate._unhold(self._lane)
         if gate._waiting or gate._rate:  # nobody waiting for the slot: nothing to hand out
-            gate._dispatch()
+            gate._dispatch(now)
 
 
 @final
