@@ -657,6 +657,28 @@ async def test_the_gate_times_its_waits_itself_and_its_timekeeper_ends_with_them
     held.release()
 
 
+@pytest.mark.trio
+async def test_the_slot_given_back_admits_the_next_at_the_instant_it_was_freed(autojump_clock: trio.testing.MockClock) -> None:
+    """The next in line is admitted at the permit's ``released_at`` (the call's end, as
+    its releaser read it), not at a later reading of the clock: on the real clock the
+    two calls' spans meet without a gap or an overlap."""
+    gate = Gate(size=1)
+    held = await gate.acquire()
+    admitted: list[float] = []
+
+    async def wait() -> None:
+        permit = await gate.acquire(timeout=30)
+        admitted.append(permit.admitted_at)
+        permit.release()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(3)
+        held.release(2.0)  # the call ended at 2.0; its releaser says so now, at 3.0
+    assert admitted == [2.0]
+
+
 def test_on_the_system_clock_a_deadline_left_standing_times_later_waits_at_theirs() -> None:
     """On the system clock the timekeeper keeps its deadline when the last watched wait
     ends (moving it costs more than waking once for nothing): a later wait, with a later
