@@ -217,8 +217,7 @@ class TickLoop:
         finally:
             self._in_tick = False
         finished = trio.current_time()
-        for record in records:
-            self.predictor.observe(record)
+        self.predictor.observe(records)
         with world_code(self.world, "apply", tick):
             story = self.world.apply(records)
         record = TickRecord(tick=tick, started_at=started, finished_at=finished, calls=tuple(records), world_hash=self.world.hash)
