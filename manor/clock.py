@@ -41,7 +41,7 @@ try:
 except ImportError:  # pragma: no cover - trio moved it: every clock is asked
     SystemClock = None
 
-__all__ = ["MockClock", "current_time", "read_clock_directly", "wait_all_tasks_blocked"]
+__all__ = ["MockClock", "current_time", "jumps_to_deadlines", "read_clock_directly", "wait_all_tasks_blocked"]
 
 #: How the run's clock is read: by trio's formula for its system clock (``_SYSTEM``) or
 #: its mock clock (``_MOCK``), or by asking it (``_ASK``); and the clock (``None``:
@@ -62,6 +62,14 @@ def current_time() -> float:
     if how == _MOCK:
         return clock._virtual_base + clock._rate * (clock._real_clock() - clock._real_base)  # type: ignore[union-attr]
     return trio.current_time() if clock is None else clock.current_time()
+
+
+def jumps_to_deadlines(clock: trio.abc.Clock) -> bool:
+    """Whether ``clock`` may move on its own to the next deadline when every task sleeps
+    (trio's ``MockClock`` does, with autojump): true of any clock but trio's system
+    clock, as far as anyone can tell. On such a clock a deadline left standing moves
+    time; on the system clock it only wakes its task."""
+    return SystemClock is None or type(clock) is not SystemClock
 
 
 def read_clock_directly() -> None:

@@ -112,6 +112,38 @@ class TestSameRecords:
         assert split.loop.gate.statistics() == whole.loop.gate.statistics()
 
 
+class _Admissions(Instrument):
+    """Every call's admission as the instruments hear it."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[int | None, float]] = []
+
+    def call_admitted(self, request: Request, admitted_at: float) -> None:
+        self.heard.append((request.ticket, admitted_at))
+
+
+class TestAdmissionFromThePermit:
+    def test_instruments_hear_each_admission_once_as_when_the_gate_says_it(self) -> None:
+        """A call fired at admission learns its admission and its end from its permit,
+        not from the gate layer's events: the instruments hear each admission once, at
+        the same instant, and each record's admission and end are those of a call that
+        hears the events (waiting at the gate in a task of its own)."""
+        scene = load_scene("wacky_manor")
+        values = {"gate_size": 3, "run_seed": 5, "run_policy": "pipeline"}
+        heard_split, heard_whole = _Admissions(), _Admissions()
+        split = build_engine(config_settings(**values), scene, instruments=[heard_split])
+        whole = build_engine(config_settings(**values), scene, instruments=[heard_whole], layers=[_PassThrough()])
+        assert split.loop.gated.split is not None and whole.loop.gated.split is None
+        split_ticks, whole_ticks = run_engine(split, 4), run_engine(whole, 4)
+        assert sorted(heard_split.heard) == sorted(heard_whole.heard)
+        calls = [call for tick in split_ticks for call in tick.calls]
+        assert len(heard_split.heard) == len(calls) == len({ticket for ticket, _ in heard_split.heard})
+        assert sorted((call.ticket, call.admitted_at) for call in calls) == sorted(heard_split.heard)
+        assert [(c.admitted_at, c.finished_at) for t in split_ticks for c in t.calls] == [
+            (c.admitted_at, c.finished_at) for t in whole_ticks for c in t.calls
+        ]
+
+
 class TestCancelled:
     def test_calls_in_line_without_a_task_leave_the_gate(self) -> None:
         """A tick cancelled while calls wait at the gate without tasks: nothing is left

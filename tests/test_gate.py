@@ -190,6 +190,20 @@ async def test_a_permit_released_twice_is_an_error(autojump_clock: trio.testing.
     assert gate.statistics().in_flight == 0
 
 
+@pytest.mark.trio
+async def test_a_permit_keeps_when_it_was_released(autojump_clock: trio.testing.MockClock) -> None:
+    """``released_at``: the instant its releaser says (the call's end, read before the
+    slot is freed), or the clock's as it is released; ``None`` while held."""
+    gate = Gate(size=2)
+    said, unsaid = await gate.acquire(), await gate.acquire()
+    assert said.released_at is None and not said.released
+    await trio.sleep(3)
+    said.release(1.5)
+    unsaid.release()
+    assert said.released_at == 1.5 and said.released
+    assert unsaid.released_at == trio.current_time() == 3.0
+
+
 # -- timeouts and cancellation -------------------------------------------------------
 
 
@@ -641,3 +655,53 @@ async def test_the_gate_times_its_waits_itself_and_its_timekeeper_ends_with_them
     assert trio.lowlevel.current_statistics().tasks_living == living + 1
     assert trio.lowlevel.current_statistics().seconds_to_next_deadline == math.inf
     held.release()
+
+
+@pytest.mark.trio
+async def test_the_slot_given_back_admits_the_next_at_the_instant_it_was_freed(autojump_clock: trio.testing.MockClock) -> None:
+    """The next in line is admitted at the permit's ``released_at`` (the call's end, as
+    its releaser read it), not at a later reading of the clock: on the real clock the
+    two calls' spans meet without a gap or an overlap."""
+    gate = Gate(size=1)
+    held = await gate.acquire()
+    admitted: list[float] = []
+
+    async def wait() -> None:
+        permit = await gate.acquire(timeout=30)
+        admitted.append(permit.admitted_at)
+        permit.release()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(3)
+        held.release(2.0)  # the call ended at 2.0; its releaser says so now, at 3.0
+    assert admitted == [2.0]
+
+
+def test_on_the_system_clock_a_deadline_left_standing_times_later_waits_at_theirs() -> None:
+    """On the system clock the timekeeper keeps its deadline when the last watched wait
+    ends (moving it costs more than waking once for nothing): a later wait, with a later
+    deadline, still times out at its own, neither at the old one nor never."""
+
+    async def main() -> tuple[float, float]:
+        gate = Gate(size=1)
+        held = await gate.acquire()
+        async with trio.open_nursery() as nursery:
+
+            async def admitted_in_time() -> None:
+                (await gate.acquire(timeout=0.2)).release()
+
+            nursery.start_soon(admitted_in_time)
+            await trio.testing.wait_all_tasks_blocked()
+            held.release()  # the first wait ends admitted, its deadline left standing
+        assert trio.lowlevel.current_statistics().seconds_to_next_deadline < math.inf
+        held = await gate.acquire()
+        start = trio.current_time()
+        with pytest.raises(GateTimeout):
+            await gate.acquire(timeout=0.6)
+        held.release()
+        return start, trio.current_time()
+
+    start, timed_out = trio.run(main)
+    assert 0.6 <= timed_out - start < 5.0

@@ -104,7 +104,7 @@ class TestLatencyPredictor:
         """Typical 2 s as four calls; one call of 7 s moves the mean to 3 s, not to 7."""
         predictor = LatencyPredictor({"a": 2.0}, prior=4)
         assert _predicted(predictor, "a", "character") == 2.0
-        predictor.observe(finished(7.0))
+        predictor.observe([finished(7.0)])
         assert _predicted(predictor, "a", "character") == pytest.approx(3.0)
         assert _predicted(predictor, "a", "narrator") == 2.0  # per caller kind
         request = Request(caller=CallerKind.CHARACTER, agent="a")  # a world's StrEnum kind
@@ -114,14 +114,25 @@ class TestLatencyPredictor:
         """Scattered calls average out; after a lasting change the mean follows it."""
         predictor = LatencyPredictor({"a": 2.0}, prior=1, memory=8)
         for latency in (1.0, 3.0, 1.0, 3.0):
-            predictor.observe(finished(latency))
+            predictor.observe([finished(latency)])
         assert _predicted(predictor, "a", "character") == pytest.approx(2.0)
         for _ in range(60):
-            predictor.observe(finished(5.0))
+            predictor.observe([finished(5.0)])
         assert _predicted(predictor, "a", "character") == pytest.approx(5.0, abs=0.01)
+
+    def test_a_ticks_records_teach_it_as_they_would_one_by_one(self) -> None:
+        """The tick loop hands it a tick's records at once, in planning order: the same
+        means as each record told in turn, an agent's calls in the order given."""
+        records = [finished(latency, agent=agent) for latency, agent in [(3.0, "a"), (9.0, "b"), (1.0, "a"), (5.0, "a"), (2.0, "b")]]
+        at_once, one_by_one = LatencyPredictor({"a": 2.0, "b": 4.0}, prior=2, memory=3), LatencyPredictor({"a": 2.0, "b": 4.0}, prior=2, memory=3)
+        at_once.observe(records)
+        for record in records:
+            one_by_one.observe([record])
+        assert [_predicted(at_once, agent, "character") for agent in "ab"] == [_predicted(one_by_one, agent, "character") for agent in "ab"]
+        assert _predicted(at_once, "a", "character") != 2.0
 
     def test_only_calls_that_answered_teach_it(self) -> None:
         predictor = LatencyPredictor({"a": 2.0})
-        predictor.observe(finished(30.0, outcome="degraded"))
+        predictor.observe([finished(30.0, outcome="degraded")])
         assert _predicted(predictor, "a", "character") == 2.0
         assert _predicted(predictor, "nobody", "character") == 1.0

@@ -9,8 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+import trio
 
 from manor.cli import main
+from manor.errors import ContentError, WorldError
+from manor.worlds.failures import world_code
 from manor.saves import read_save
 
 SCENES = Path(__file__).resolve().parent.parent / "scenes"
@@ -62,3 +65,28 @@ def test_debug_shows_the_worlds_own_traceback(capsys: pytest.CaptureFixture[str]
     assert main(["--debug", "run", "--scene", scene, "--ticks", "2"]) == 1
     err = capsys.readouterr().err
     assert f'{file}", line' in err and "{}['boom']" in err
+
+
+class _World:
+    name = "auction"
+
+
+@pytest.mark.parametrize("raised", [KeyError("boom"), ExceptionGroup("two", [KeyError("a"), ValueError("b")])])
+def test_whatever_else_a_world_raises_is_the_worlds(raised: Exception) -> None:
+    """``world_code`` names the world, the method and the tick, the original its cause."""
+    with pytest.raises(WorldError, match=r"world 'auction' \(test_world_failures.py\) failed in plan at tick 3: ") as caught:
+        with world_code(_World(), "plan", 3):
+            raise raised
+    assert caught.value.__cause__ is raised
+
+
+@pytest.mark.parametrize("raised", [ContentError("a scene's mistake"), KeyboardInterrupt(), trio.Cancelled._create()])
+def test_manor_errors_and_interruptions_pass_through_world_code_as_they_are(raised: BaseException) -> None:
+    """A ``ManorError`` says what it says; an interruption or a cancellation is not the
+    world's bug."""
+    with pytest.raises(type(raised)) as caught:
+        with world_code(_World(), "apply", 1):
+            raise raised
+    assert caught.value is raised
+    with world_code(_World(), "apply", 1):
+        pass  # nothing raised: nothing said

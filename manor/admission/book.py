@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import attrs
 
+from ..clock import current_time
+
 if TYPE_CHECKING:
     from .lanes import Lanes
 
@@ -221,7 +223,8 @@ class AdmittedTicket:
     ticket: int
     queued_at: float
     admitted_at: float
-    _released: bool = attrs.field(default=False, init=False, repr=False)
+    #: When the slot was given back (``release``); ``None`` while it is held.
+    released_at: float | None = attrs.field(default=None, init=False, repr=False)
 
     if TYPE_CHECKING:
 
@@ -229,15 +232,16 @@ class AdmittedTicket:
 
     @property
     def released(self) -> bool:
-        return self._released
+        return self.released_at is not None
 
-    def release(self) -> None:
-        """Give the slot back; the next ticket in line is admitted at once.
+    def release(self, at: float | None = None) -> None:
+        """Give the slot back at ``at`` (when the call ended, if its caller has just read
+        the clock; read now if not given); the next ticket in line is admitted at once.
 
         Raises:
             RuntimeError: the permit was already released.
         """
-        if self._released:
+        if self.released_at is not None:
             raise RuntimeError(f"permit for ticket {self.ticket} released twice")
-        self._released = True
+        self.released_at = current_time() if at is None else at
         self._give_back()

@@ -34,7 +34,7 @@ from typing import AsyncContextManager, Protocol, final
 import attrs
 import trio
 
-from ..clock import current_time
+from ..clock import current_time, jumps_to_deadlines
 from ..errors import GateTimeout
 from .book import ISSUED, AdmittedTicket, Ticket, TicketBook
 from .claims import ClaimBook, Claimant
@@ -77,7 +77,9 @@ class SharedPermit(Protocol):
     def queued_at(self) -> float: ...
     @property
     def admitted_at(self) -> float: ...
-    def release(self) -> None: ...
+    @property
+    def released_at(self) -> float | None: ...
+    def release(self, at: float | None = None) -> None: ...
 
 
 class SharedGate(Protocol):
@@ -169,18 +171,20 @@ class Permit(AdmittedTicket):
     _cost: float = attrs.field(default=1.0, repr=False)
 
     def _give_back(self) -> None:
-        """The slot is free: the next ticket in line is admitted at once."""
+        """The slot is free since ``released_at`` (``release``, which has just read it or
+        been told it): the next ticket in line is admitted at once, at that instant (the
+        clock is not read again: on the virtual clock no time has passed since)."""
         gate = self._gate
+        now: float = self.released_at  # type: ignore[assignment]
         gate._in_flight -= 1
         if gate._fair:
-            now = current_time()
             gate._ended(self._lane, now - self.admitted_at - self._cost)
             gate._released_at[self._lane] = now
             gate._unhold(self._lane)
         elif gate._caps and self._lane in gate._caps:
             gate._unhold(self._lane)
         if gate._waiting or gate._rate:  # nobody waiting for the slot: nothing to hand out
-            gate._dispatch()
+            gate._dispatch(now)
 
 
 @final
@@ -279,6 +283,9 @@ class Gate(TicketBook[_Waiter]):
     # The timer's deadline, as set here: read at every wait watched, where the scope's
     # own ``deadline`` is a Python property.
     _timer_at: float = attrs.field(default=math.inf, init=False, repr=False)
+    # Whether the timer is put back to no deadline when the last watched wait ends
+    # (``_unwatch``): only on a clock that jumps to deadlines (``jumps_to_deadlines``).
+    _timer_rests: bool = attrs.field(default=True, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._tokens = float(self._burst)
@@ -627,15 +634,20 @@ class Gate(TicketBook[_Waiter]):
 
     def _unwatch(self) -> None:
         """A watched wait is over (admitted, timed out, cancelled); with the last, the
-        timekeeper sleeps with no deadline (the virtual clock never jumps for it)."""
+        timekeeper sleeps with no deadline (the virtual clock never jumps for it). On
+        the system clock its deadline is left standing: at worst it wakes once for
+        nothing and sleeps again until the next watched deadline, where moving it (trio
+        changes a scope's deadline through a context manager) would cost two moves every
+        tick whose calls wait at the gate."""
         self._watching -= 1
         if not self._watching:
             self._watched.clear()
-            if self._timer is not None:
+            if self._timer is not None and self._timer_rests:
                 self._timer.deadline = self._timer_at = math.inf
 
     async def _keep_time(self) -> None:
         """Wake the watched waits at their deadlines with one timer, until the run ends."""
+        self._timer_rests = jumps_to_deadlines(trio.lowlevel.current_clock())
         try:
             while True:
                 self._timer_at = self._next_deadline()

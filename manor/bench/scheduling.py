@@ -82,7 +82,7 @@ class ActualLatency:
     def latency(self, request: Request) -> float:
         return self.backend.latency(request)
 
-    def observe(self, record: CallRecord) -> None:
+    def observe(self, records: Sequence[CallRecord]) -> None:
         pass
 
 
@@ -99,7 +99,7 @@ class MeanLatency:
     def latency(self, request: Request) -> float:
         return self.backend.profiles.get(request.agent, self.backend.default).latency_s
 
-    def observe(self, record: CallRecord) -> None:
+    def observe(self, records: Sequence[CallRecord]) -> None:
         pass
 
 
@@ -118,11 +118,12 @@ class _ScoredPredictor:
         self._predicted[request.tick, request.agent, request.caller] = predicted
         return predicted
 
-    def observe(self, record: CallRecord) -> None:
-        predicted = self._predicted.pop((record.tick, record.agent, record.caller), None)
-        if predicted is not None and record.ok and record.latency > 0:
-            self.errors.append((abs(predicted - record.latency), record.latency))
-        self.predictor.observe(record)
+    def observe(self, records: Sequence[CallRecord]) -> None:
+        for record in records:
+            predicted = self._predicted.pop((record.tick, record.agent, record.caller), None)
+            if predicted is not None and record.ok and record.latency > 0:
+                self.errors.append((abs(predicted - record.latency), record.latency))
+        self.predictor.observe(records)
 
     def figures(self) -> dict[str, float]:
         if not self.errors:

@@ -41,16 +41,26 @@ class GateLayer(Layer):
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         permit = await self.gate.acquire(request.ticket, timeout=self.timeout)
-        return await self.through(permit, request, listener, inner)
+        try:
+            listener(Admitted(ticket=permit.ticket, queued_at=permit.queued_at, admitted_at=permit.admitted_at))
+        except BaseException:
+            permit.release()
+            raise
+        try:
+            return await self.through(permit, request, listener, inner)
+        finally:
+            listener(Released(released_at=permit.released_at))  # type: ignore[arg-type]
 
     async def through(self, permit: SharedPermit, request: Request, listener: Listener, inner: Inner) -> Done:
         """The call once ``permit`` let it through: ``inner``, the slot given back exactly
-        once as it ends (``call``'s second half, which a caller that waits for the
-        permit itself, ``manor.tick.admitted``, makes alone)."""
+        once as it ends, at the instant the call ended (``permit.released_at``).
+        ``call``'s second half, which a caller that waits for the permit itself
+        (``manor.tick.admitted``) makes alone: it learns its admission and its release
+        from the permit, where ``call``'s listener hears them as ``Admitted`` and
+        ``Released`` (``listener`` hears only the layers below)."""
         if self.adjuster is not None:
             return await self._adjusted(permit, request, listener, inner)
         try:
-            listener(Admitted(ticket=permit.ticket, queued_at=permit.queued_at, admitted_at=permit.admitted_at))
             if type(inner) is not HandedDown:
                 return await inner(request, listener)
             # The deadline a layer right below hands down (the timeout's), set in this
@@ -65,9 +75,7 @@ class GateLayer(Layer):
         finally:
             # The call ends now, before its slot is freed: the admission the release
             # makes comes after it, on any clock.
-            ended = current_time()
-            permit.release()
-            listener(Released(released_at=ended))
+            permit.release(current_time())
 
     async def _adjusted(self, permit: SharedPermit, request: Request, listener: Listener, inner: Inner) -> Done:
         """``through``'s, telling the adjuster how the call ended before its slot is
@@ -77,7 +85,6 @@ class GateLayer(Layer):
         admitted = adjuster.admitted()
         outcome: Done | CallError | None = None
         try:
-            listener(Admitted(ticket=permit.ticket, queued_at=permit.queued_at, admitted_at=permit.admitted_at))
             outcome = await inner(request, listener)
             return outcome
         except CallError as exc:
@@ -86,5 +93,4 @@ class GateLayer(Layer):
         finally:
             ended = current_time()
             adjuster.ended(permit.ticket, admitted, outcome)
-            permit.release()
-            listener(Released(released_at=ended))
+            permit.release(ended)

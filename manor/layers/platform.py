@@ -10,7 +10,7 @@ import attrs
 
 from ..admission.limiter import SessionLimiter
 from ..calls import Done, Opened, Request
-from .stack import Inner, Layer, Listener
+from .stack import Inner, Layer, Listener, ignore
 
 __all__ = ["PlatformLayer"]
 
@@ -45,7 +45,9 @@ class PlatformLayer(Layer):
         limiter = self.limiter
         limiter.open()
         try:
-            listener(_OPENED)
+            # Not said to ``ignore`` (a call fired at admission passes it): a call for nothing.
+            if listener is not ignore:
+                listener(_OPENED)
             return await inner(request, listener)
         finally:
             limiter.close()

@@ -12,8 +12,10 @@ runs the rest: the gate's permit, the layers below, the backend, then the judgin
 layers' ``after`` hooks. What each layer sees, and when, is what it sees through the
 whole stack: the judgement is made when the call is made, the outcome when it ends.
 
-A call fired so (``FiredAtAdmission``) is its own listener as well, a ``Heard``: what
-the tick loop hears of any call; the tick loop builds the record (``end``).
+A call fired so (``FiredAtAdmission``) is followed as any call is, a ``Heard``, but
+hears no events: its admission and its release are its permit's, read as its task
+starts and ends (the platform's ``Opened``, said below, tells it nothing new). The
+tick loop builds the record (``end``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..records import CallRecord
 from ..clock import current_time
 from ..errors import CallError
 from ..layers import GateLayer, Split
+from ..layers.stack import ignore
 from .instruments import Instruments
 
 __all__ = ["CALL_TASK", "CallNotes", "End", "FiredAtAdmission", "Heard", "fire_at_admission", "gate_of"]
@@ -69,19 +72,23 @@ class Heard:
         elif self.at is None:
             kind = type(event)
             if kind is Admitted:
-                self.at = event.admitted_at  # type: ignore[union-attr]
+                self.admitted(event.admitted_at)  # type: ignore[union-attr]
             elif kind is Opened:
-                self.at = current_time()  # said as the session opens
-            else:
-                return
-            if self.instruments.by_hook["call_admitted"]:
-                self.instruments.call("call_admitted", self.request, self.at)
+                self.admitted(current_time())  # said as the session opens
+            # Other events are the backend's: not the call's admission.
+
+    def admitted(self, at: float) -> None:
+        """The call got through at ``at``: noted, and the instruments told."""
+        self.at = at
+        if self.instruments.by_hook["call_admitted"]:
+            self.instruments.call("call_admitted", self.request, at)
 
 
 @final
 class FiredAtAdmission(Heard):
-    """A call fired at admission (``fire_at_admission``), heard as any call is, which
-    holds what its task needs when it is born: when it was made (``queued_at``), its
+    """A call fired at admission (``fire_at_admission``), followed as any call is
+    (its admission and release set from its permit, not heard), which holds what its
+    task needs when it is born: when it was made (``queued_at``), its
     place in the tick (``index``), what its judging layers noted of it (``states``),
     what it shares with the tick's other calls (``firing``) and, while it waits in line
     without a task, its place at the gate (``arrival``)."""
@@ -264,11 +271,16 @@ async def _admitted(call: FiredAtAdmission, permit: Permit | None) -> None:
     try:
         if permit is None:
             permit = await firing.gate.admitted(call.arrival)
-        done = await firing.layer.through(permit, request, call.heard, firing.split.below)
+        # Its admission and its release read from its permit, not heard as events: the
+        # gate layer's ``call`` would say them to a listener, three calls a call more.
+        call.admitted(permit.admitted_at)
+        done = await firing.layer.through(permit, request, ignore, firing.split.below)
     except CallError as exc:
         failure = exc
     except BaseException as exc:
         firing.split.ended(request, call.states, None, exc)
         raise
+    if permit is not None:  # (``None``: it timed out at the gate, never let through)
+        call.released_at = permit.released_at
     firing.split.ended(request, call.states, done, failure)
     firing.ended(call, done, failure)

@@ -46,6 +46,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import TracebackType
 
 __all__ = ["full_collections_deferred", "what_is_built_frozen"]
 
@@ -59,20 +60,26 @@ _deferred = 0
 _saved_threshold: tuple[int, int, int] = (0, 0, 0)
 
 
-@contextmanager
-def full_collections_deferred() -> Iterator[None]:
+# Named as a function is, like ``contextlib.suppress``: it is used as one.
+class full_collections_deferred:
     """No full collection of the cyclic garbage collector inside the block (young
     collections go on, at the collector's young threshold times the blocks open at
     once); the collector's own thresholds again after it. Nests, and overlaps across
-    tasks (a fleet's ticks)."""
-    global _deferred, _saved_threshold
-    if not _deferred:
-        _saved_threshold = gc.get_threshold()
-    _deferred += 1
-    _scale_young()
-    try:
-        yield
-    finally:
+    tasks (a fleet's ticks). A class rather than a ``@contextmanager`` generator: the
+    tick loop enters it every tick, and a generator's context manager costs twice the
+    Python calls."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _deferred, _saved_threshold
+        if not _deferred:
+            _saved_threshold = gc.get_threshold()
+        _deferred += 1
+        _scale_young()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None) -> None:
+        global _deferred
         _deferred -= 1
         if _deferred:
             _scale_young()

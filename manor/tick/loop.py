@@ -123,9 +123,11 @@ class TickLoop:
     #: call goes on (``CallNotes``); the reader empties it in place. ``None``: nobody
     #: reads them.
     call_notes: CallNotes | None = attrs.field(default=None, init=False)
-    _deadline: float = attrs.field(default=math.inf, init=False)
+    # Set every tick without attrs' setattr hooks (the converter of ``instruments``
+    # gives the class a hook that runs for every attribute: four calls an assignment).
+    _deadline: float = attrs.field(default=math.inf, init=False, on_setattr=attrs.setters.NO_OP)
     _started: bool = attrs.field(default=False, init=False)
-    _in_tick: bool = attrs.field(default=False, init=False)
+    _in_tick: bool = attrs.field(default=False, init=False, on_setattr=attrs.setters.NO_OP)
     _stopping: bool = attrs.field(default=False, init=False)
 
     def add_instrument(self, instrument: Instrument) -> None:
@@ -215,8 +217,7 @@ class TickLoop:
         finally:
             self._in_tick = False
         finished = trio.current_time()
-        for record in records:
-            self.predictor.observe(record)
+        self.predictor.observe(records)
         with world_code(self.world, "apply", tick):
             story = self.world.apply(records)
         record = TickRecord(tick=tick, started_at=started, finished_at=finished, calls=tuple(records), world_hash=self.world.hash)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol, final
 
 import attrs
@@ -20,8 +20,8 @@ class Predictor(Protocol):
         """The latency ``request`` is expected to have."""
         ...
 
-    def observe(self, record: CallRecord) -> None:
-        """Learn from a finished call."""
+    def observe(self, records: Sequence[CallRecord]) -> None:
+        """Learn from a tick's finished calls (its records, in planning order)."""
         ...
 
 
@@ -64,12 +64,15 @@ class LatencyPredictor:
         seen = self._means.get((agent, request.caller))
         return self.typical.get(agent, 1.0) if seen is None else seen[0]
 
-    def observe(self, record: CallRecord) -> None:
-        admitted_at = record.admitted_at
-        if record.outcome == "ok" and admitted_at is not None:
-            key = (record.agent, record.caller)
-            seen = self._means.get(key)
-            mean, weight = (self.typical.get(record.agent, 1.0), self.prior) if seen is None else seen
-            weight = weight + 1 if weight < self.memory else self.memory
-            # record.latency, without the property's call (this runs for every call)
-            self._means[key] = (mean + ((record.finished_at - admitted_at) - mean) / weight, weight)
+    def observe(self, records: Sequence[CallRecord]) -> None:
+        # A tick's records at once, not a call of this method for each of them.
+        means, typical, prior, memory = self._means, self.typical, self.prior, self.memory
+        for record in records:
+            admitted_at = record.admitted_at
+            if record.outcome == "ok" and admitted_at is not None:
+                key = (record.agent, record.caller)
+                seen = means.get(key)
+                mean, weight = (typical.get(record.agent, 1.0), prior) if seen is None else seen
+                weight = weight + 1 if weight < memory else memory
+                # record.latency, without the property's call (this runs for every call)
+                means[key] = (mean + ((record.finished_at - admitted_at) - mean) / weight, weight)
