@@ -156,11 +156,11 @@ def run(
     async def main() -> T | None:
         if not signums:
             return await async_fn(*args)
-        work, watch = trio.CancelScope(), trio.CancelScope()
+        work, watch, watched = trio.CancelScope(), trio.CancelScope(), trio.Event()
         with trio.open_signal_receiver(*signums) as signals:
             # A system task, not a nursery: an error of async_fn comes out as itself,
             # not in an exception group.
-            trio.lowlevel.spawn_system_task(_stop_on_signal, signals, work, watch, received, name="manor: stop on a signal")
+            trio.lowlevel.spawn_system_task(_stop_on_signal, signals, work, watch, received, watched, name="manor: stop on a signal")
             try:
                 if _last_signal is not None:
                     # A SIGTERM came before this run and the command went on: its
@@ -170,7 +170,13 @@ def run(
                 with work:
                     return await async_fn(*args)
             finally:
-                watch.cancel()  # before the receiver closes
+                # The watcher ends before the receiver closes: one woken by a signal as
+                # the work ended would take it from a closed receiver (a KeyError in trio,
+                # its system task crashed: an internal error), and the receiver would
+                # raise it again as KeyboardInterrupt.
+                watch.cancel()
+                with trio.CancelScope(shield=True):
+                    await watched.wait()
         return None
 
     try:
@@ -211,24 +217,27 @@ def stopped_as_interrupted(after: Callable[[], str], close: Callable[[], None] =
 
 
 async def _stop_on_signal(
-    signals: AsyncIterator[int], work: trio.CancelScope, watch: trio.CancelScope, received: list[int]
+    signals: AsyncIterator[int], work: trio.CancelScope, watch: trio.CancelScope, received: list[int], watched: trio.Event
 ) -> None:
     """Cancel ``work`` at the first signal; exit the process at the second (the user
     does not want to wait for the cleanup), unless it is the first one sent again
-    (``REPEAT_GRACE_S``). Stops when ``watch`` is cancelled."""
-    with watch:
-        if watch.cancel_called:
-            return  # the run ended before this task first ran: its receiver is closed
-        first_at = 0.0
-        async for signum in signals:
-            if received:
-                # Real time, whatever the run's clock: the signals are the world's.
-                if signum == received[0] and time.monotonic() - first_at <= REPEAT_GRACE_S[signal.Signals(signum)]:
-                    continue
-                _exit_now(signum)
-            received.append(signum)
-            first_at = time.monotonic()
-            work.cancel()
+    (``REPEAT_GRACE_S``). Stops when ``watch`` is cancelled, and then sets ``watched``."""
+    try:
+        with watch:
+            if watch.cancel_called:
+                return  # the run ended before this task first ran
+            first_at = 0.0
+            async for signum in signals:
+                if received:
+                    # Real time, whatever the run's clock: the signals are the world's.
+                    if signum == received[0] and time.monotonic() - first_at <= REPEAT_GRACE_S[signal.Signals(signum)]:
+                        continue
+                    _exit_now(signum)
+                received.append(signum)
+                first_at = time.monotonic()
+                work.cancel()
+    finally:
+        watched.set()
 
 
 def _exit_now(signum: int) -> None:
