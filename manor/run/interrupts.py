@@ -123,7 +123,10 @@ def ran(ticks: int, writer: Kept | None) -> str:
 
 def listened() -> list[int]:
     """The stopping signals not ignored: one ignored when Manor started (SIGINT, in a
-    script's background job) stays ignored."""
+    script's background job) stays ignored. None outside the main thread, where
+    signals cannot be handled (the main thread's handlers stay as they are)."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
     return [signum for signum in SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
 
 
