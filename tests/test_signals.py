@@ -9,10 +9,12 @@ signal from inside a tick, to hit an exact moment.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
 import pty
+import random
 import re
 import signal
 import subprocess
@@ -20,7 +22,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,8 @@ import trio
 from scenes_fixture import fixed_latency_scene
 
 import manor.run.interrupts
+import manor.run.opening
+from manor.admission.redis_gate import RedisGate
 from manor.cli import main
 from manor.errors import SaveError
 from manor.run.interrupts import unawaited_coroutines_held
@@ -394,6 +398,104 @@ def test_a_signal_before_the_run_takes_over_still_closes_the_save(
     assert (code, capsys.readouterr()) == (130, ("", f"manor: interrupted after 0 ticks; {save} holds no whole tick\n"))
     recorded = read_save(save)
     assert recorded.finished and not recorded.ticks and not recorded.warnings
+
+
+class TestNotLost:
+    """The one SIGTERM a fleet's parent sends a process it stops is acted on wherever it
+    lands. It once landed where it was lost — raised as KeyboardInterrupt inside the Redis
+    client's code while the shared gate's server was checked, or inside a finalizer — and
+    the process went on to wait for its parent's word to start, for ever (the fleet
+    hung: 1 run of the suite in 10 under load)."""
+
+    def test_a_sigterm_lost_in_a_finalizer_still_stops_the_run(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """SIGTERM while Python runs a finalizer (a ``__del__``, a generator the collector
+        closes): its ``KeyboardInterrupt`` is raised in there, and Python only reports it
+        and goes on. The run that follows stops at once, as if it had come during it."""
+
+        class SignalledWhileFinalized:
+            def __del__(self) -> None:
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs in here
+
+        frozen = manor.run.opening.what_is_built_frozen
+
+        @contextlib.contextmanager
+        def finalized_first() -> Iterator[None]:
+            SignalledWhileFinalized()  # dropped at once: its __del__ runs now, before the run
+            with frozen():
+                yield
+
+        lost: list[Any] = []
+        monkeypatch.setattr(sys, "unraisablehook", lost.append)
+        monkeypatch.setattr(manor.run.opening, "what_is_built_frozen", finalized_first)
+        save = tmp_path / "s.msav"
+        code = main(["run", "--scene", str(_slow_scene(tmp_path, latency=1.0)), "--ticks", "3", "--save", str(save)])
+        assert [type(unraisable.exc_value) for unraisable in lost] == [KeyboardInterrupt]  # the window was hit
+        assert (code, capsys.readouterr().err) == (143, f"manor: terminated after 0 ticks; {save} holds no whole tick\n")
+        assert read_save(save).finished
+
+    @pytest.mark.parametrize("converted", [False, True], ids=["cancelled", "cancelled turned into ConnectionError"])
+    def test_a_sigterm_while_the_shared_gate_is_checked_cancels_the_check(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, redis_url: str, converted: bool
+    ) -> None:
+        """SIGTERM while a command checks that its Redis server answers, before it makes
+        any file: the check is cancelled, as every run of a command is, never interrupted
+        by a KeyboardInterrupt raised inside the client's code; and what the client
+        raises as it is cancelled (coredis turns a handshake cancelled into a
+        ConnectionError) is not taken for an unreachable server."""
+        import coredis
+
+        seen: list[type[BaseException]] = []
+        new_client = RedisGate._new_client
+
+        def signalled_client(gate: RedisGate) -> Any:
+            client = new_client(gate)
+
+            async def ping() -> None:
+                os.kill(os.getpid(), signal.SIGTERM)
+                try:
+                    await trio.sleep(PATIENCE_S)  # the client at work when the signal comes
+                except BaseException as exc:
+                    seen.append(type(exc))
+                    if converted and isinstance(exc, trio.Cancelled):
+                        raise coredis.exceptions.ConnectionError("Unable to establish a connection") from exc
+                    raise
+
+            client.ping = ping
+            return client
+
+        monkeypatch.setattr(RedisGate, "_new_client", signalled_client)
+        save = tmp_path / "s.msav"
+        argv = ["run", "--ticks", "1", "--gate-url", redis_url, "--gate-name", f"checked-{os.getpid()}", "--save", str(save)]
+        code = main(argv)
+        assert seen == [trio.Cancelled]
+        assert (code, capsys.readouterr().err) == (143, "manor: terminated\n")
+        assert not save.exists()
+
+
+    def test_a_signal_as_the_work_ends_is_the_run_s(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A signal that wakes the run's watcher in the last moments of its work: the run
+        says it was interrupted, whichever order trio runs its ready tasks in (it draws
+        one at random: here each of 100 seeds). The watcher, woken but not yet run when
+        the work ended, took the signal from a receiver closed under it: trio's
+        ``KeyError``, an internal error of the command."""
+        outcomes = set()
+        for seed in range(100):
+            monkeypatch.setattr(trio._core._run, "_r", random.Random(seed))  # trio's own draw of its batches' order
+
+            async def ends_as_signalled() -> None:
+                os.kill(os.getpid(), signal.SIGINT)  # to the receiver: the watcher wakes
+                for _ in range(2):  # and the work ends within two turns of the scheduler
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+
+            try:
+                manor.run.interrupts.run(ends_as_signalled)
+            except BaseException as exc:  # noqa: BLE001 - each outcome is counted
+                outcomes.add(type(exc).__name__)
+            else:
+                outcomes.add("returned")
+        assert outcomes == {"Interrupted"}
 
 
 def _catches_sigterm(pid: int) -> bool:

@@ -451,27 +451,23 @@ class RedisGate(TicketBook[_Waiter]):
 
     # -- connecting -------------------------------------------------------------------
 
-    def check_reachable(self) -> None:
-        """Connect once and disconnect, outside any trio run: a command checks this
-        before it creates files or takes the screen.
+    async def check_reachable(self) -> None:
+        """Connect once and disconnect: a command checks this, in a trio run of its own
+        (``manor.run.opening``), before it creates files or takes the screen.
 
         Raises:
             SharedGateError: the server cannot be reached.
         """
-
-        async def ping() -> str | None:
-            async with self._new_client() as client:
-                # Caught in here: the client's task group would wrap it in an exception group.
-                try:
-                    with trio.fail_after(CONNECT_TIMEOUT_S):
-                        await client.ping()
-                except (self._coredis.exceptions.RedisError, OSError, trio.TooSlowError) as exc:
-                    return _describe(exc)
-            return None
-
-        failure = trio.run(ping)
-        if failure is not None:
-            raise SharedGateError(f"gate {self.where}: cannot reach Redis: {failure}")
+        async with self._new_client() as client:
+            # Caught in here: the client's task group would wrap it in an exception group.
+            try:
+                with trio.fail_after(CONNECT_TIMEOUT_S):
+                    await client.ping()
+            except (self._coredis.exceptions.RedisError, OSError, trio.TooSlowError) as exc:
+                failure = _describe(exc)
+            else:
+                return
+        raise SharedGateError(f"gate {self.where}: cannot reach Redis: {failure}")
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[RedisGate]:

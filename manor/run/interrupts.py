@@ -66,8 +66,9 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: sends it twice too, microseconds apart.
 REPEAT_GRACE_S = {signal.SIGINT: 0.05, signal.SIGTERM: 1.0}
 
-#: The last SIGTERM that reached ``sigterm_as_interrupt``'s handler, so a
-#: ``KeyboardInterrupt`` it caused is reported as SIGTERM.
+#: The last SIGTERM that reached ``sigterm_as_interrupt``'s handler in this command, so
+#: a ``KeyboardInterrupt`` it caused is reported as SIGTERM, and one that was lost is
+#: still acted on (``run``).
 _last_signal: int | None = None
 
 
@@ -122,7 +123,10 @@ def ran(ticks: int, writer: Kept | None) -> str:
 
 def listened() -> list[int]:
     """The stopping signals not ignored: one ignored when Manor started (SIGINT, in a
-    script's background job) stays ignored."""
+    script's background job) stays ignored. None outside the main thread, where
+    signals cannot be handled (the main thread's handlers stay as they are)."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
     return [signum for signum in SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
 
 
@@ -144,7 +148,8 @@ def run(
             by then (see ``Interrupted``).
 
     Raises:
-        Interrupted: a signal stopped the run.
+        Interrupted: a signal stopped the run, or a SIGTERM had come before it (its
+            ``KeyboardInterrupt`` lost: ``sigterm_as_interrupt``), which stops it at once.
     """
     import trio  # here, not above: the command line imports this module before it knows whether it runs anything
 
@@ -154,16 +159,27 @@ def run(
     async def main() -> T | None:
         if not signums:
             return await async_fn(*args)
-        work, watch = trio.CancelScope(), trio.CancelScope()
+        work, watch, watched = trio.CancelScope(), trio.CancelScope(), trio.Event()
         with trio.open_signal_receiver(*signums) as signals:
             # A system task, not a nursery: an error of async_fn comes out as itself,
             # not in an exception group.
-            trio.lowlevel.spawn_system_task(_stop_on_signal, signals, work, watch, received, name="manor: stop on a signal")
+            trio.lowlevel.spawn_system_task(_stop_on_signal, signals, work, watch, received, watched, name="manor: stop on a signal")
             try:
+                if _last_signal is not None:
+                    # A SIGTERM came before this run and the command went on: its
+                    # KeyboardInterrupt was lost on the way (``sigterm_as_interrupt``).
+                    received.append(_last_signal)
+                    return None
                 with work:
                     return await async_fn(*args)
             finally:
-                watch.cancel()  # before the receiver closes
+                # The watcher ends before the receiver closes: one woken by a signal as
+                # the work ended would take it from a closed receiver (a KeyError in trio,
+                # its system task crashed: an internal error), and the receiver would
+                # raise it again as KeyboardInterrupt.
+                watch.cancel()
+                with trio.CancelScope(shield=True):
+                    await watched.wait()
         return None
 
     try:
@@ -176,6 +192,12 @@ def run(
         raise
     except KeyboardInterrupt:
         raise Interrupted(signal_received(), after()) from None
+    except Exception:
+        if received:
+            # What the work raised as the signal cancelled it (the Redis client turns a
+            # handshake cancelled into a ConnectionError): the signal stopped it.
+            raise Interrupted(received[0], after()) from None
+        raise
     if received:
         raise Interrupted(received[0], after())
     return result  # type: ignore[return-value]  # not cancelled: async_fn returned it
@@ -198,24 +220,27 @@ def stopped_as_interrupted(after: Callable[[], str], close: Callable[[], None] =
 
 
 async def _stop_on_signal(
-    signals: AsyncIterator[int], work: trio.CancelScope, watch: trio.CancelScope, received: list[int]
+    signals: AsyncIterator[int], work: trio.CancelScope, watch: trio.CancelScope, received: list[int], watched: trio.Event
 ) -> None:
     """Cancel ``work`` at the first signal; exit the process at the second (the user
     does not want to wait for the cleanup), unless it is the first one sent again
-    (``REPEAT_GRACE_S``). Stops when ``watch`` is cancelled."""
-    with watch:
-        if watch.cancel_called:
-            return  # the run ended before this task first ran: its receiver is closed
-        first_at = 0.0
-        async for signum in signals:
-            if received:
-                # Real time, whatever the run's clock: the signals are the world's.
-                if signum == received[0] and time.monotonic() - first_at <= REPEAT_GRACE_S[signal.Signals(signum)]:
-                    continue
-                _exit_now(signum)
-            received.append(signum)
-            first_at = time.monotonic()
-            work.cancel()
+    (``REPEAT_GRACE_S``). Stops when ``watch`` is cancelled, and then sets ``watched``."""
+    try:
+        with watch:
+            if watch.cancel_called:
+                return  # the run ended before this task first ran
+            first_at = 0.0
+            async for signum in signals:
+                if received:
+                    # Real time, whatever the run's clock: the signals are the world's.
+                    if signum == received[0] and time.monotonic() - first_at <= REPEAT_GRACE_S[signal.Signals(signum)]:
+                        continue
+                    _exit_now(signum)
+                received.append(signum)
+                first_at = time.monotonic()
+                work.cancel()
+    finally:
+        watched.set()
 
 
 def _exit_now(signum: int) -> None:
@@ -260,7 +285,14 @@ def sigterm_as_interrupt() -> Iterator[None]:
     """Within: SIGTERM does what SIGINT does at that moment (Python's
     ``KeyboardInterrupt``, or trio's handler inside a trio run), and ``signal_received``
     remembers it. A no-op outside the main thread, where signals cannot be handled, and
-    when SIGTERM was ignored when Manor started."""
+    when SIGTERM was ignored when Manor started.
+
+    A ``KeyboardInterrupt`` raised where the signal happens to land can be lost: inside
+    a finalizer (``__del__``, a generator closed by the collector) Python prints it and
+    goes on, and a library may catch it or turn it into an error of its own. Remembered,
+    the SIGTERM is not lost with it: the command's next trio run (``run``) stops at its
+    start. A fleet's parent signals each process once and waits; a process that lost
+    it waited for the word to start, for ever."""
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
         yield
         return
@@ -271,6 +303,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        _last_signal = None  # this command's: a run started after it ends has not had it
 
 
 def _as_sigint(signum: int, frame: FrameType | None) -> None:

@@ -129,6 +129,7 @@ def open_run(
     Raises:
         SharedGateError: ``gate.url`` is set, but the server cannot be reached or the
             Redis client is not installed.
+        Interrupted: a signal stopped the check of the server.
         ConfigError, ContentError: as ``build`` raises them.
     """
     config, scene = configured[0]
@@ -136,7 +137,10 @@ def open_run(
         world = f"{scene.spec.name} seed {scene_seed(config, scene)}"
     gate = gate_for(config.settings.gate, world=world)
     if not isinstance(gate, Gate):
-        gate.check_reachable()
+        # In a trio run that a signal cancels, as every run of a command: a SIGTERM raised
+        # as KeyboardInterrupt inside the Redis client's code could be lost there, or leave
+        # the run waiting forever (a fleet's process the parent stopped while it started).
+        interrupts.run(gate.check_reachable)
     runs = build(gate)
     real = any(config.settings.run.clock == "real" for config, _ in configured)
     return LiveRun(gate, runs, None if real else virtual(runs))
