@@ -46,8 +46,8 @@ collection walks every young object alive, and those survivors go on to the midd
 generation, whose passes walk them again, and on to a full pass: flat out, over 60
 young passes, 5 middle ones and a full one every 80,000 calls, 0.25-0.34 µs a call. So
 while the dashboard runs its young threshold is ten times the collector's
-(``set_young_threshold``): 4-5 young passes and nothing older over as many calls, 0.08-0.12
-µs a call (benchmarks/notes/dashboard.md).
+(``set_young_threshold``): 4-5 young passes and nothing older over as many calls,
+0.08-0.12 µs a call (benchmarks/notes/dashboard.md).
 """
 
 from __future__ import annotations
