@@ -19,7 +19,7 @@ from manor.bench.suite import BenchContext
 from manor.calls import Request
 from manor.records import CallRecord, StoryEntry, TickRecord
 from manor.run.engine import build_engine
-from manor.tick.gc_pause import full_collections_deferred, what_is_built_frozen
+from manor.tick.gc_pause import full_collections_deferred, set_young_threshold, what_is_built_frozen
 from manor.tick.instruments import Instrument
 
 
@@ -108,6 +108,21 @@ class TestFullCollectionsDeferred:
             first.__exit__(None, None, None)
             assert gc.get_threshold()[:2] == (young * 3, middle)
         assert gc.get_threshold() == threshold
+
+    def test_a_young_threshold_set_during_a_tick_outlives_it(self) -> None:
+        """The dashboard sets its own (``set_young_threshold``) between two steps of the
+        engine's run, which may be inside a tick: the tick's end gives back the new one,
+        not the one it saw on entry."""
+        young, middle, full = gc.get_threshold()
+        try:
+            with full_collections_deferred():
+                assert set_young_threshold(young * 10) == young
+                assert gc.get_threshold()[:2] == (young * 10, middle)
+            assert gc.get_threshold() == (young * 10, middle, full)
+            assert set_young_threshold(young) == young * 10
+            assert gc.get_threshold() == (young, middle, full)
+        finally:
+            gc.set_threshold(young, middle, full)
 
     def test_the_threshold_is_restored_when_the_block_raises(self) -> None:
         threshold = gc.get_threshold()

@@ -8,6 +8,7 @@ run under asyncio (``asyncio.run``), as Textual does; pytest-trio is not involve
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import math
 import os
@@ -32,7 +33,7 @@ from manor.config import Config, resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.content import Scene
 from manor.play import PlayApp, ReplayApp, build_app
-from manor.play.app import engine_failure
+from manor.play.app import YOUNG_THRESHOLD, engine_failure
 from manor.play.paced_clock import PacedClock
 from manor.play.help import CLOSE, HelpScreen
 from manor.play.state import DashboardState
@@ -141,6 +142,22 @@ class TestRunning:
             assert space() == ["pause"]
 
         drive(app, scenario)
+
+    def test_young_collections_are_spaced_while_it_runs_and_given_back_after(self) -> None:
+        """What a frame makes lives until the next: the dashboard's young threshold is
+        its own (``YOUNG_THRESHOLD``) while it runs, through the engine's ticks (which
+        set the collector's thresholds aside and back), and the process's once it quits."""
+        threshold = gc.get_threshold()
+        app = play_app(paused=False)
+        seen: list[int] = []
+
+        async def scenario(pilot: Pilot[None]) -> None:
+            await until(pilot, lambda: app.state.tick >= 3, "three ticks")
+            seen.append(gc.get_threshold()[0])
+
+        drive(app, scenario)
+        assert seen == [YOUNG_THRESHOLD]
+        assert gc.get_threshold() == threshold
 
     def test_step_runs_exactly_one_tick(self) -> None:
         app = play_app()

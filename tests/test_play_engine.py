@@ -380,6 +380,27 @@ class TestDashboardState:
         assert read_once.shown is not None and read_once.shown.tick == 7
         assert list(read_once.makespans) == [t.makespan for t in every_tick.figures]
 
+    def test_ticks_no_panel_read_keep_only_the_records_the_panel_would_show(self) -> None:
+        """Flat out, thousands of ticks end between two frames: the state keeps the
+        records of the newest ``history`` of them for the latency panel, not every
+        record since the last read."""
+
+        class Calls(Instrument):
+            def __init__(self) -> None:
+                self.calls: list[Sequence[object]] = []
+
+            def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+                self.calls.append(record.calls)
+
+        e, calls = engine(LEGACY), Calls()
+        state = DashboardState(e.scene, history=3)
+        e.loop.add_instrument(state)
+        e.loop.add_instrument(calls)
+        trio.run(TickDriver(e.loop).run, 7, clock=trio.testing.MockClock(autojump_threshold=0))
+        kept = [pending[2] for pending in state._ticks_pending]
+        assert len(kept) == 3 and all(a is b for a, b in zip(kept, calls.calls[-3:]))
+        assert [t.tick for t in state.ticks] == [5, 6, 7]
+
     def test_rows_follow_each_call_and_nothing_is_left_in_flight(self) -> None:
         """After a tick every caller that was called is done or degraded (retries too)."""
         e = engine(LEGACY)

@@ -42,6 +42,7 @@ from ..run.gate_lost import GateLostNotice
 from ..run.opening import gate_connected, open_run
 from ..saves import SaveWriter
 from ..tick.driver import TickDriver
+from ..tick.gc_pause import set_young_threshold
 from ..tick.policies import make_policy
 from ..wording import counted
 from .budget import FrameBudget
@@ -71,6 +72,10 @@ REFRESH_HZ = 10
 #: held is 6-8% of its speed: one to two frames a second flat out at 120×40. (2% drew
 #: half as many frames for no gain the play suite could tell from its noise.)
 FRAME_BUDGET = 0.04
+#: The collector's young threshold while the dashboard runs: ten times CPython's, so
+#: that what a frame makes and the next one frees is not walked by a young pass and
+#: promoted to be walked again (manor/tick/gc_pause.py).
+YOUNG_THRESHOLD = 7000
 #: A second at most between two frames, however much they cost: the frame timer ticks
 #: every ``1 / REFRESH_HZ``, so the first tick past this spacing comes within the second.
 FRAME_SPACING_MAX_S = 0.9
@@ -167,6 +172,8 @@ class PlayApp(App[None]):
         self.stopped_by: int | None = None
         # signal number -> the handler it had before the app took it.
         self._signal_handlers: dict[int, Any] = {}
+        # The collector's young threshold before the app set its own (``YOUNG_THRESHOLD``).
+        self._young_threshold: int | None = None
         #: What the story shows (kept here: a replay's restart makes a new story panel).
         self.story_filter = StoryFilter()
         #: The notices in force, oldest first (``notify``).
@@ -208,6 +215,7 @@ class PlayApp(App[None]):
             self.notify(f"recording to {self.writer.path} (--no-save: no recording)", title="saving", markup=False)
         if (overload := gate_overload(self.engine)) is not None:
             self.notify(overload, title="the gate is too small for a tick", severity="warning", timeout=20, markup=False)
+        self._young_threshold = set_young_threshold(YOUNG_THRESHOLD)
         self.start_engine()
         self.set_interval(1 / REFRESH_HZ, self._next_frame, name="refresh panels")
         self.refresh_panels()
@@ -311,6 +319,9 @@ class PlayApp(App[None]):
         # end before Textual closes its loop.
         await self.stop_engine()
         self._restore_signal_handlers()
+        if self._young_threshold is not None:  # the collector's own again
+            set_young_threshold(self._young_threshold)
+            self._young_threshold = None
 
     # -- notices ------------------------------------------------------------------------
 

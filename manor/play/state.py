@@ -18,6 +18,7 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Literal, final
 
 import attrs
@@ -148,8 +149,10 @@ class DashboardState(Instrument):
         self._ticks: deque[TickFigures] = deque(maxlen=history)
         # Finished ticks not yet worked into figures (``ticks``): a tick's number,
         # makespan, calls and calls degraded. Worked out when read (a frame), for the
-        # newest ``history`` only: per frame, not per tick.
-        self._ticks_pending: list[tuple[int, float, Sequence[CallRecord], int]] = []
+        # newest ``history`` only: per frame, not per tick. Only those are kept, so
+        # that the ticks between two frames (thousands, flat out) do not keep every
+        # call's record alive until the next.
+        self._ticks_pending: deque[tuple[int, float, Sequence[CallRecord], int]] = deque(maxlen=history)
         # A tick ended since the world's marks were last taken onto the rows.
         self._marks_due = False
         #: Every finished tick's makespan, and whether a call of it degraded (index:
@@ -221,7 +224,7 @@ class DashboardState(Instrument):
         ``history``)."""
         pending = self._ticks_pending
         if pending:
-            for tick, makespan, calls, degraded in pending[-self._history :]:
+            for tick, makespan, calls, degraded in pending:
                 latencies = [call.finished_at - call.admitted_at for call in calls if call.admitted_at is not None]
                 self._ticks.append(
                     TickFigures(
@@ -354,14 +357,16 @@ class DashboardState(Instrument):
             degraded = self._degraded_in_tick
         else:  # some were repaired: their records are not the tick's
             degraded = sum(1 for call in record.calls if not call.ok)
-        self._ticks_pending.append((record.tick, record.makespan, record.calls, degraded))
-        self.makespans.append(record.makespan)
+        makespan = record.makespan
+        self._ticks_pending.append((record.tick, makespan, record.calls, degraded))
+        self.makespans.append(makespan)
         self.degraded_ticks.append(degraded > 0)
         self.tick = record.tick
         self.current_tick = None
         self._marks_due = self._loop is not None
-        # Only degraded turns fold: a story with none is taken as it is.
-        items = fold_story(story, _itself, self.callers) if any(entry.fallback for entry in story) else list(story)
+        # Only degraded turns fold: a story with none is taken as it is (the entries
+        # looked at by ``map``, not a generator: no Python frame an entry).
+        items = fold_story(story, _itself, self.callers) if any(map(_fallback, story)) else story
         self.story.extend(items)
         self.story_count += len(items)
         self._version += 1
@@ -608,6 +613,10 @@ def _done(ended: Iterable[tuple[CallerRow, CallRecord]], changed: Callable[[str]
         if record.admitted_at is not None:
             row.latency = record.finished_at - record.admitted_at
         changed(row.key)
+
+
+#: A story entry's fallback ("" when it is not a degraded turn).
+_fallback = attrgetter("fallback")
 
 
 def _itself(entry: StoryEntry) -> StoryEntry:

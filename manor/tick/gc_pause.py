@@ -39,6 +39,15 @@ overlap, the young threshold is N times the collector's own: a call's objects li
 through as many young collections as in one world's run, and those that die with their
 call die before one finds them. One tick at a time (``manor run``) keeps the
 collector's thresholds.
+
+The live dashboard (``manor play``) makes, at every frame, objects that live until the
+next: the screen's lines, the story's new lines, the latency panel's figures. A young
+collection walks every young object alive, and those survivors go on to the middle
+generation, whose passes walk them again, and on to a full pass: flat out, over 60
+young passes, 5 middle ones and a full one every 80,000 calls, 0.25-0.34 µs a call. So
+while the dashboard runs its young threshold is ten times the collector's
+(``set_young_threshold``): 4-5 young passes and nothing older over as many calls,
+0.08-0.12 µs a call (benchmarks/notes/dashboard.md).
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
 
-__all__ = ["full_collections_deferred", "what_is_built_frozen"]
+__all__ = ["full_collections_deferred", "set_young_threshold", "what_is_built_frozen"]
 
 #: The oldest generation's threshold while deferred: never reached in a tick.
 _NEVER = 2**31 - 1
@@ -85,6 +94,22 @@ class full_collections_deferred:
             _scale_young()
         else:
             gc.set_threshold(*_saved_threshold)
+
+
+def set_young_threshold(young: int) -> int:
+    """The collector's young threshold from now on (as ``gc.set_threshold``, the other
+    two kept), also for the ticks under way (``full_collections_deferred`` scales it,
+    and gives it back when they end); the threshold it had."""
+    global _saved_threshold
+    if _deferred:
+        before = _saved_threshold[0]
+        _saved_threshold = (young, *_saved_threshold[1:])
+        _scale_young()
+    else:
+        threshold = gc.get_threshold()
+        before = threshold[0]
+        gc.set_threshold(young, *threshold[1:])
+    return before
 
 
 def _scale_young() -> None:
