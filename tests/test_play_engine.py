@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -382,8 +383,8 @@ class TestDashboardState:
 
     def test_ticks_no_panel_read_keep_only_the_records_the_panel_would_show(self) -> None:
         """Flat out, thousands of ticks end between two frames: the state keeps the
-        records of the newest ``history`` of them for the latency panel, not every
-        record since the last read."""
+        records of the newest ``history`` of them for the latency panel, and holds at
+        most ``history`` more not taken in yet, not every record since the last read."""
 
         class Calls(Instrument):
             def __init__(self) -> None:
@@ -396,10 +397,57 @@ class TestDashboardState:
         state = DashboardState(e.scene, history=3)
         e.loop.add_instrument(state)
         e.loop.add_instrument(calls)
-        trio.run(TickDriver(e.loop).run, 7, clock=trio.testing.MockClock(autojump_threshold=0))
+        trio.run(TickDriver(e.loop).run, 8, clock=trio.testing.MockClock(autojump_threshold=0))
+        # Ticks 1-3 and 4-6 taken in as the third of each ended; 7 and 8 held.
         kept = [pending[2] for pending in state._ticks_pending]
-        assert len(kept) == 3 and all(a is b for a, b in zip(kept, calls.calls[-3:]))
-        assert [t.tick for t in state.ticks] == [5, 6, 7]
+        assert len(kept) == 3 and all(a is b for a, b in zip(kept, calls.calls[3:6]))
+        held = [ended[1].calls for ended in state._ended]
+        assert len(held) == 2 and all(a is b for a, b in zip(held, calls.calls[-2:]))
+        assert [t.tick for t in state.ticks] == [6, 7, 8]
+
+    def test_ticks_taken_in_at_a_read_show_what_a_read_after_each_tick_shows(self) -> None:
+        """A tick's end takes nothing in: the ticks since the last read are taken in at
+        the next, one by one, as their ends took them in. Read once after many ticks,
+        held a few at a time (``history``), or read after each tick and while each runs,
+        the state shows the same: rows, histories, counts, story, figures."""
+
+        class Reader(Instrument):
+            """Reads everything as each tick ends, and as its calls go on."""
+
+            def __init__(self, state: DashboardState) -> None:
+                self.state = state
+
+            def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+                shown(self.state)
+
+            def call_finished(self, record: CallRecord) -> None:
+                shown(self.state)
+
+        def shown(state: DashboardState) -> tuple[object, ...]:
+            rows = {
+                key: (row.state, row.line, row.latency, row.reason, row.error, row.mark, [call.tick for call in row.calls])
+                for key, row in state.rows.items()
+            }
+            return (
+                rows, state.degradations_tick, state.degradations_total, state.calls_total, state.degraded_total,
+                attrs.asdict(state.rejections), list(state.story), state.story_count, list(state.makespans),
+                bytes(state.degraded_ticks), state.tick, state.current_tick, state.tick_policy, state.planned,
+                state.shown, list(state.ticks)[-2:], state.version > 0,
+            )  # fmt: skip
+
+        seen = []
+        for history, read in ((120, True), (120, False), (2, False)):
+            e = engine(LEGACY)
+            state = DashboardState(e.scene, history=history)
+            e.loop.add_instrument(state)
+            if read:
+                e.loop.add_instrument(Reader(state))
+            trio.run(TickDriver(e.loop).run, 9, clock=trio.testing.MockClock(autojump_threshold=0))
+            if not read and history == 120:
+                assert len(state._ended) == 9  # nothing taken in yet
+            seen.append(shown(state))
+        assert seen[0][4] > 0  # degraded calls among them
+        assert seen[1] == seen[0] and seen[2] == seen[0]
 
     def test_rows_follow_each_call_and_nothing_is_left_in_flight(self) -> None:
         """After a tick every caller that was called is done or degraded (retries too)."""
@@ -415,8 +463,9 @@ class TestDashboardState:
     def test_no_hook_runs_per_call_the_loop_notes_the_calls_in_bulk(self) -> None:
         """The dashboard hooks no call: the loop appends each call's ``Heard`` to the
         state's notes as it starts, once (``TickLoop.call_notes``), which learns its
-        admission and its record, and a read takes them in; a second reader of one
-        loop's notes is refused (it would take the first's)."""
+        admission and its record, and a read takes them in — not a tick's end, which
+        only keeps where its notes end; a second reader of one loop's notes is refused
+        (it would take the first's)."""
         e = engine()
         state = DashboardState(e.scene)
         taken: list[int] = []
@@ -424,7 +473,7 @@ class TestDashboardState:
         class Notes(Instrument):
             def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
                 assert e.loop.call_notes is not None
-                # One note per call of the tick, each ended, none taken yet.
+                # One note per call of the ticks so far, each ended, none taken yet.
                 taken.append(len(e.loop.call_notes))
                 assert all(heard.record is not None for heard in e.loop.call_notes)
 
@@ -434,9 +483,10 @@ class TestDashboardState:
         assert all(instrument is not state for hook in per_call for instrument, _ in e.loop.instruments.by_hook[hook])
         trio.run(TickDriver(e.loop).run, 2, clock=trio.testing.MockClock(autojump_threshold=0))
         calls = len(e.loop.world.plan())
-        assert taken == [calls, calls]
-        assert e.loop.call_notes == []  # the state's tick end took them in
+        assert taken == [calls, 2 * calls]
+        assert len(e.loop.call_notes) == 2 * calls  # no tick's end took them in
         assert state.calls_total == 2 * calls and state.finished == state.planned == calls
+        assert e.loop.call_notes == []  # the read took them in
         with pytest.raises(ValueError, match="another reader"):
             DashboardState(e.scene).run_started(e.loop)
 
