@@ -463,9 +463,9 @@ class TestDashboardState:
     def test_no_hook_runs_per_call_the_loop_notes_the_calls_in_bulk(self) -> None:
         """The dashboard hooks no call: the loop appends each call's ``Heard`` to the
         state's notes as it starts, once (``TickLoop.call_notes``), which learns its
-        admission and its record, and a read takes them in — not a tick's end, which
-        only keeps where its notes end; a second reader of one loop's notes is refused
-        (it would take the first's)."""
+        admission and its record; a tick's end keeps their records (the notes emptied)
+        and a read takes them in; a second reader of one loop's notes is refused (it
+        would take the first's)."""
         e = engine()
         state = DashboardState(e.scene)
         taken: list[int] = []
@@ -473,7 +473,7 @@ class TestDashboardState:
         class Notes(Instrument):
             def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
                 assert e.loop.call_notes is not None
-                # One note per call of the ticks so far, each ended, none taken yet.
+                # One note per call of the tick, each ended, none taken yet.
                 taken.append(len(e.loop.call_notes))
                 assert all(heard.record is not None for heard in e.loop.call_notes)
 
@@ -483,10 +483,11 @@ class TestDashboardState:
         assert all(instrument is not state for hook in per_call for instrument, _ in e.loop.instruments.by_hook[hook])
         trio.run(TickDriver(e.loop).run, 2, clock=trio.testing.MockClock(autojump_threshold=0))
         calls = len(e.loop.world.plan())
-        assert taken == [calls, 2 * calls]
-        assert len(e.loop.call_notes) == 2 * calls  # no tick's end took them in
+        assert taken == [calls, calls]
+        assert e.loop.call_notes == []  # the state's tick end kept their records
+        assert [len(records) for *_, records in state._ended] == [calls, calls]  # none taken in yet
         assert state.calls_total == 2 * calls and state.finished == state.planned == calls
-        assert e.loop.call_notes == []  # the read took them in
+        assert not state._ended
         with pytest.raises(ValueError, match="another reader"):
             DashboardState(e.scene).run_started(e.loop)
 

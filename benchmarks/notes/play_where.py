@@ -2,7 +2,8 @@
 the suite's dashboard contender (``manor.bench.play._dashboard``), with every asyncio
 callback timed by the process's CPU clock over the timed ticks, grouped by what it
 runs; inside them, the guest run's steps (the engine), the panels' redraw, Textual's
-compositor and layout; and the cyclic collector's passes.
+compositor and layout, the dashboard state's per-tick hooks (and, in a tree that holds
+the ticks until a read, its taking them in); and the cyclic collector's passes.
 
     PYTHONPATH=TREE python benchmarks/notes/play_where.py [TICKS]
 
@@ -24,6 +25,7 @@ from manor.config import flags_source
 from manor.config.layering import built_in_source, layer_defaults_source
 from manor.play.app import PlayApp
 from manor.play.guest import GuestRun
+from manor.play.state import DashboardState
 from manor.run.engine import configure
 
 config, scene = configure([built_in_source(), layer_defaults_source(), flags_source({"run.policy": "pipeline", "run.order": "fifo"}, {})])
@@ -80,6 +82,12 @@ timed(PlayApp, "refresh_panels", "PlayApp.refresh_panels")
 timed(Screen, "_compositor_refresh", "Screen._compositor_refresh")
 timed(Screen, "_refresh_layout", "Screen._refresh_layout")
 timed(MessagePump, "_dispatch_message", "MessagePump._dispatch_message")
+# The dashboard's state: its per-tick hooks (inside the engine's steps), and where a tree
+# has it, its taking in of the ticks held (at a read, or a tick's end when many are held).
+timed(DashboardState, "tick_started", "DashboardState.tick_started (hook)")
+timed(DashboardState, "tick_finished", "DashboardState.tick_finished (hook)")
+if hasattr(DashboardState, "_take_ended"):
+    timed(DashboardState, "_take_ended", "DashboardState._take_ended (the ticks held)")
 
 collecting = [0.0]
 

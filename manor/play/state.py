@@ -6,7 +6,7 @@ append, no hook called (``TickLoop.call_notes``) — and per tick the state only
 what the tick said (its requests as it starts, its record and story as it ends). The
 rows, counts, histories and story are worked out from them in bulk when they are read
 (a frame), every tick since the last read in one pass — or when that many are held
-(``_NOTES_HELD`` calls, ``history`` ticks): per frame, not per call nor per tick. Each
+(``_CALLS_HELD`` calls, ``history`` ticks): per frame, not per call nor per tick. Each
 tick is taken in as it would have been at its end, so a read shows the same, and the
 counts count every tick. What only a frame shows of a finished
 tick — its figures for the latency panel, the world's marks on the rows — is worked out
@@ -54,10 +54,11 @@ StoryItem = StoryEntry | Fold[StoryEntry]
 #: thousand agents cost the same memory as ten (a replay reads them from the save).
 CALLS_KEPT = 50_000
 _CALLS_PER_CALLER = 500
-#: Calls noted and not taken in that make a tick's end take in every tick held (a frame
-#: takes them in otherwise): a bound on the ``Heard``s the state keeps alive, however
-#: far apart the frames come (a thousand agents' tick: each tick taken in at its end).
-_NOTES_HELD = 4096
+#: Calls held, not taken in, that make a tick's end take in every tick held (a read
+#: takes them in otherwise): a bound on the records the state holds beyond its
+#: histories, however far apart the frames come (a thousand agents: each tick taken in
+#: at its end, as a tick of theirs is long enough to keep the state in the caches).
+_CALLS_HELD = 4096
 
 @final
 @attrs.define(eq=False)
@@ -151,9 +152,13 @@ class DashboardState(Instrument):
         # requests, its policy's name (``None``: no loop met).
         self._started: tuple[int, Sequence[Request], str | None] | None = None
         # The ticks ended and not taken in yet, oldest first (``tick_finished``): each
-        # one's start if it was not taken in, its record, its story, and where its calls'
-        # notes end in ``_notes``. Taken in at the next read (``_catch_up``).
-        self._ended: list[tuple[tuple[int, Sequence[Request], str | None] | None, TickRecord, Sequence[StoryEntry], int]] = []
+        # one's start if it was not taken in, its record, its story, and its calls'
+        # records in the order they started. Taken in at the next read (``_catch_up``).
+        self._ended: list[
+            tuple[tuple[int, Sequence[Request], str | None] | None, TickRecord, Sequence[StoryEntry], list[CallRecord]]
+        ] = []
+        # Their calls.
+        self._held = 0
         # Bumped on every change (``version``).
         self._version = 0
         self._current_tick: int | None = None
@@ -382,12 +387,22 @@ class DashboardState(Instrument):
         self._started = (tick, requests, None if self._loop is None else self._loop.policy.name)
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        """A tick ends: kept, with where its calls' notes end, until a read — or taken in
-        now with those before it, if that many calls or ticks are held."""
+        """A tick ends: its calls' records kept (the notes emptied, so that each call's
+        ``Heard`` dies with its tick, as young as the collector wants it), with the
+        tick's record and story, until a read — or taken in now with those before it,
+        if that many calls or ticks are held (``_CALLS_HELD``, ``history``)."""
         notes = self._notes
-        self._ended.append((self._started, record, story, len(notes)))
+        records = list(map(_record, notes))
+        if self._out or None in records:
+            # Calls a read found out, or a call still out: taken in now, as they are.
+            self._catch_up(ended=True)
+            self._finish_tick(record, story)
+            return
+        notes.clear()
+        self._ended.append((self._started, record, story, records))
         self._started = None
-        if len(notes) >= _NOTES_HELD or len(self._ended) >= self._history:
+        self._held += len(records)
+        if self._held >= _CALLS_HELD or len(self._ended) >= self._history:
             self._take_ended()
 
     def _start_tick(self, tick: int, requests: Sequence[Request], policy: str | None) -> None:
@@ -447,69 +462,71 @@ class DashboardState(Instrument):
 
     # -- the notes ------------------------------------------------------------------------
 
-    def _catch_up(self) -> None:
+    def _catch_up(self, *, ended: bool = False) -> None:
         """Take in what the engine did since the last read: the ticks ended, one by one
         in order (``_take_ended``), then the tick under way — its start and the calls
-        noted since — as far as it got."""
+        noted since — as far as it got (``ended``: to its end)."""
         if self._ended:
             self._take_ended()
         if self._started is not None:
             started, self._started = self._started, None
             self._start_tick(*started)
         notes = self._notes
-        if notes:
-            heards = notes.copy()
-            notes.clear()
-            self._take_notes(heards)
-        else:
-            self._take_notes([])
+        heards = notes.copy()
+        notes.clear()
+        self._take_heards(heards, ended=ended)
 
     def _take_ended(self) -> None:
         """Take in the ticks ended since the last read, oldest first, each as its end
-        would have taken it in: its start (unless a read took it in under way), the calls
-        noted in it, its end. In one pass: the rows, counts and histories stay in the
-        caches from one tick to the next."""
-        ended, self._ended = self._ended, []
-        notes = self._notes
-        begin = 0
-        for started, record, story, end in ended:
+        would have taken it in: its start (unless a read took it in under way), its
+        calls, its end. In one pass: the rows, counts and histories stay in the caches
+        from one tick to the next."""
+        ended, self._ended, self._held = self._ended, [], 0
+        for started, record, story, records in ended:
             if started is not None:
                 self._start_tick(*started)
-            self._take_notes(notes[begin:end], ended=True)
-            begin = end
+            self._take_records(records, ended=True)
             self._finish_tick(record, story)
-        del notes[:begin]
 
-    def _take_notes(self, heards: CallNotes, *, ended: bool = False) -> None:
-        """Take ``heards`` (the calls noted since the last catch-up, in the order they
-        started), and those still out at it, into the counts, the rows and the
-        histories, as if each had been taken as it happened. ``ended``: the tick has
-        ended (all its calls with it), so its rows are the rows of its calls.
+    def _take_heards(self, heards: CallNotes, *, ended: bool = False) -> None:
+        """Take the calls noted since the last catch-up (``heards``, in the order they
+        started), and those still out at it, in: those ended by their records
+        (``_take_records``), the others kept out."""
+        out = self._out
+        if out:
+            heards = out + heards
+            out.clear()
+        records: list[CallRecord] = []
+        ended_call, still_out = records.append, out.append
+        for heard in heards:
+            record = heard.record
+            if record is None:
+                still_out(heard)
+            else:
+                ended_call(record)
+        self._take_records(records, ended=ended)
+
+    def _take_records(self, records: Sequence[CallRecord], *, ended: bool = False) -> None:
+        """Take the records of the calls ended since the last catch-up (in the order they
+        started) into the counts, the rows and the histories, as if each had been taken
+        as it ended; then the calls still out (``_out``) onto theirs. ``ended``: the
+        tick has ended (all its calls with it), so its rows are the rows of its calls.
 
         A call's row takes only its last call ended in the catch-up (its state, line,
         latency), unless a call ended in a way the row says more of (degraded, retried,
         never admitted): those are taken one by one, in order."""
-        out = self._out
         if self._requests is not None and not ended:  # read while the tick is under way
             self._show_tick_rows()
-        if not heards and not out:
+        if not records and not self._out:
             if ended:
                 self._end_tick_rows(())
             return
-        if out:
-            heards = out + heards
-            out.clear()
         rows, dirty = self._by_call, self._dirty
         # Each row's last call ended ok, admitted, at the first try (``last``); the rows
         # of the others, taken one by one (``taken``).
         last: dict[CallerRow, CallRecord] = {}
         taken: list[CallerRow] = []
-        still_out = out.append
-        for heard in heards:
-            record = heard.record
-            if record is None:
-                still_out(heard)
-                continue
+        for record in records:
             row = rows[record.caller, record.agent]
             row.calls.append(record)
             if record.outcome == "ok" and record.attempts == 1 and record.admitted_at is not None:
@@ -517,17 +534,14 @@ class DashboardState(Instrument):
             else:
                 self._take_call(row, record, last)
                 taken.append(row)
-        records = len(heards) - len(out)
         if records:
             self._version += 1
-            self._finished += records
-            self._calls_total += records
+            self._finished += len(records)
+            self._calls_total += len(records)
             _done(last.items(), dirty.add)
             if self._current_tick is not None and not ended:  # the tick under way's p50
                 self._latencies.extend(
-                    heard.record.finished_at - heard.record.admitted_at  # type: ignore[union-attr,operator]
-                    for heard in heards
-                    if heard.record is not None and heard.record.admitted_at is not None
+                    record.finished_at - record.admitted_at for record in records if record.admitted_at is not None
                 )
         if ended:
             self._end_tick_rows((*last, *taken))
@@ -721,6 +735,8 @@ def _done(ended: Iterable[tuple[CallerRow, CallRecord]], changed: Callable[[str]
 
 #: A story entry's fallback ("" when it is not a degraded turn).
 _fallback = attrgetter("fallback")
+#: A noted call's record (``None`` while it is out).
+_record = attrgetter("record")
 
 
 def _itself(entry: StoryEntry) -> StoryEntry:
