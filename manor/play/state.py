@@ -393,7 +393,7 @@ class DashboardState(Instrument):
         if that many calls or ticks are held (``_CALLS_HELD``, ``history``)."""
         notes = self._notes
         records = list(map(_record, notes))
-        if self._out or None in records:
+        if self._out or not all(records):  # a record is true, ``None`` is not
             # Calls a read found out, or a call still out: taken in now, as they are.
             self._catch_up(ended=True)
             self._finish_tick(record, story)
