@@ -2,13 +2,9 @@
 
 The engine writes, the dashboard reads on a timer (about ten times a second, fewer when
 the engine runs flat out), so per call the loop only notes what happened — one list
-append, no hook called (``TickLoop.call_notes``) — and per tick the state only keeps
-what the tick said (its requests as it starts, its record and story as it ends). The
-rows, counts, histories and story are worked out from them in bulk when they are read
-(a frame), every tick since the last read in one pass — or when that many are held
-(``_CALLS_HELD`` calls, ``history`` ticks): per frame, not per call nor per tick. Each
-tick is taken in as it would have been at its end, so a read shows the same, and the
-counts count every tick. What only a frame shows of a finished
+append, no hook called (``TickLoop.call_notes``) — and the rows, counts and histories
+are worked out from the notes in bulk when they are read (a frame), or at the end of
+the tick: per frame and per tick, not per call. What only a frame shows of a finished
 tick — its figures for the latency panel, the world's marks on the rows — is worked out
 when read, for the ticks the panel keeps: per frame, not per tick.
 Of a call's three events only the last changes its row, so most are never looked at
@@ -54,11 +50,6 @@ StoryItem = StoryEntry | Fold[StoryEntry]
 #: thousand agents cost the same memory as ten (a replay reads them from the save).
 CALLS_KEPT = 50_000
 _CALLS_PER_CALLER = 500
-#: Calls held, not taken in, that make a tick's end take in every tick held (a read
-#: takes them in otherwise): a bound on the records the state holds beyond its
-#: histories, however far apart the frames come (a thousand agents: each tick taken in
-#: at its end, as a tick of theirs is long enough to keep the state in the caches).
-_CALLS_HELD = 4096
 
 @final
 @attrs.define(eq=False)
@@ -148,21 +139,12 @@ class DashboardState(Instrument):
         # The tick under way's requests, while its rows have not been shown yet as
         # queued (``_show_tick_rows``): a tick no panel reads while it runs never is.
         self._requests: Sequence[Request] | None = None
-        # The tick started and not taken in yet (``tick_started``): its number, its
-        # requests, its policy's name (``None``: no loop met).
-        self._started: tuple[int, Sequence[Request], str | None] | None = None
-        # The ticks ended and not taken in yet, oldest first (``tick_finished``): each
-        # one's start if it was not taken in, its record, its story, and its calls'
-        # records in the order they started. Taken in at the next read (``_catch_up``).
-        self._ended: list[
-            tuple[tuple[int, Sequence[Request], str | None] | None, TickRecord, Sequence[StoryEntry], list[CallRecord]]
-        ] = []
-        # Their calls.
-        self._held = 0
         # Bumped on every change (``version``).
         self._version = 0
-        self._current_tick: int | None = None
-        self._tick = 0
+        #: The tick under way, or ``None`` between ticks.
+        self.current_tick: int | None = None
+        #: The last finished tick (0 before the first).
+        self.tick = 0
         self._history = history
         self._ticks: deque[TickFigures] = deque(maxlen=history)
         # Finished ticks not yet worked into figures (``ticks``): a tick's number,
@@ -173,10 +155,10 @@ class DashboardState(Instrument):
         self._ticks_pending: deque[tuple[int, float, Sequence[CallRecord], int]] = deque(maxlen=history)
         # A tick ended since the world's marks were last taken onto the rows.
         self._marks_due = False
-        # Every finished tick's makespan, and whether a call of it degraded
-        # (``makespans``, ``degraded_ticks``).
-        self._makespans = array("d")
-        self._degraded_ticks = bytearray()
+        #: Every finished tick's makespan, and whether a call of it degraded (index:
+        #: tick - 1): the whole run at a glance, at 9 bytes a tick.
+        self.makespans = array("d")
+        self.degraded_ticks = bytearray()
         # Admission-to-answer latencies of the tick under way's calls, for its p50, as
         # far as a read under way took them in.
         self._latencies: list[float] = []
@@ -189,7 +171,8 @@ class DashboardState(Instrument):
         # Calls of the tick under way degraded (a retry counts again).
         self._degraded_in_tick = 0
         self._rejections = PlatformRejections()
-        self._planned = 0
+        #: Calls of the tick under way planned.
+        self.planned = 0
         # ``queued``, ``running``, ``finished``.
         self._queued = 0
         self._running = 0
@@ -203,10 +186,12 @@ class DashboardState(Instrument):
         self._dirty: set[str] = set()
         # The rows with a call in the tick under way (or the last one).
         self._in_tick: list[CallerRow] = []
-        self._tick_policy: str | None = None
+        #: The policy the tick under way runs under (a switch applies from the next).
+        self.tick_policy: str | None = None
         self._loop: TickLoop | None = None
-        self._story: deque[StoryItem] = deque(maxlen=story_kept)
-        self._story_count = 0
+        self.story: deque[StoryItem] = deque(maxlen=story_kept)
+        #: Story lines ever added (``story`` keeps only the newest).
+        self.story_count = 0
         # Whether a row has a mark (``_take_marks``): with none, nothing is walked.
         self._marked = False
         self._names = {agent_id: agent.name for agent_id, agent in scene.agents.items()}
@@ -219,54 +204,6 @@ class DashboardState(Instrument):
         self.callers: Mapping[str, Caller] = {}
 
     # -- what the panels read (the notes taken into account first) ------------------------
-
-    @property
-    def tick(self) -> int:
-        """The last finished tick (0 before the first)."""
-        self._catch_up()
-        return self._tick
-
-    @property
-    def current_tick(self) -> int | None:
-        """The tick under way, or ``None`` between ticks."""
-        self._catch_up()
-        return self._current_tick
-
-    @property
-    def tick_policy(self) -> str | None:
-        """The policy the tick under way runs under (a switch applies from the next)."""
-        self._catch_up()
-        return self._tick_policy
-
-    @property
-    def planned(self) -> int:
-        """Calls of the tick under way planned."""
-        self._catch_up()
-        return self._planned
-
-    @property
-    def makespans(self) -> array[float]:
-        """Every finished tick's makespan (index: tick - 1): the whole run at a glance."""
-        self._catch_up()
-        return self._makespans
-
-    @property
-    def degraded_ticks(self) -> bytearray:
-        """Whether a call of each finished tick degraded (index: tick - 1), a byte a tick."""
-        self._catch_up()
-        return self._degraded_ticks
-
-    @property
-    def story(self) -> deque[StoryItem]:
-        """The story's newest lines (``story_kept``), degraded turns folded."""
-        self._catch_up()
-        return self._story
-
-    @property
-    def story_count(self) -> int:
-        """Story lines ever added (``story`` keeps only the newest)."""
-        self._catch_up()
-        return self._story_count
 
     @property
     def version(self) -> int:
@@ -285,7 +222,6 @@ class DashboardState(Instrument):
     def ticks(self) -> deque[TickFigures]:
         """The finished ticks the latency panel shows, oldest first (the newest
         ``history``)."""
-        self._catch_up()
         pending = self._ticks_pending
         if pending:
             for tick, makespan, calls, degraded in pending:
@@ -381,42 +317,17 @@ class DashboardState(Instrument):
                 self._row(request.caller, request.agent)
 
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
-        """A tick starts: kept until a read (``_start_tick``)."""
-        if self._started is not None:  # a tick that never ended: taken in as it was
-            self._catch_up()
-        self._started = (tick, requests, None if self._loop is None else self._loop.policy.name)
-
-    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        """A tick ends: its calls' records kept (the notes emptied, so that each call's
-        ``Heard`` dies with its tick, as young as the collector wants it), with the
-        tick's record and story, until a read — or taken in now with those before it,
-        if that many calls or ticks are held (``_CALLS_HELD``, ``history``)."""
-        notes = self._notes
-        records = list(map(_record, notes))
-        if self._out or not all(records):  # a record is true, ``None`` is not
-            # Calls a read found out, or a call still out: taken in now, as they are.
-            self._catch_up(ended=True)
-            self._finish_tick(record, story)
-            return
-        notes.clear()
-        self._ended.append((self._started, record, story, records))
-        self._started = None
-        self._held += len(records)
-        if self._held >= _CALLS_HELD or len(self._ended) >= self._history:
-            self._take_ended()
-
-    def _start_tick(self, tick: int, requests: Sequence[Request], policy: str | None) -> None:
-        """A tick started, taken in: its rows are shown as queued when a read first finds
-        it under way (``_show_tick_rows``); a tick that ends unread shows its calls' ends
-        only."""
-        self._current_tick = tick
-        if policy is not None:
-            self._tick_policy = policy
+        """A tick starts: its rows are shown as queued when a read first finds it under
+        way (``_show_tick_rows``); a tick that ends unread shows its calls' ends only."""
+        self._catch_up()
+        self.current_tick = tick
+        if self._loop is not None:
+            self.tick_policy = self._loop.policy.name
         if self._degraded_in_tick:  # else the last tick's counts are every kind so far at 0
             self._degradations_tick = empty_degradations(self._degradations_total)
         self._degraded_in_tick = 0
         self._latencies = []
-        self._planned, self._queued, self._running, self._finished = len(requests), 0, 0, 0
+        self.planned, self._queued, self._running, self._finished = len(requests), 0, 0, 0
         self._requests = requests
         self._version += 1
 
@@ -440,93 +351,61 @@ class DashboardState(Instrument):
                 row.state, row.reason, row.error = "—", None, ""
                 mark(row.key)
 
-    def _finish_tick(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        """A tick ended, taken in once its calls are: its figures, its story."""
+    def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
+        self._catch_up(ended=True)
         if self._finished == len(record.calls):  # the calls that ended are the tick's own
             degraded = self._degraded_in_tick
         else:  # some were repaired: their records are not the tick's
             degraded = sum(1 for call in record.calls if not call.ok)
         makespan = record.makespan
         self._ticks_pending.append((record.tick, makespan, record.calls, degraded))
-        self._makespans.append(makespan)
-        self._degraded_ticks.append(degraded > 0)
-        self._tick = record.tick
-        self._current_tick = None
+        self.makespans.append(makespan)
+        self.degraded_ticks.append(degraded > 0)
+        self.tick = record.tick
+        self.current_tick = None
         self._marks_due = self._loop is not None
         # Only degraded turns fold: a story with none is taken as it is (the entries
         # looked at by ``map``, not a generator: no Python frame an entry).
         items = fold_story(story, _itself, self.callers) if any(map(_fallback, story)) else story
-        self._story.extend(items)
-        self._story_count += len(items)
+        self.story.extend(items)
+        self.story_count += len(items)
         self._version += 1
 
     # -- the notes ------------------------------------------------------------------------
 
     def _catch_up(self, *, ended: bool = False) -> None:
-        """Take in what the engine did since the last read: the ticks ended, one by one
-        in order (``_take_ended``), then the tick under way — its start and the calls
-        noted since — as far as it got (``ended``: to its end)."""
-        if self._ended:
-            self._take_ended()
-        if self._started is not None:
-            started, self._started = self._started, None
-            self._start_tick(*started)
-        notes = self._notes
-        heards = notes.copy()
-        notes.clear()
-        self._take_heards(heards, ended=ended)
-
-    def _take_ended(self) -> None:
-        """Take in the ticks ended since the last read, oldest first, each as its end
-        would have taken it in: its start (unless a read took it in under way), its
-        calls, its end. In one pass: the rows, counts and histories stay in the caches
-        from one tick to the next."""
-        ended, self._ended, self._held = self._ended, [], 0
-        for started, record, story, records in ended:
-            if started is not None:
-                self._start_tick(*started)
-            self._take_records(records, ended=True)
-            self._finish_tick(record, story)
-
-    def _take_heards(self, heards: CallNotes, *, ended: bool = False) -> None:
-        """Take the calls noted since the last catch-up (``heards``, in the order they
-        started), and those still out at it, in: those ended by their records
-        (``_take_records``), the others kept out."""
-        out = self._out
-        if out:
-            heards = out + heards
-            out.clear()
-        records: list[CallRecord] = []
-        ended_call, still_out = records.append, out.append
-        for heard in heards:
-            record = heard.record
-            if record is None:
-                still_out(heard)
-            else:
-                ended_call(record)
-        self._take_records(records, ended=ended)
-
-    def _take_records(self, records: Sequence[CallRecord], *, ended: bool = False) -> None:
-        """Take the records of the calls ended since the last catch-up (in the order they
-        started) into the counts, the rows and the histories, as if each had been taken
-        as it ended; then the calls still out (``_out``) onto theirs. ``ended``: the
-        tick has ended (all its calls with it), so its rows are the rows of its calls.
+        """Take the calls started since the last catch-up, and those still out at it, into
+        the counts, the rows and the histories, as if each had been taken as it
+        happened. ``ended``: the tick has ended (all its calls with it), so its rows are
+        the rows of its calls.
 
         A call's row takes only its last call ended in the catch-up (its state, line,
         latency), unless a call ended in a way the row says more of (degraded, retried,
         never admitted): those are taken one by one, in order."""
+        notes, out = self._notes, self._out
         if self._requests is not None and not ended:  # read while the tick is under way
             self._show_tick_rows()
-        if not records and not self._out:
+        if not notes and not out:
             if ended:
                 self._end_tick_rows(())
             return
+        if out:
+            heards = out + notes
+            out.clear()
+        else:
+            heards = notes.copy()
+        notes.clear()
         rows, dirty = self._by_call, self._dirty
         # Each row's last call ended ok, admitted, at the first try (``last``); the rows
         # of the others, taken one by one (``taken``).
         last: dict[CallerRow, CallRecord] = {}
         taken: list[CallerRow] = []
-        for record in records:
+        still_out = out.append
+        for heard in heards:
+            record = heard.record
+            if record is None:
+                still_out(heard)
+                continue
             row = rows[record.caller, record.agent]
             row.calls.append(record)
             if record.outcome == "ok" and record.attempts == 1 and record.admitted_at is not None:
@@ -534,14 +413,17 @@ class DashboardState(Instrument):
             else:
                 self._take_call(row, record, last)
                 taken.append(row)
+        records = len(heards) - len(out)
         if records:
             self._version += 1
-            self._finished += len(records)
-            self._calls_total += len(records)
+            self._finished += records
+            self._calls_total += records
             _done(last.items(), dirty.add)
-            if self._current_tick is not None and not ended:  # the tick under way's p50
+            if self.current_tick is not None and not ended:  # the tick under way's p50
                 self._latencies.extend(
-                    record.finished_at - record.admitted_at for record in records if record.admitted_at is not None
+                    heard.record.finished_at - heard.record.admitted_at  # type: ignore[union-attr,operator]
+                    for heard in heards
+                    if heard.record is not None and heard.record.admitted_at is not None
                 )
         if ended:
             self._end_tick_rows((*last, *taken))
@@ -623,12 +505,12 @@ class DashboardState(Instrument):
         """The tick the panels show: the one under way, or the last finished (``None``
         before the first tick starts)."""
         self._catch_up()
-        if self._current_tick is not None:
+        if self.current_tick is not None:
             latencies = self._latencies
             return ShownTick(
-                tick=self._current_tick, under_way=True, makespan=None,
+                tick=self.current_tick, under_way=True, makespan=None,
                 p50=percentile(latencies, 50), max=max(latencies, default=0.0),
-                done=self._finished, planned=self._planned,
+                done=self._finished, planned=self.planned,
                 degraded=sum(n for counts in self._degradations_tick.values() for n in counts.values()),
             )  # fmt: skip
         ticks = self.ticks
@@ -735,8 +617,6 @@ def _done(ended: Iterable[tuple[CallerRow, CallRecord]], changed: Callable[[str]
 
 #: A story entry's fallback ("" when it is not a degraded turn).
 _fallback = attrgetter("fallback")
-#: A noted call's record (``None`` while it is out).
-_record = attrgetter("record")
 
 
 def _itself(entry: StoryEntry) -> StoryEntry:
