@@ -171,8 +171,7 @@ class TickLoop:
         latencies, if already asked."""
         if self.order == "longest-first":
             if latencies is None:
-                latency = self.predictor.latency
-                latencies = [latency(request) for request in requests]
+                latencies = self.predictor.latencies(requests)
             return longest_first(latencies, self.gate.size)
         return list(range(len(requests)))
 
@@ -180,8 +179,7 @@ class TickLoop:
         """Issue gate tickets to ``requests`` (in ticket order), each costing its
         predicted latency at the gate (what its lane is charged, when the gate is
         shared); returned in their order. Straight from the gate, this does not yield."""
-        latency = self.predictor.latency
-        latencies = [latency(request) for request in requests]
+        latencies = self.predictor.latencies(requests)
         order = self.ticket_order(requests, latencies)
         costs = [latencies[index] for index in order]
         tickets = self.gate.issue(len(requests), costs=costs) if self.tickets is None else await self.tickets.issue(len(requests), costs)
