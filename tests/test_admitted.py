@@ -189,6 +189,30 @@ class TestGateArrive:
         assert (permit.ticket, permit.queued_at, permit.admitted_at) == (second, 0.0, 2.0)
         assert gate.statistics().max_wait == 2.0
 
+    async def test_the_last_watched_wait_handed_a_slot_leaves_no_deadline(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Callers parked without a task, with timeouts (the gate's timekeeper watches
+        them), admitted one by one as slots are given back: while one is still watched
+        the timekeeper keeps a deadline; once the last is admitted it holds none, so the
+        virtual clock never jumps for it (the hand-over keeps the count of watched waits)."""
+        gate = Gate(size=1)
+        first, second, third = gate.issue(3)
+        held = gate.arrive(first, timeout=math.inf, wake=pytest.fail)
+        woken: list[Permit | None] = []
+        gate.arrive(second, timeout=30.0, wake=woken.append)
+        gate.arrive(third, timeout=40.0, wake=woken.append)
+        await trio.testing.wait_all_tasks_blocked()
+        assert trio.lowlevel.current_statistics().seconds_to_next_deadline == 30.0
+        await trio.sleep(1.0)
+        held.release()  # type: ignore[union-attr]
+        await trio.testing.wait_all_tasks_blocked()
+        assert [permit.ticket for permit in woken if permit is not None] == [second]
+        assert trio.lowlevel.current_statistics().seconds_to_next_deadline < math.inf  # the third is watched
+        woken[0].release()  # type: ignore[union-attr]
+        await trio.testing.wait_all_tasks_blocked()
+        assert [permit.ticket for permit in woken if permit is not None] == [second, third]
+        assert trio.lowlevel.current_statistics().seconds_to_next_deadline == math.inf
+        woken[1].release()  # type: ignore[union-attr]
+
     async def test_arrives_at_the_instant_its_caller_read(self, autojump_clock: trio.testing.MockClock) -> None:
         """A tick reads the clock once for all its calls (``now``): each is queued then,
         and its wait at the gate is timed from then."""

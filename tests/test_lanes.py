@@ -131,6 +131,53 @@ class TestLanes:
 
         assert turns(lanes) == turns(untouched)
 
+    @pytest.mark.parametrize("kind", ["one lane", "shared", "indexed", "set aside"])
+    def test_an_empty_line_has_no_head(self, kind: str) -> None:
+        """``head`` of a line with no tickets is ``None``, as for one whose lanes are all
+        capped (the gate's ``_front`` asks no ``bool`` of the line first), whether or not
+        the line ever had a second lane, an index or a lane set aside."""
+        lanes = Lanes()
+        lanes.append(0, 0)
+        if kind != "one lane":
+            lanes.append(1, 1)
+        if kind == "indexed":
+            lanes.index({})
+        if kind == "set aside":
+            assert lanes.head() == 0
+            lanes.set_aside()
+        while lanes.head() is not None:
+            lanes.served()
+        if kind == "set aside":
+            assert lanes  # the lane set aside still has its ticket, passed over
+            lanes.restore()
+            assert lanes.head() == 0
+            lanes.served()
+        assert not lanes
+        assert lanes.head() is None
+        assert lanes.head(capped={0, 1}) is None
+
+    @settings(max_examples=100, deadline=None)
+    @given(batches=st.lists(st.tuples(st.integers(0, 3), st.lists(st.floats(0.1, 5.0), max_size=4)), max_size=8))
+    def test_tickets_joining_together_are_served_as_one_by_one(self, batches: list[tuple[int, list[float]]]) -> None:
+        """``extend`` (a tick's tickets at once) serves the same turns as ``append`` of
+        each ticket in turn, an empty batch changing nothing."""
+        together, one_by_one, ticket = Lanes(), Lanes(), 0
+        for lane, costs in batches:
+            tickets = list(range(ticket, ticket + len(costs)))
+            ticket += len(costs)
+            together.extend(list(zip(tickets, costs)), lane)
+            for each, cost in zip(tickets, costs):
+                one_by_one.append(each, lane, cost)
+
+        def turns(lanes: Lanes) -> list[int | None]:
+            seen = []
+            while lanes:
+                seen.append(lanes.head())
+                lanes.served()
+            return seen
+
+        assert turns(together) == turns(one_by_one)
+
     @settings(max_examples=200, deadline=None)
     @given(
         steps=st.lists(

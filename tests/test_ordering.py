@@ -96,7 +96,7 @@ def finished(latency: float, *, agent: str = "a", outcome: str = "ok") -> CallRe
 
 def _predicted(predictor: LatencyPredictor, agent: str, caller: str) -> float:
     """What ``predictor`` expects of ``agent``'s next call as ``caller``."""
-    return predictor.latency(Request(caller=caller, agent=agent))
+    return predictor.latencies([Request(caller=caller, agent=agent)])[0]
 
 
 class TestLatencyPredictor:
@@ -108,7 +108,7 @@ class TestLatencyPredictor:
         assert _predicted(predictor, "a", "character") == pytest.approx(3.0)
         assert _predicted(predictor, "a", "narrator") == 2.0  # per caller kind
         request = Request(caller=CallerKind.CHARACTER, agent="a")  # a world's StrEnum kind
-        assert predictor.latency(request) == pytest.approx(3.0)
+        assert predictor.latencies([request]) == [pytest.approx(3.0)]
 
     def test_a_plain_mean_then_a_long_memory(self) -> None:
         """Scattered calls average out; after a lasting change the mean follows it."""

@@ -56,9 +56,9 @@ class CheapWorld:
 
 class Unlearning:
     def __init__(self, predictor):
-        self.latency = predictor.latency
+        self.latencies = predictor.latencies
 
-    def observe(self, record):
+    def observe(self, records):
         pass
 
 

@@ -177,10 +177,14 @@ class TicketBook(Generic[W]):
         self._next_ticket += count
         tickets = range(first, first + count)
         waiters = self._waiters
-        for index, ticket in enumerate(tickets):
-            cost = 1.0 if costs is None else costs[index]
-            waiters[ticket] = make(ticket, lane, cost)
-            line.append(ticket, lane, 1.0 if per_call else cost)
+        if costs is None:
+            for ticket in tickets:
+                waiters[ticket] = make(ticket, lane, 1.0)
+            line.extend([(ticket, 1.0) for ticket in tickets], lane)
+        else:
+            for ticket, cost in zip(tickets, costs):
+                waiters[ticket] = make(ticket, lane, cost)
+            line.extend([(ticket, 1.0) for ticket in tickets] if per_call else list(zip(tickets, costs)), lane)
         return tickets
 
     def _withdrawn(self, ticket: int) -> W | None:
@@ -211,7 +215,7 @@ class TicketBook(Generic[W]):
 class AdmittedTicket:
     """The right to one call in flight, which an admitted ticket becomes; released
     exactly once. Each gate's permit extends it and says how its slot is given back
-    (``_give_back``)::
+    (``_give_back``; the in-process gate's permit has ``release`` do it in one frame)::
 
         permit = await gate.acquire(ticket)
         try:

@@ -170,12 +170,24 @@ class Permit(AdmittedTicket):
     _lane: int = attrs.field(default=0, repr=False)
     _cost: float = attrs.field(default=1.0, repr=False)
 
-    def _give_back(self) -> None:
-        """The slot is free since ``released_at`` (``release``, which has just read it or
-        been told it): the next ticket in line is admitted at once, at that instant (the
-        clock is not read again: on the virtual clock no time has passed since)."""
+    def release(self, at: float | None = None) -> None:
+        """Give the slot back at ``at`` (when the call ended, if its caller has just read
+        the clock; read now if not given); the next ticket in line is admitted at once.
+
+        The book's ``release`` (``AdmittedTicket``) with the give-back in its own frame,
+        not a ``_give_back`` it calls: every call releases its permit, and that would be
+        a Python call more for each. The book's stays for the Redis gate's permit.
+
+        Raises:
+            RuntimeError: the permit was already released.
+        """
+        if self.released_at is not None:
+            raise RuntimeError(f"permit for ticket {self.ticket} released twice")
+        now = self.released_at = current_time() if at is None else at
+        # The slot is free since ``now``: the next ticket in line is admitted at once,
+        # at that instant (the clock is not read again: on the virtual clock no time has
+        # passed since).
         gate = self._gate
-        now: float = self.released_at  # type: ignore[assignment]
         gate._in_flight -= 1
         if gate._fair:
             gate._ended(self._lane, now - self.admitted_at - self._cost)
@@ -399,14 +411,16 @@ class Gate(TicketBook[_Waiter]):
             ValueError: the ticket was not issued by this gate, or is already used.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        arrival = self._arrive(ticket, timeout)
+        arrival = self.arrive(ticket, timeout=timeout)
         if type(arrival) is Permit:
             # Admitted as it arrived; still yield once, as an await should.
             await trio.lowlevel.cancel_shielded_checkpoint()
             return arrival
         return await self._wait(arrival, parked=False)  # type: ignore[arg-type]
 
-    def arrive(self, ticket: int, *, timeout: float, wake: Callable[[Permit | None], None], now: float | None = None) -> Permit | Arrival:
+    def arrive(
+        self, ticket: int | None, *, timeout: float, wake: Callable[[Permit | None], None] | None = None, now: float | None = None
+    ) -> Permit | Arrival:
         """A caller arrives for ``ticket`` without a task of its own to park: what
         ``acquire`` does up to its first wait, synchronously, so that a caller with many
         calls (a tick) starts a call's task only once the call is let through.
@@ -419,60 +433,13 @@ class Gate(TicketBook[_Waiter]):
         the current time if the caller has just read it (a tick making its calls at one
         instant reads it once for all).
 
+        Without ``wake`` (``acquire``, whose caller waits in its own task; ``ticket``
+        ``None`` issues the next one) the ``Arrival`` is the caller's waiter in line,
+        not parked: one function for both, a Python call fewer for every call a tick makes.
+
         Raises:
             ValueError: the ticket was not issued by this gate, or is already used.
         """
-        arrival = self._arrive(ticket, timeout, now)
-        if type(arrival) is Permit:
-            return arrival
-        waiter: _Waiter = arrival  # type: ignore[assignment]
-        if (
-            (self._rate and self._is_token_head(waiter))
-            or (self._paused_until != -math.inf and self._is_paused_head(waiter))
-            or (self._claim_wake is not None and self._claim_wake[0] is waiter)
-        ):
-            wake(None)  # a timed wait: its task's to make
-            return waiter
-        waiter.task = wake
-        waiter.parked = True
-        if waiter.deadline != math.inf:
-            self._watch(waiter)  # the gate's timekeeper wakes it at its deadline
-            waiter.watched = True
-        return waiter
-
-    async def admitted(self, arrival: Arrival) -> Permit:
-        """The permit of a caller that ``arrive``-d and was woken without one, once it is
-        admitted (waiting as ``acquire`` does).
-
-        Raises:
-            GateTimeout: as ``acquire``.
-        """
-        waiter: _Waiter = arrival  # type: ignore[assignment]
-        if waiter.watched:
-            waiter.watched = False
-            self._unwatch()
-        parked, waiter.parked = waiter.parked, False
-        return await self._wait(waiter, parked=parked)
-
-    def leave(self, arrival: Arrival) -> bool:
-        """A caller that ``arrive``-d gives up before it was woken (it is cancelled): it
-        holds nothing afterwards. Once woken, its task sees to itself: this does nothing
-        and says ``False``."""
-        waiter: _Waiter = arrival  # type: ignore[assignment]
-        if not waiter.parked or waiter.task is None:
-            return False
-        waiter.task = None
-        waiter.parked = False
-        if waiter.watched:
-            waiter.watched = False
-            self._unwatch()
-        self._cancelled += 1
-        self._leave(waiter)
-        return True
-
-    def _arrive(self, ticket: int | None, timeout: float, now: float | None = None) -> Permit | _Waiter:
-        """``ticket``'s caller arrives (``None``: the next ticket, issued now) at ``now``
-        (read here if not given): its permit if admitted at once, else its waiter, in line."""
         # An issued ticket's waiter looked up here, the book's ``_arrival`` (which
         # issues a ticket for ``None`` and refuses an unknown or used one) called only
         # when it is not that: a call fewer for every arrival.
@@ -518,7 +485,51 @@ class Gate(TicketBook[_Waiter]):
             self._dispatch(now)
         if waiter.stage == _ADMITTED:
             return self._permit(waiter)
+        if wake is None:
+            return waiter
+        if (
+            (self._rate and self._is_token_head(waiter))
+            or (self._paused_until != -math.inf and self._is_paused_head(waiter))
+            or (self._claim_wake is not None and self._claim_wake[0] is waiter)
+        ):
+            wake(None)  # a timed wait: its task's to make
+            return waiter
+        waiter.task = wake
+        waiter.parked = True
+        if waiter.deadline != math.inf:
+            self._watch(waiter)  # the gate's timekeeper wakes it at its deadline
+            waiter.watched = True
         return waiter
+
+    async def admitted(self, arrival: Arrival) -> Permit:
+        """The permit of a caller that ``arrive``-d and was woken without one, once it is
+        admitted (waiting as ``acquire`` does).
+
+        Raises:
+            GateTimeout: as ``acquire``.
+        """
+        waiter: _Waiter = arrival  # type: ignore[assignment]
+        if waiter.watched:
+            waiter.watched = False
+            self._unwatch()
+        parked, waiter.parked = waiter.parked, False
+        return await self._wait(waiter, parked=parked)
+
+    def leave(self, arrival: Arrival) -> bool:
+        """A caller that ``arrive``-d gives up before it was woken (it is cancelled): it
+        holds nothing afterwards. Once woken, its task sees to itself: this does nothing
+        and says ``False``."""
+        waiter: _Waiter = arrival  # type: ignore[assignment]
+        if not waiter.parked or waiter.task is None:
+            return False
+        waiter.task = None
+        waiter.parked = False
+        if waiter.watched:
+            waiter.watched = False
+            self._unwatch()
+        self._cancelled += 1
+        self._leave(waiter)
+        return True
 
     async def _wait(self, waiter: _Waiter, *, parked: bool) -> Permit:
         """Wait in line until ``waiter`` is admitted, parked until ``_wake``; ``parked``:
@@ -584,7 +595,8 @@ class Gate(TicketBook[_Waiter]):
         wait = admitted_at - waiter.queued_at
         self._admitted += 1
         self._total_wait += wait
-        self._max_wait = max(self._max_wait, wait)
+        if wait > self._max_wait:  # (not ``max``: a builtin's call for every call that waited)
+            self._max_wait = wait
         return Permit(waiter.ticket, waiter.queued_at, admitted_at, self, waiter.lane, waiter.cost)
 
     @asynccontextmanager
@@ -641,9 +653,13 @@ class Gate(TicketBook[_Waiter]):
         tick whose calls wait at the gate."""
         self._watching -= 1
         if not self._watching:
-            self._watched.clear()
-            if self._timer is not None and self._timer_rests:
-                self._timer.deadline = self._timer_at = math.inf
+            self._rest()
+
+    def _rest(self) -> None:
+        """The last watched wait is over (``_unwatch``)."""
+        self._watched.clear()
+        if self._timer is not None and self._timer_rests:
+            self._timer.deadline = self._timer_at = math.inf
 
     async def _keep_time(self) -> None:
         """Wake the watched waits at their deadlines with one timer, until the run ends."""
@@ -810,14 +826,18 @@ class Gate(TicketBook[_Waiter]):
         ``stage`` (or left), passing over the lanes in ``capped``; with ``ready`` (a
         share's limit by weight, and now), first passing over the lanes after those set
         aside that are over their shares with their heads ready (``Lanes.next_ready``)."""
-        while line:
+        # The line's emptiness asked of ``head`` (``None`` for an empty line, as for one
+        # whose lanes are all capped), not of ``Lanes.__bool__``: a call fewer a look.
+        while True:
             if ready is None:
                 ticket = line.head(capped)
+            elif not line:
+                return None
             else:
                 ticket = line.next_ready(*ready, capped)
                 ready = None
             if ticket is None:
-                return None  # every lane with waiters is at its cap
+                return None  # no waiter, or every lane with waiters is at its cap
             waiter = self._waiters.get(ticket)
             if waiter is not None and waiter.stage <= stage:
                 return waiter
@@ -825,7 +845,6 @@ class Gate(TicketBook[_Waiter]):
             self._drops += 1
             if self._claims is not None:
                 self._changed.add(dropped)
-        return None
 
     def _is_paused_head(self, waiter: _Waiter) -> bool:
         """Whether ``waiter`` is first in line for a slot while a pause lasts."""
@@ -891,7 +910,7 @@ class Gate(TicketBook[_Waiter]):
             if head.deadline != math.inf or claims:
                 if now is None:
                     now = current_time()
-                if _expired(head, now):
+                if head.deadline <= now and head.queued_at < now:  # ``_expired``, spelled out: a call fewer an admission
                     break
             if claims:
                 if alike == self._drops and self._claims.over_share(  # type: ignore[union-attr]
@@ -942,7 +961,11 @@ class Gate(TicketBook[_Waiter]):
                 head.parked = False
                 if head.watched:
                     head.watched = False
-                    self._unwatch()
+                    # ``_unwatch``'s count kept here, and it called only for the last
+                    # watched wait: a call fewer for each call admitted after a wait.
+                    self._watching -= 1
+                    if not self._watching:
+                        self._rest()
                 task(self._permit(head))  # type: ignore[operator]
         if claims:
             self._slot_line.restore()

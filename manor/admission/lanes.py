@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from typing import final
 
 from .lane_index import LaneIndex, Turn
@@ -127,6 +127,13 @@ class Lanes:
         """``ticket`` joins the back of ``lane``, expected to hold its slot ``cost``
         seconds; a lane new to the line starts at the virtual time (or its own finish,
         if that is later: what it had beyond its share is not forgotten)."""
+        self.extend(((ticket, cost),), lane)
+
+    def extend(self, tickets: Sequence[tuple[int, float]], lane: int = 0) -> None:
+        """``tickets`` (``(ticket, cost)``, in their order) join the back of ``lane``,
+        as ``append`` each would: one call for a tick's tickets, not one a ticket."""
+        if not tickets:
+            return
         queue = self._active.get(lane)
         if queue is None:
             if not self._shared:
@@ -140,8 +147,8 @@ class Lanes:
                 self._push(lane, queue)
             if self._index is not None:
                 self._index.put(lane, start)
-        queue.queue.append((ticket, cost))
-        queue.live += 1
+        queue.queue.extend(tickets)
+        queue.live += len(tickets)
 
     def mark(self) -> None:
         """Lanes that join from now on join at the virtual time as it is now.
@@ -186,7 +193,7 @@ class Lanes:
 
     def head(self, capped: Container[int] = ()) -> int | None:
         """The ticket whose turn it is, passing over the lanes in ``capped``; ``None``
-        when every lane with tickets is capped (the line must not be empty)."""
+        when the line is empty or every lane with tickets is capped."""
         heap, active = self._heap, self._active
         if not self._shared:  # one lane: its head is the line's
             lane = self._one

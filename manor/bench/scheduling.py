@@ -79,8 +79,8 @@ class ActualLatency:
 
     backend: SimProvider
 
-    def latency(self, request: Request) -> float:
-        return self.backend.latency(request)
+    def latencies(self, requests: Sequence[Request]) -> list[float]:
+        return [self.backend.latency(request) for request in requests]
 
     def observe(self, records: Sequence[CallRecord]) -> None:
         pass
@@ -96,8 +96,9 @@ class MeanLatency:
 
     backend: SimProvider
 
-    def latency(self, request: Request) -> float:
-        return self.backend.profiles.get(request.agent, self.backend.default).latency_s
+    def latencies(self, requests: Sequence[Request]) -> list[float]:
+        profiles, default = self.backend.profiles, self.backend.default
+        return [profiles.get(request.agent, default).latency_s for request in requests]
 
     def observe(self, records: Sequence[CallRecord]) -> None:
         pass
@@ -113,9 +114,10 @@ class _ScoredPredictor:
     _predicted: dict[tuple[int, str, str], float] = attrs.field(factory=dict, init=False)
     errors: list[tuple[float, float]] = attrs.field(factory=list, init=False)
 
-    def latency(self, request: Request) -> float:
-        predicted = self.predictor.latency(request)
-        self._predicted[request.tick, request.agent, request.caller] = predicted
+    def latencies(self, requests: Sequence[Request]) -> list[float]:
+        predicted = self.predictor.latencies(requests)
+        for request, latency in zip(requests, predicted, strict=True):
+            self._predicted[request.tick, request.agent, request.caller] = latency
         return predicted
 
     def observe(self, records: Sequence[CallRecord]) -> None:

@@ -45,7 +45,7 @@ def estimate_makespan(engine: Engine) -> float:
     the calls still waiting degrade) plus its longest call.
     """
     loop = engine.loop
-    predicted = [loop.predictor.latency(r) for r in loop.world.plan()]
+    predicted = loop.predictor.latencies(loop.world.plan())
     if not predicted:
         return 1.0
     longest = max(predicted)

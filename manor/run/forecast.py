@@ -34,7 +34,7 @@ def gate_overload(*engines: Engine) -> str | None:
         with world_code(engine.loop.world, "plan", engine.loop.world.tick + 1):
             requests = engine.loop.world.plan()
         calls += len(requests)
-        total += sum(engine.loop.predictor.latency(request) for request in requests)
+        total += sum(engine.loop.predictor.latencies(requests))
     work = total / loop.gate.size
     timeout = engines[0].config.settings.gate.timeout_s
     if work <= timeout:

@@ -68,7 +68,10 @@ def _plain(caller: str) -> str:
 
 
 @final
-@attrs.define(eq=False)
+# No setattr hooks: a hook (the converter of ``instruments``, run again on assignment)
+# gives the class a ``__setattr__`` that runs for every attribute set, three a tick;
+# ``instruments`` is converted when the loop is built (later, ``add_instrument``).
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class TickLoop:
     """Runs a world tick by tick: plans each tick's calls, fires them through the gate
     by its policy, applies their records to the world and tells its instruments. An
@@ -123,11 +126,9 @@ class TickLoop:
     #: call goes on (``CallNotes``); the reader empties it in place. ``None``: nobody
     #: reads them.
     call_notes: CallNotes | None = attrs.field(default=None, init=False)
-    # Set every tick without attrs' setattr hooks (the converter of ``instruments``
-    # gives the class a hook that runs for every attribute: four calls an assignment).
-    _deadline: float = attrs.field(default=math.inf, init=False, on_setattr=attrs.setters.NO_OP)
+    _deadline: float = attrs.field(default=math.inf, init=False)
     _started: bool = attrs.field(default=False, init=False)
-    _in_tick: bool = attrs.field(default=False, init=False, on_setattr=attrs.setters.NO_OP)
+    _in_tick: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
 
     def add_instrument(self, instrument: Instrument) -> None:
@@ -171,8 +172,7 @@ class TickLoop:
         latencies, if already asked."""
         if self.order == "longest-first":
             if latencies is None:
-                latency = self.predictor.latency
-                latencies = [latency(request) for request in requests]
+                latencies = self.predictor.latencies(requests)
             return longest_first(latencies, self.gate.size)
         return list(range(len(requests)))
 
@@ -180,8 +180,7 @@ class TickLoop:
         """Issue gate tickets to ``requests`` (in ticket order), each costing its
         predicted latency at the gate (what its lane is charged, when the gate is
         shared); returned in their order. Straight from the gate, this does not yield."""
-        latency = self.predictor.latency
-        latencies = [latency(request) for request in requests]
+        latencies = self.predictor.latencies(requests)
         order = self.ticket_order(requests, latencies)
         costs = [latencies[index] for index in order]
         tickets = self.gate.issue(len(requests), costs=costs) if self.tickets is None else await self.tickets.issue(len(requests), costs)

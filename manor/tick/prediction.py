@@ -16,8 +16,9 @@ __all__ = ["LatencyPredictor", "Predictor"]
 class Predictor(Protocol):
     """What the tick loop asks before handing out tickets, and tells after a tick."""
 
-    def latency(self, request: Request) -> float:
-        """The latency ``request`` is expected to have."""
+    def latencies(self, requests: Sequence[Request]) -> list[float]:
+        """The latency each of ``requests`` is expected to have, in their order (a
+        tick's at once: the tick loop asks for every call it makes)."""
         ...
 
     def observe(self, records: Sequence[CallRecord]) -> None:
@@ -57,12 +58,17 @@ class LatencyPredictor:
     memory: int = attrs.field(default=32, validator=attrs.validators.ge(1))
     _means: dict[tuple[str, str], tuple[float, int]] = attrs.field(factory=dict, init=False)
 
-    def latency(self, request: Request) -> float:
-        """The expected latency of ``request``'s agent's next call as its caller kind
-        (the tick loop asks it for every call it makes)."""
-        agent = request.agent
-        seen = self._means.get((agent, request.caller))
-        return self.typical.get(agent, 1.0) if seen is None else seen[0]
+    def latencies(self, requests: Sequence[Request]) -> list[float]:
+        """The expected latency of each request's agent's next call as its caller kind
+        (the tick loop asks it for every call it makes: a tick's at once, not a call of
+        this method for each)."""
+        means, typical = self._means, self.typical
+        predicted = []
+        for request in requests:
+            agent = request.agent
+            seen = means.get((agent, request.caller))
+            predicted.append(typical.get(agent, 1.0) if seen is None else seen[0])
+        return predicted
 
     def observe(self, records: Sequence[CallRecord]) -> None:
         # A tick's records at once, not a call of this method for each of them.

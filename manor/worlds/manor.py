@@ -132,6 +132,15 @@ class ManorWorld:
     hash: str = ""
     #: Last tick's lines, "Name: text", which the narrator and summariser work from.
     _recent: list[str] = attrs.field(factory=list)
+    #: Who speaks a call's story entry, by agent id: a character's name, or one of the
+    #: others' (a look-up for every call, where a method would be a frame for each).
+    _names: dict[str, str] = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        scene = self.scene
+        names = {agent_id: agent.name for agent_id, agent in scene.others.items()}
+        names.update((agent_id, agent.name) for agent_id, agent in scene.characters.items())
+        self._names = names
 
     @classmethod
     def from_scene(cls, scene: Scene, rng: random.Random) -> ManorWorld:
@@ -201,8 +210,9 @@ class ManorWorld:
         entries: list[StoryEntry] = []
         moves: list[tuple[str, str]] = []
         recent: list[str] = []
+        names = self._names
         for record in records:
-            speaker = self._speaker(record)
+            speaker = names[record.agent]
             if record.outcome != "ok":  # (not the ``ok`` property: a frame for every call)
                 entries.append(StoryEntry(tick=self.tick, caller=record.caller, agent=record.agent, speaker=speaker,
                                           text="", fallback=FALLBACKS[record.caller], reason=record.reason))
@@ -224,12 +234,6 @@ class ManorWorld:
         self.story.extend(entries)
         self.hash = chain_hash(self.hash, [[(e.caller, e.agent, e.text, e.fallback, e.reason) for e in entries], moves])
         return entries
-
-    def _speaker(self, record: CallRecord) -> str:
-        agent = self.scene.characters.get(record.agent)
-        if agent is not None:
-            return agent.name
-        return self.scene.others[record.agent].name  # not a character: one of the others (``Scene.agents`` would build their union)
 
     def _room_named(self, text: str) -> str | None:
         lowered = text.lower()
