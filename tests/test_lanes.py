@@ -39,6 +39,15 @@ def _in_time_order(record: Record) -> list[str]:
     return [name for name, _ in sorted(record, key=lambda entry: entry[1])]
 
 
+
+def _turns(lanes: Lanes) -> list[int | None]:
+    """The tickets ``lanes`` serves, in turn, until it is empty."""
+    seen = []
+    while lanes:
+        seen.append(lanes.head())
+        lanes.served()
+    return seen
+
 class TestLanes:
     def test_one_lane_is_plain_ticket_order(self) -> None:
         lanes = Lanes()
@@ -122,14 +131,7 @@ class TestLanes:
         lanes.restore()
         assert lanes._heap == heap
 
-        def turns(lanes: Lanes) -> list[int | None]:
-            seen = []
-            while lanes:
-                seen.append(lanes.head())
-                lanes.served()
-            return seen
-
-        assert turns(lanes) == turns(untouched)
+        assert _turns(lanes) == _turns(untouched)
 
     @pytest.mark.parametrize("kind", ["one lane", "shared", "indexed", "set aside"])
     def test_an_empty_line_has_no_head(self, kind: str) -> None:
@@ -169,14 +171,7 @@ class TestLanes:
             for each, cost in zip(tickets, costs):
                 one_by_one.append(each, lane, cost)
 
-        def turns(lanes: Lanes) -> list[int | None]:
-            seen = []
-            while lanes:
-                seen.append(lanes.head())
-                lanes.served()
-            return seen
-
-        assert turns(together) == turns(one_by_one)
+        assert _turns(together) == _turns(one_by_one)
 
     @settings(max_examples=200, deadline=None)
     @given(
