@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     its number; anything else as an internal error, exit 1. A stdout closed by its
     reader (``manor ... | head``) ends the command quietly, exit 0, as ruff does.
     """
-    with interrupts.sigterm_as_interrupt(), interrupts.unawaited_coroutines_held() as forget_unawaited:
+    with interrupts.sigterm_as_interrupt(), interrupts.lost_interrupts_kept(), interrupts.unawaited_coroutines_held() as forget_unawaited:
         debug = os.environ.get("MANOR_DEBUG", "") not in ("", "0")
         stdout = _file_identity(sys.stdout)
         try:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import trio
 
 __all__ = [
-    "REPEAT_GRACE_S", "SIGNALS", "Interrupted", "Kept", "exit_status", "held", "listened", "ran", "run", "signal_received", "sigterm_as_interrupt",
+    "REPEAT_GRACE_S", "SIGNALS", "Interrupted", "Kept", "exit_status", "held", "listened", "lost_interrupts_kept", "ran", "run", "signal_received", "sigterm_as_interrupt",
     "stopped_as_interrupted",
     "unawaited_coroutines_held",
 ]  # fmt: skip
@@ -320,6 +320,38 @@ def signal_received() -> int:
     """The signal behind a ``KeyboardInterrupt`` that reached the top: SIGTERM if
     ``sigterm_as_interrupt``'s handler ran, else SIGINT."""
     return _last_signal or signal.SIGINT
+
+
+@contextmanager
+def lost_interrupts_kept() -> Iterator[None]:
+    """Within: a ``KeyboardInterrupt`` raised inside a finalizer (a ``__del__``, a
+    generator the collector closes: a Ctrl-C, or a SIGTERM ``sigterm_as_interrupt``
+    turned into one, landing there) is not printed ("Exception ignored in: ...", a
+    traceback where one line is due) and not lost: Python hands it to
+    ``sys.unraisablehook`` and goes on, and here it is remembered as a SIGTERM's is, so
+    that the command's next trio run (``run``) stops at its start. (Raised again at
+    once, it would be raised in the hook, printed and lost all the same.) Anything
+    else unraisable goes to the hook that was there before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            _keep_lost_interrupt()
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def _keep_lost_interrupt() -> None:
+    """A ``KeyboardInterrupt`` a finalizer swallowed: its signal remembered (SIGTERM's
+    is already, by ``sigterm_as_interrupt``'s handler), for ``run`` to act on."""
+    global _last_signal
+    _last_signal = _last_signal or signal.SIGINT
 
 
 @contextmanager
