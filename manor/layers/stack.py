@@ -33,7 +33,7 @@ from ..clock import current_time
 from ..errors import CallError
 from ..providers.provider import DeadlineReached, Provider, call_deadline, stream
 
-__all__ = ["HandedDown", "Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
+__all__ = ["JUDGE_EACH", "HandedDown", "Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
 
 #: Where a call's events go as they happen. It runs inside the call, so it must not block.
 Listener = Callable[[Event], None]
@@ -43,6 +43,11 @@ Inner = Callable[[Request, Listener], Awaitable[Done]]
 
 def ignore(event: Event) -> None:
     """A listener for callers that want only the answer."""
+
+
+#: What ``Observer.judgement_now`` says when a layer must judge each call by its
+#: ``before`` (the default).
+JUDGE_EACH: object = object()
 
 
 class Layer(abc.ABC):
@@ -134,6 +139,16 @@ class Observer(Layer):
     def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
         """The call ended below this layer: with ``done``, or raising ``error``
         (which goes on to the layers above). Must not raise."""
+
+    def judgement_now(self) -> object:
+        """What ``before`` would return for every call made now, if it would let each
+        through with that same state and change nothing in this layer (a closed
+        circuit breaker): a caller that judges many calls at once, before any of them
+        ends (a tick's, ``Split.judgement_now``), hands each that state instead of
+        calling ``before``. Otherwise ``JUDGE_EACH``, the default: every call is judged
+        by ``before``, as an observer that does not override this (a third party's)
+        always is."""
+        return JUDGE_EACH
 
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         return await _observe((self.before,), (self.after,), inner, request, listener)
@@ -268,13 +283,34 @@ class Split:
     in the same order, as the stack's own call.
     """
 
-    __slots__ = ("admitting", "afters", "befores", "below")
+    __slots__ = ("admitting", "afters", "befores", "below", "observers", "only_after")
 
     def __init__(self, observers: Sequence[Observer], admitting: Layer, below: Inner) -> None:
+        self.observers = tuple(observers)
         self.befores = tuple(observer.before for observer in observers)
         self.afters = tuple(observer.after for observer in reversed(observers))
+        #: The one judging layer's ``after``, in the usual stack (the breaker alone):
+        #: for a call every judging layer let through, ``ended`` is this hook with the
+        #: call's one state, which a caller may call itself (``manor.tick.admitted``:
+        #: a frame fewer for every call). ``None`` with more or fewer judging layers.
+        self.only_after = self.afters[0] if len(self.afters) == 1 else None
         self.admitting = admitting
         self.below = below
+
+    def judgement_now(self) -> tuple[object, ...] | None:
+        """The states (``judge``'s, outermost first) of every call made now, before any
+        ends, when each judging layer lets every such call through alike
+        (``Observer.judgement_now``): a caller judging a tick's calls at once gives each
+        these, with no ``judge``. ``None`` if any layer must judge each call: then
+        ``judge`` each. The same states a ``judge`` of each call would give, and the
+        layers in the same state after them: such a layer's ``before`` changes nothing."""
+        states = []
+        for observer in self.observers:
+            state = observer.judgement_now()
+            if state is JUDGE_EACH:
+                return None
+            states.append(state)
+        return tuple(states)
 
     def judge(self, request: Request, states: list[object]) -> None:
         """The judging layers' ``before`` hooks, outermost first, each one's state
