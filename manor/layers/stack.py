@@ -33,7 +33,7 @@ from ..clock import current_time
 from ..errors import CallError
 from ..providers.provider import DeadlineReached, Provider, call_deadline, stream
 
-__all__ = ["JUDGE_EACH", "HandedDown", "Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
+__all__ = ["JUDGE_EACH", "Bracket", "HandedDown", "Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
 
 #: Where a call's events go as they happen. It runs inside the call, so it must not block.
 Listener = Callable[[Event], None]
@@ -219,6 +219,39 @@ class HandedDown:
             raise self.expired() from None
         finally:
             call_deadline.reset(reset)
+
+
+@final
+class Bracket:
+    """``inner`` between two steps that never wait, as a layer that holds something for
+    the length of a call binds it (``Layer.bind``: the platform layer, its session):
+    ``opens`` (which may refuse the call by raising: then nothing below runs), the
+    listener told ``said`` (if any, and not ``ignore``), ``inner``, and ``closes`` once
+    as the call ends however it ends.
+
+    Awaited as any ``Inner``, it is a frame of its own around ``inner``. A layer right
+    above it that wraps the call in a frame anyway may do the same in its own, in the
+    same order: the gate layer does (``GateLayer.through``, where the timeout's deadline
+    is handed down, ``HandedDown``), so that a call's await chain is one frame shorter,
+    every time the call resumes.
+    """
+
+    __slots__ = ("closes", "inner", "opens", "said")
+
+    def __init__(self, opens: Callable[[], None], closes: Callable[[], None], said: Event | None, inner: Inner) -> None:
+        self.opens = opens
+        self.closes = closes
+        self.said = said
+        self.inner = inner
+
+    async def __call__(self, request: Request, listener: Listener) -> Done:
+        self.opens()
+        try:
+            if self.said is not None and listener is not ignore:
+                listener(self.said)
+            return await self.inner(request, listener)
+        finally:
+            self.closes()
 
 
 def _folds(layer: Layer) -> bool:
