@@ -13,7 +13,7 @@ from ..calls import Admitted, Done, Released, Request
 from ..clock import current_time
 from ..errors import CallError
 from ..providers.provider import DeadlineReached, call_deadline
-from .stack import Bracket, HandedDown, Inner, Layer, Listener, ignore
+from .stack import Answered, Bracket, HandedDown, Inner, Layer, Listener, ignore
 
 __all__ = ["GateLayer"]
 
@@ -76,7 +76,10 @@ class GateLayer(Layer):
                 try:
                     if below.said is not None and listener is not ignore:
                         listener(below.said)
-                    return await below.inner(request, listener)
+                    answered = below.inner  # (the backend's answer asked here, under the session)
+                    if type(answered) is Answered:
+                        return await answered.answer(request)
+                    return await answered(request, listener)
                 finally:
                     below.closes()
             except DeadlineReached:

@@ -33,7 +33,7 @@ from ..clock import current_time
 from ..errors import CallError
 from ..providers.provider import DeadlineReached, Provider, call_deadline, stream
 
-__all__ = ["JUDGE_EACH", "Bracket", "HandedDown", "Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
+__all__ = ["JUDGE_EACH", "Answered", "Bracket", "HandedDown", "Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
 
 #: Where a call's events go as they happen. It runs inside the call, so it must not block.
 Listener = Callable[[Event], None]
@@ -294,16 +294,22 @@ def _split(layers: Sequence[Layer], innermost: Inner, deadline_kept: bool) -> Sp
     return Split(layers[:admitting], layers[admitting], below)  # type: ignore[arg-type]
 
 
-def _answer_of(backend: Provider) -> Inner:
-    """The backend's fast path as the innermost step: its ``answer`` coroutine itself,
-    no frame around it (every frame of a call's await chain is passed through again
-    each time the call resumes)."""
-    answer = backend.answer
+@final
+class Answered:
+    """The backend's fast path as the innermost step (``answer``, its ``Provider.answer``):
+    awaited as any ``Inner``, it returns that coroutine itself, no frame around it (every
+    frame of a call's await chain is passed through again each time the call resumes).
+    The listener hears only the layers, so it is not handed down. A layer right above
+    it that opens a frame anyway may call ``answer`` itself, a call fewer: the gate
+    layer does, under the platform's session (``GateLayer.through``)."""
 
-    def answered(request: Request, listener: Listener) -> Awaitable[Done]:
-        return answer(request)
+    __slots__ = ("answer",)
 
-    return answered
+    def __init__(self, backend: Provider) -> None:
+        self.answer = backend.answer
+
+    def __call__(self, request: Request, listener: Listener) -> Awaitable[Done]:
+        return self.answer(request)
 
 
 @final
@@ -401,8 +407,8 @@ class Stack:
         # where the backend keeps it (``Provider.keeps_deadline``) and no layer between
         # waits (``Layer.passes_deadline``).
         self._streamed = _compose(functools.partial(stream, backend), self.layers, deadline_kept=False)
-        self._answered = _compose(_answer_of(backend), self.layers, deadline_kept=backend.keeps_deadline)
-        self.split = _split(self.layers, _answer_of(backend), backend.keeps_deadline)
+        self._answered = _compose(Answered(backend), self.layers, deadline_kept=backend.keeps_deadline)
+        self.split = _split(self.layers, Answered(backend), backend.keeps_deadline)
 
     def call(self, request: Request, listener: Listener | None = None) -> Awaitable[Done]:
         """Make one call through every layer to the backend; ``listener`` hears its
