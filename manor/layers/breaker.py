@@ -95,10 +95,18 @@ class BreakerLayer(Observer):
         return False if self._state is _CLOSED else JUDGE_EACH
 
     def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
-        """Hold the outcome until the circuit is next looked at (``_settle``)."""
+        """Hold the outcome, at the instant read now, until the circuit is next looked at."""
+        self.after_at(request, state, done, error, current_time())
+
+    def after_at(self, request: Request, state: object, done: Done | None, error: BaseException | None, at: float) -> None:
+        """Hold the outcome of a call that ended at ``at`` until the circuit is next looked
+        at (``_settle``). A call fired at admission is told here the instant its permit
+        was given back, which the gate layer read as the call ended: on the virtual clock
+        the instant ``after`` would read, on the real one the same up to the microseconds
+        between the two readings."""
         # True success, False failure, None says nothing (flow control, cancellation).
         outcome = True if error is None else False if isinstance(error, ProviderError | CallTimeout) else None
-        now = current_time()
+        now = at
         pending = self._pending
         if pending and now == self._pending_at:
             self._tied = True

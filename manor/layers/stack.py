@@ -140,6 +140,13 @@ class Observer(Layer):
         """The call ended below this layer: with ``done``, or raising ``error``
         (which goes on to the layers above). Must not raise."""
 
+    def after_at(self, request: Request, state: object, done: Done | None, error: BaseException | None, at: float) -> None:
+        """``after``, told the instant the call ended (``at``) by a caller that knows it
+        (a call's task fired at admission, from its permit's release: ``Split.only_after``).
+        This default forgets it and calls ``after``; a layer that reads the clock in
+        ``after`` for that instant (the breaker) takes it here instead, a clock read fewer."""
+        self.after(request, state, done, error)
+
     def judgement_now(self) -> object:
         """What ``before`` would return for every call made now, if it would let each
         through with that same state and change nothing in this layer (a closed
@@ -328,11 +335,12 @@ class Split:
         self.observers = tuple(observers)
         self.befores = tuple(observer.before for observer in observers)
         self.afters = tuple(observer.after for observer in reversed(observers))
-        #: The one judging layer's ``after``, in the usual stack (the breaker alone):
+        #: The one judging layer's ``after_at``, in the usual stack (the breaker alone):
         #: for a call every judging layer let through, ``ended`` is this hook with the
-        #: call's one state, which a caller may call itself (``manor.tick.admitted``:
-        #: a frame fewer for every call). ``None`` with more or fewer judging layers.
-        self.only_after = self.afters[0] if len(self.afters) == 1 else None
+        #: call's one state and the instant it ended, which a caller that knows that
+        #: instant may call itself (``manor.tick.admitted``: a frame fewer for every call,
+        #: and the breaker's clock read). ``None`` with more or fewer judging layers.
+        self.only_after = observers[0].after_at if len(observers) == 1 else None
         self.admitting = admitting
         self.below = below
 

@@ -297,12 +297,14 @@ async def _admitted(call: FiredAtAdmission, permit: Permit | None) -> None:
     except BaseException as exc:
         firing.split.ended(request, call.states, None, exc)
         raise
-    if permit is not None:  # (``None``: it timed out at the gate, never let through)
-        call.released_at = permit.released_at
     split = firing.split
     only_after = split.only_after
+    if permit is not None:  # (``None``: it timed out at the gate, never let through)
+        call.released_at = ended_at = permit.released_at
+    else:
+        ended_at = current_time()
     if only_after is not None:  # (``Split.ended``, spelled out for the usual stack: a call fewer)
-        only_after(request, call.states[0], done, failure)
+        only_after(request, call.states[0], done, failure, ended_at)  # type: ignore[arg-type]
     else:
         split.ended(request, call.states, done, failure)
     # (``_Firing.ended``, spelled out: a call fewer for every call.)
