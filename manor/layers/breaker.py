@@ -63,7 +63,8 @@ class BreakerLayer(Observer):
     _trial_running: bool = attrs.field(default=False, init=False)
     _opened_count: int = attrs.field(default=0, init=False)
     # Outcomes not yet counted, as they came: (instant, request, outcome, trial); the
-    # last one's instant, and whether two came at one instant (to be put in ticket order).
+    # last one's instant, and whether two came at one instant (to be put in ticket order)
+    # or one came with an instant before the last's (put in time order).
     _pending: list[tuple[float, Request, bool | None, bool]] = attrs.field(factory=list, init=False)
     _pending_at: float = attrs.field(default=0.0, init=False)
     _tied: bool = attrs.field(default=False, init=False)
@@ -108,7 +109,7 @@ class BreakerLayer(Observer):
         outcome = True if error is None else False if isinstance(error, ProviderError | CallTimeout) else None
         now = at
         pending = self._pending
-        if pending and now == self._pending_at:
+        if pending and now <= self._pending_at:  # (earlier: told an instant out of turn; put in order too)
             self._tied = True
         self._pending_at = now
         pending.append((now, request, outcome, state))  # type: ignore[arg-type]
