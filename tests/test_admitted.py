@@ -17,9 +17,9 @@ from scenes_fixture import settings as config_settings
 
 from manor.admission.gate import Gate, Permit
 from manor.calls import Done, Request
-from manor.errors import GateTimeout
-from manor.layers import Layer
-from manor.layers.stack import Inner, Listener
+from manor.errors import GateTimeout, ProviderError
+from manor.layers import BreakerLayer, Layer, Observer
+from manor.layers.stack import JUDGE_EACH, Inner, Listener
 from manor.records import TickRecord
 from manor.run.engine import build_engine
 from manor.tick.admitted import CALL_TASK
@@ -75,6 +75,47 @@ class TestTasksBornAtAdmission:
         engine = build_engine(config, fixed_scene(), instruments=[counter], layers=[_PassThrough()])
         run_engine(engine, 1)
         assert counter.most == 12
+
+
+class _Judging(Observer):
+    """A third party's judging layer above the gate: it counts the calls it judges and
+    the outcomes it hears, and says nothing of its judgement in advance
+    (``Observer.judgement_now`` as the base class has it)."""
+
+    priority = 15
+
+    def __init__(self) -> None:
+        self.judged = 0
+        self.heard = 0
+
+    def before(self, request: Request) -> object:
+        self.judged += 1
+        return self.judged
+
+    def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
+        self.heard += 1
+
+
+class TestJudgedAtOnce:
+    def test_a_third_partys_observer_judges_every_call_itself(self) -> None:
+        """Beside a closed breaker, which judges a tick's calls at once, an observer
+        that does not say its judgement in advance is asked for each call: every call
+        judged and heard once, in a stack still split at the gate."""
+        judging = _Judging()
+        config = config_settings(platform_limit=6, run_order="fifo")
+        engine = build_engine(config, fixed_scene(), layers=[judging])
+        assert engine.loop.gated.split is not None
+        [tick] = run_engine(engine, 1)
+        assert judging.judged == judging.heard == len(tick.calls) == 12
+
+    @pytest.mark.trio
+    async def test_an_open_circuit_judges_each_call(self, autojump_clock: trio.testing.MockClock) -> None:
+        """Only a closed circuit judges a tick's calls at once; an open one judges each
+        (and refuses it), a half-open one too (its first call is the trial)."""
+        breaker = BreakerLayer(failures=1, cooldown=5.0)
+        assert breaker.judgement_now() is False
+        breaker.after(Request(caller="character", agent="a", tick=1, ticket=0), False, None, ProviderError("no"))
+        assert breaker.judgement_now() is JUDGE_EACH
 
 
 def _records(ticks: list[TickRecord]) -> list[object]:

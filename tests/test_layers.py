@@ -14,6 +14,8 @@ from contextlib import aclosing
 import pytest
 import trio
 import trio.testing
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from manor import (
     REASONS,
@@ -484,6 +486,68 @@ async def test_call_timeouts_count_as_failures_but_flow_control_does_not(autojum
     timed = Stack(Scripted(answering(5.0)), [breaker, TimeoutLayer(1.0)])
     assert [await _outcome(timed, f"t{i}") for i in range(2)] == ["call_timeout"] * 2
     assert breaker.state is BreakerState.OPEN
+
+
+#: A breaker's day: each step makes a call (``"make"``, judged now), ends one of the
+#: calls still running (``"ok"``, ``"fail"``: the backend's failure, ``"flow"``: one that
+#: says nothing; which: the number, modulo the calls running, the oldest 0) or lets time
+#: pass (``"wait"``, whole seconds: 0 keeps the instant).
+_BREAKER_STEPS = st.lists(
+    st.one_of(
+        st.just(("make", 0)),
+        st.tuples(st.sampled_from(["ok", "fail", "flow"]), st.integers(min_value=0, max_value=4)),
+        st.tuples(st.just("wait"), st.sampled_from([0, 0, 1, 6])),
+    ),
+    max_size=60,
+)
+
+
+def _breaker_day(steps: list[tuple[str, int]], settle_every_instant: bool) -> list[object]:
+    """What a breaker (failures 2, cooldown 5) says through ``steps``: each call's
+    judgement and, at the end, its state and times opened. ``settle_every_instant``:
+    its held outcomes counted as each new instant's first outcome comes, as the breaker
+    once counted them, rather than when the circuit is next looked at."""
+
+    async def day() -> list[object]:
+        breaker = BreakerLayer(failures=2, cooldown=5.0)
+        said: list[object] = []
+        running: list[tuple[Request, object]] = []
+        last_end: float | None = None
+        for ticket, (step, number) in enumerate(steps):
+            if step == "wait":
+                await trio.sleep(number)
+            elif step == "make":
+                call = Request(caller=CallerKind.CHARACTER, agent="a", tick=1, ticket=ticket, prompt="?")
+                try:
+                    state = breaker.before(call)
+                except CircuitOpen:
+                    said.append("refused")
+                else:
+                    said.append(state)
+                    running.append((call, state))
+            elif running:
+                call, state = running.pop(number % len(running))
+                if settle_every_instant and last_end is not None and trio.current_time() != last_end:
+                    breaker.state  # counts what it holds  # noqa: B018
+                last_end = trio.current_time()
+                error = None if step == "ok" else ProviderError("no") if step == "fail" else GateTimeout("full")
+                breaker.after(call, state, Done(text="ok") if error is None else None, error)
+        return [*said, breaker.state, breaker.times_opened]
+
+    return trio.run(day, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_BREAKER_STEPS)
+# Ticket 2 fails; a second on, ticket 0 answers and ticket 1 fails: counted by instant,
+# never two failures in a row (counted by ticket alone, the circuit would open).
+@example([("make", 0), ("make", 0), ("make", 0), ("fail", 2), ("wait", 1), ("ok", 0), ("fail", 0), ("make", 0)])
+def test_the_breaker_counts_held_outcomes_as_if_at_each_instant(steps: list[tuple[str, int]]) -> None:
+    """Outcomes held until the circuit is next looked at (a tick's, counted once when
+    the next tick judges its calls) are counted as they were when each instant's were
+    counted as the next instant began: every judgement, the state and the times opened
+    are the same."""
+    assert _breaker_day(steps, settle_every_instant=False) == _breaker_day(steps, settle_every_instant=True)
 
 
 # -- cost and metrics ------------------------------------------------------------------

@@ -13,7 +13,7 @@ from ..calls import Admitted, Done, Released, Request
 from ..clock import current_time
 from ..errors import CallError
 from ..providers.provider import DeadlineReached, call_deadline
-from .stack import HandedDown, Inner, Layer, Listener
+from .stack import Answered, Bracket, HandedDown, Inner, Layer, Listener, ignore
 
 __all__ = ["GateLayer"]
 
@@ -64,10 +64,24 @@ class GateLayer(Layer):
             if type(inner) is not HandedDown:
                 return await inner(request, listener)
             # The deadline a layer right below hands down (the timeout's), set in this
-            # frame rather than one of its own: one frame fewer in the call's await chain.
+            # frame rather than one of its own, and the session the layer below that
+            # holds for the call (the platform's ``Bracket``) opened and closed here too,
+            # in the order their own frames would: two frames fewer in the call's await chain.
             reset = call_deadline.set(current_time() + inner.seconds)
             try:
-                return await inner.inner(request, listener)
+                below = inner.inner
+                if type(below) is not Bracket:
+                    return await below(request, listener)
+                below.opens()
+                try:
+                    if below.said is not None and listener is not ignore:
+                        listener(below.said)
+                    answered = below.inner  # (the backend's answer asked here, under the session)
+                    if type(answered) is Answered:
+                        return await answered.answer(request)
+                    return await answered(request, listener)
+                finally:
+                    below.closes()
             except DeadlineReached:
                 raise inner.expired() from None
             finally:

@@ -11,7 +11,7 @@ import trio
 from ..calls import Done, Request
 from ..clock import current_time
 from ..errors import CallTimeout, CircuitOpen, ProviderError
-from .stack import Observer
+from .stack import JUDGE_EACH, Observer
 
 __all__ = ["BreakerLayer", "BreakerState"]
 
@@ -45,6 +45,12 @@ class BreakerLayer(Observer):
     Calls that end at the same instant are counted together, in ticket order, before
     the next call is let through: which of them trio happens to resume first must not
     decide whether the circuit opens (see docs/internals.md, "Determinism").
+
+    Outcomes are held until the circuit is next looked at (a call judged, ``state``),
+    then counted instant by instant, each instant's in ticket order: the same counts,
+    in the same order, as counting each instant's as the next began, since nothing
+    reads the circuit in between without counting first (a tick's calls ending one by
+    one are counted once, when the next tick judges its calls).
     """
 
     priority = 30
@@ -56,9 +62,12 @@ class BreakerLayer(Observer):
     _opened_at: float = attrs.field(default=0.0, init=False)
     _trial_running: bool = attrs.field(default=False, init=False)
     _opened_count: int = attrs.field(default=0, init=False)
-    # Outcomes of the instant ``_pending_at`` not yet counted: (request, outcome, trial).
-    _pending: list[tuple[Request, bool | None, bool]] = attrs.field(factory=list, init=False)
+    # Outcomes not yet counted, as they came: (instant, request, outcome, trial); the
+    # last one's instant, and whether two came at one instant (to be put in ticket order)
+    # or one came with an instant before the last's (put in time order).
+    _pending: list[tuple[float, Request, bool | None, bool]] = attrs.field(factory=list, init=False)
     _pending_at: float = attrs.field(default=0.0, init=False)
+    _tied: bool = attrs.field(default=False, init=False)
 
     @property
     def state(self) -> BreakerState:
@@ -78,15 +87,32 @@ class BreakerLayer(Observer):
             return False
         return self._admit(request)
 
+    def judgement_now(self) -> object:
+        """A closed circuit lets every call made now through, no trial among them
+        (``before``'s ``False``), and ``before`` then changes nothing; an open or
+        half-open one judges each (the first arrival after the cooldown is the trial)."""
+        if self._pending:
+            self._settle()
+        return False if self._state is _CLOSED else JUDGE_EACH
+
     def after(self, request: Request, state: object, done: Done | None, error: BaseException | None) -> None:
-        """Hold the outcome until its instant is over (or a call asks to be let through)."""
+        """Hold the outcome, at the instant read now, until the circuit is next looked at."""
+        self.after_at(request, state, done, error, current_time())
+
+    def after_at(self, request: Request, state: object, done: Done | None, error: BaseException | None, at: float) -> None:
+        """Hold the outcome of a call that ended at ``at`` until the circuit is next looked
+        at (``_settle``). A call fired at admission is told here the instant its permit
+        was given back, which the gate layer read as the call ended: on the virtual clock
+        the instant ``after`` would read, on the real one the same up to the microseconds
+        between the two readings."""
         # True success, False failure, None says nothing (flow control, cancellation).
         outcome = True if error is None else False if isinstance(error, ProviderError | CallTimeout) else None
-        now = current_time()
-        if self._pending and now != self._pending_at:
-            self._settle()
+        now = at
+        pending = self._pending
+        if pending and now <= self._pending_at:  # (earlier: told an instant out of turn; put in order too)
+            self._tied = True
         self._pending_at = now
-        self._pending.append((request, outcome, state))  # type: ignore[arg-type]
+        pending.append((now, request, outcome, state))  # type: ignore[arg-type]
 
     def arrival_order_matters(self) -> bool:
         """Only a closed circuit treats every arrival alike: an open one lets the first
@@ -108,15 +134,16 @@ class BreakerLayer(Observer):
         return False
 
     def _settle(self) -> None:
-        """Count the held outcomes, in ticket order. (Each is counted in this loop, not
-        by a method of its own: that would be a call more for every call.)"""
+        """Count the held outcomes, instant by instant, each instant's in ticket order.
+        (Each is counted in this loop, not by a method of its own: that would be a call
+        more for every call.)"""
         pending = self._pending
         if not pending:
             return
-        if len(pending) > 1:  # the usual case, one outcome an instant, needs no sort
-            pending.sort(key=_ticket_order)
-        at = self._pending_at
-        for _, outcome, trial in pending:
+        if self._tied:  # held as they came, in time; the usual case, one an instant, needs no sort
+            pending.sort(key=_held_order)
+            self._tied = False
+        for at, _, outcome, trial in pending:
             if trial:
                 self._trial_running = False
             if outcome is True:
@@ -135,6 +162,7 @@ class BreakerLayer(Observer):
         pending.clear()
 
 
-def _ticket_order(held: tuple[Request, bool | None, bool]) -> tuple[object, ...]:
-    request = held[0]
-    return (request.tick, request.ticket is None, request.ticket or 0, request.caller, request.agent, request.attempt)
+def _held_order(held: tuple[float, Request, bool | None, bool]) -> tuple[object, ...]:
+    """An outcome's instant, then its call's place in ticket order."""
+    request = held[1]
+    return (held[0], request.tick, request.ticket is None, request.ticket or 0, request.caller, request.agent, request.attempt)

@@ -33,7 +33,7 @@ from ..clock import current_time
 from ..errors import CallError
 from ..providers.provider import DeadlineReached, Provider, call_deadline, stream
 
-__all__ = ["HandedDown", "Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
+__all__ = ["JUDGE_EACH", "Answered", "Bracket", "HandedDown", "Inner", "Layer", "Listener", "Observer", "Split", "Stack", "ignore"]
 
 #: Where a call's events go as they happen. It runs inside the call, so it must not block.
 Listener = Callable[[Event], None]
@@ -43,6 +43,11 @@ Inner = Callable[[Request, Listener], Awaitable[Done]]
 
 def ignore(event: Event) -> None:
     """A listener for callers that want only the answer."""
+
+
+#: What ``Observer.judgement_now`` says when a layer must judge each call by its
+#: ``before`` (the default).
+JUDGE_EACH: object = object()
 
 
 class Layer(abc.ABC):
@@ -135,6 +140,23 @@ class Observer(Layer):
         """The call ended below this layer: with ``done``, or raising ``error``
         (which goes on to the layers above). Must not raise."""
 
+    def after_at(self, request: Request, state: object, done: Done | None, error: BaseException | None, at: float) -> None:
+        """``after``, told the instant the call ended (``at``) by a caller that knows it
+        (a call's task fired at admission, from its permit's release: ``Split.only_after``).
+        This default forgets it and calls ``after``; a layer that reads the clock in
+        ``after`` for that instant (the breaker) takes it here instead, a clock read fewer."""
+        self.after(request, state, done, error)
+
+    def judgement_now(self) -> object:
+        """What ``before`` would return for every call made now, if it would let each
+        through with that same state and change nothing in this layer (a closed
+        circuit breaker): a caller that judges many calls at once, before any of them
+        ends (a tick's, ``Split.judgement_now``), hands each that state instead of
+        calling ``before``. Otherwise ``JUDGE_EACH``, the default: every call is judged
+        by ``before``, as an observer that does not override this (a third party's)
+        always is."""
+        return JUDGE_EACH
+
     async def call(self, request: Request, listener: Listener, inner: Inner) -> Done:
         return await _observe((self.before,), (self.after,), inner, request, listener)
 
@@ -206,6 +228,39 @@ class HandedDown:
             call_deadline.reset(reset)
 
 
+@final
+class Bracket:
+    """``inner`` between two steps that never wait, as a layer that holds something for
+    the length of a call binds it (``Layer.bind``: the platform layer, its session):
+    ``opens`` (which may refuse the call by raising: then nothing below runs), the
+    listener told ``said`` (if any, and not ``ignore``), ``inner``, and ``closes`` once
+    as the call ends however it ends.
+
+    Awaited as any ``Inner``, it is a frame of its own around ``inner``. A layer right
+    above it that wraps the call in a frame anyway may do the same in its own, in the
+    same order: the gate layer does (``GateLayer.through``, where the timeout's deadline
+    is handed down, ``HandedDown``), so that a call's await chain is one frame shorter,
+    every time the call resumes.
+    """
+
+    __slots__ = ("closes", "inner", "opens", "said")
+
+    def __init__(self, opens: Callable[[], None], closes: Callable[[], None], said: Event | None, inner: Inner) -> None:
+        self.opens = opens
+        self.closes = closes
+        self.said = said
+        self.inner = inner
+
+    async def __call__(self, request: Request, listener: Listener) -> Done:
+        self.opens()
+        try:
+            if self.said is not None and listener is not ignore:
+                listener(self.said)
+            return await self.inner(request, listener)
+        finally:
+            self.closes()
+
+
 def _folds(layer: Layer) -> bool:
     """An observer that is only its hooks (one that overrides ``call`` is a wrapper)."""
     return isinstance(layer, Observer) and type(layer).call is Observer.call
@@ -246,16 +301,22 @@ def _split(layers: Sequence[Layer], innermost: Inner, deadline_kept: bool) -> Sp
     return Split(layers[:admitting], layers[admitting], below)  # type: ignore[arg-type]
 
 
-def _answer_of(backend: Provider) -> Inner:
-    """The backend's fast path as the innermost step: its ``answer`` coroutine itself,
-    no frame around it (every frame of a call's await chain is passed through again
-    each time the call resumes)."""
-    answer = backend.answer
+@final
+class Answered:
+    """The backend's fast path as the innermost step (``answer``, its ``Provider.answer``):
+    awaited as any ``Inner``, it returns that coroutine itself, no frame around it (every
+    frame of a call's await chain is passed through again each time the call resumes).
+    The listener hears only the layers, so it is not handed down. A layer right above
+    it that opens a frame anyway may call ``answer`` itself, a call fewer: the gate
+    layer does, under the platform's session (``GateLayer.through``)."""
 
-    def answered(request: Request, listener: Listener) -> Awaitable[Done]:
-        return answer(request)
+    __slots__ = ("answer",)
 
-    return answered
+    def __init__(self, backend: Provider) -> None:
+        self.answer = backend.answer
+
+    def __call__(self, request: Request, listener: Listener) -> Awaitable[Done]:
+        return self.answer(request)
 
 
 @final
@@ -268,13 +329,35 @@ class Split:
     in the same order, as the stack's own call.
     """
 
-    __slots__ = ("admitting", "afters", "befores", "below")
+    __slots__ = ("admitting", "afters", "befores", "below", "observers", "only_after")
 
     def __init__(self, observers: Sequence[Observer], admitting: Layer, below: Inner) -> None:
+        self.observers = tuple(observers)
         self.befores = tuple(observer.before for observer in observers)
         self.afters = tuple(observer.after for observer in reversed(observers))
+        #: The one judging layer's ``after_at``, in the usual stack (the breaker alone):
+        #: for a call every judging layer let through, ``ended`` is this hook with the
+        #: call's one state and the instant it ended, which a caller that knows that
+        #: instant may call itself (``manor.tick.admitted``: a frame fewer for every call,
+        #: and the breaker's clock read). ``None`` with more or fewer judging layers.
+        self.only_after = observers[0].after_at if len(observers) == 1 else None
         self.admitting = admitting
         self.below = below
+
+    def judgement_now(self) -> tuple[object, ...] | None:
+        """The states (``judge``'s, outermost first) of every call made now, before any
+        ends, when each judging layer lets every such call through alike
+        (``Observer.judgement_now``): a caller judging a tick's calls at once gives each
+        these, with no ``judge``. ``None`` if any layer must judge each call: then
+        ``judge`` each. The same states a ``judge`` of each call would give, and the
+        layers in the same state after them: such a layer's ``before`` changes nothing."""
+        states = []
+        for observer in self.observers:
+            state = observer.judgement_now()
+            if state is JUDGE_EACH:
+                return None
+            states.append(state)
+        return tuple(states)
 
     def judge(self, request: Request, states: list[object]) -> None:
         """The judging layers' ``before`` hooks, outermost first, each one's state
@@ -332,8 +415,8 @@ class Stack:
         # where the backend keeps it (``Provider.keeps_deadline``) and no layer between
         # waits (``Layer.passes_deadline``).
         self._streamed = _compose(functools.partial(stream, backend), self.layers, deadline_kept=False)
-        self._answered = _compose(_answer_of(backend), self.layers, deadline_kept=backend.keeps_deadline)
-        self.split = _split(self.layers, _answer_of(backend), backend.keeps_deadline)
+        self._answered = _compose(Answered(backend), self.layers, deadline_kept=backend.keeps_deadline)
+        self.split = _split(self.layers, Answered(backend), backend.keeps_deadline)
 
     def call(self, request: Request, listener: Listener | None = None) -> Awaitable[Done]:
         """Make one call through every layer to the backend; ``listener`` hears its

@@ -106,7 +106,7 @@ class FiredAtAdmission(Heard):
         queued_at: float,
         index: int,
         firing: _Firing,
-        states: list[object],
+        states: Sequence[object],
     ) -> None:
         # ``Heard``'s fields set here, not by its ``__init__``: a call more for every call.
         self.at: float | None = None
@@ -233,18 +233,28 @@ async def fire_at_admission(
         # between them, on the real one only this loop's).
         now = current_time()
         note = None if notes is None else notes.append
+        # Judged at once where every judging layer lets every call made now through
+        # alike (a closed breaker): the states each call's ``judge`` would give, shared.
+        judged = split.judgement_now()
         try:
             for index, request in requests:
-                states: list[object] = []
-                call = FiredAtAdmission(request, instruments, now, index, firing, states)
-                if note is not None:
-                    note(call)
-                try:
-                    split.judge(request, states)
-                except CallError as exc:  # refused above the gate: its ticket stalls nobody
-                    gate.withdraw(request.ticket)  # type: ignore[arg-type]
-                    firing.ended(call, None, exc)
-                    continue
+                states: Sequence[object]
+                if judged is not None:
+                    states = judged
+                    call = FiredAtAdmission(request, instruments, now, index, firing, states)
+                    if note is not None:
+                        note(call)
+                else:
+                    states = []
+                    call = FiredAtAdmission(request, instruments, now, index, firing, states)
+                    if note is not None:
+                        note(call)
+                    try:
+                        split.judge(request, states)  # type: ignore[arg-type]
+                    except CallError as exc:  # refused above the gate: its ticket stalls nobody
+                        gate.withdraw(request.ticket)  # type: ignore[arg-type]
+                        firing.ended(call, None, exc)
+                        continue
                 arrival = arrive(request.ticket, timeout=timeout, wake=call.wake, now=now)  # type: ignore[arg-type]
                 if type(arrival) is Permit:
                     nursery.start_soon(_admitted, call, arrival, name=CALL_TASK)
@@ -287,9 +297,16 @@ async def _admitted(call: FiredAtAdmission, permit: Permit | None) -> None:
     except BaseException as exc:
         firing.split.ended(request, call.states, None, exc)
         raise
+    split = firing.split
+    only_after = split.only_after
     if permit is not None:  # (``None``: it timed out at the gate, never let through)
-        call.released_at = permit.released_at
-    firing.split.ended(request, call.states, done, failure)
+        call.released_at = ended_at = permit.released_at
+    else:
+        ended_at = current_time()
+    if only_after is not None:  # (``Split.ended``, spelled out for the usual stack: a call fewer)
+        only_after(request, call.states[0], done, failure, ended_at)  # type: ignore[arg-type]
+    else:
+        split.ended(request, call.states, done, failure)
     # (``_Firing.ended``, spelled out: a call fewer for every call.)
     firing.end(request, call.queued_at, call, done, failure, False, request.attempt + 1, firing.finished, firing.repairs, call.index)
     firing.outstanding -= 1
