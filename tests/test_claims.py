@@ -60,6 +60,30 @@ class TestClaimBook:
         assert book.lends_to(0, weight=1.0, size=4, in_flight=2, now=10.0) == 11.5
         assert book.lends_to(0, weight=1.0, size=4, in_flight=2, now=11.5) == 0.0
 
+    def test_the_weighing_follows_a_claim_that_lapses(self) -> None:
+        """The book keeps its sum of the claiming tenants' weights between changes: a
+        tenant that leaves the book because its claim lapsed (no ``put``) changes it."""
+        book = ClaimBook(_CLAIM_S)
+        book.put(0, Claimant(holding=2, waiting=True), 10.0, arrived=True)
+        book.put(1, Claimant(ended_at=9.5), 10.0, arrived=False)
+        assert book.over_share(2, weight=1.0, size=4)  # 2 of 4 slots, beside 1's claim
+        assert book.lends_to(0, weight=1.0, size=4, in_flight=2, now=11.5) == 0.0  # 1's claim lapsed
+        assert not book.over_share(2, weight=1.0, size=4)  # alone now: all 4 are its share
+
+    def test_put_fields_is_put(self) -> None:
+        """``put_fields`` puts the tenant ``put`` of the same ``Claimant`` would."""
+        by_claimant, by_fields = ClaimBook(_CLAIM_S), ClaimBook(_CLAIM_S)
+        tenants = {0: Claimant(2.0, 3, 1, True, None), 1: Claimant(1.0, None, 0, False, 9.5), 2: Claimant(0.5, None, 2, False, 8.0)}
+        for tenant, claimant in tenants.items():
+            by_claimant.put(tenant, claimant, 10.0, arrived=claimant.waiting)
+            fields = (claimant.weight, claimant.cap, claimant.holding, claimant.waiting, claimant.ended_at)
+            by_fields.put_fields(tenant, *fields, 10.0, arrived=claimant.waiting)
+        for now in (10.0, 11.0, 11.5, 12.0):
+            for size in (2, 4, 8):
+                asked = [book.lends_to(0, weight=2.0, size=size, in_flight=2, now=now) for book in (by_claimant, by_fields)]
+                assert asked[0] == asked[1] == lends_to(0, tenants, size=size, in_flight=2, now=now, claim_s=_CLAIM_S)
+                assert by_claimant.below_share(size=size) == by_fields.below_share(size=size)
+
     def test_a_lapse_rounded_short_still_lapses(self) -> None:
         """At the instant a claim is said to lapse, it has lapsed: ``ended_at + claim_s``
         can round below the instant ``now - ended_at < claim_s`` turns false, and a gate

@@ -183,7 +183,7 @@ class ClaimBook:
         claim_s: how long a tenant's claim outlives its last call's end.
     """
 
-    __slots__ = ("_classes", "_claim_s", "_lapses", "_order", "_tenants")
+    __slots__ = ("_classes", "_claim_s", "_lapses", "_order", "_tenants", "_weighed")
 
     def __init__(self, claim_s: float) -> None:
         self._claim_s = claim_s
@@ -197,29 +197,39 @@ class ClaimBook:
         # (ended_at, tenant) of the tenants claiming by a recent end; stale entries
         # (the tenant changed since) are skipped.
         self._lapses: list[tuple[float, int]] = []
+        # ``_weigh``'s answer since the tenants last changed (``None``: to be summed).
+        self._weighed: tuple[float, int] | None = None
 
     def put(self, tenant: int, claimant: Claimant, now: float, *, arrived: bool) -> None:
         """``tenant`` is now ``claimant`` (as ``lends_to`` would see it at ``now``);
         ``arrived``: a caller of its waits at the gate (``below_share``)."""
+        self.put_fields(tenant, claimant.weight, claimant.cap, claimant.holding, claimant.waiting, claimant.ended_at, now, arrived=arrived)
+
+    def put_fields(
+        self, tenant: int, weight: float, cap: int | None, holding: int, waiting: bool, ended_at: float | None, now: float, *, arrived: bool
+    ) -> None:
+        """``put`` of a ``Claimant(weight, cap, holding, waiting, ended_at)``, without
+        making one: the in-process gate puts some two and a half tenants a call, and the
+        frozen instance was a tenth of the book's cost (benchmarks/notes/fleet_cpu.md)."""
         self._remove(tenant)
-        if claimant.holding or claimant.waiting:
+        if holding or waiting:
             ended_at = None
-        elif claimant.ended_at is not None and now - claimant.ended_at < self._claim_s:
-            ended_at = claimant.ended_at
+        elif ended_at is not None and now - ended_at < self._claim_s:
             heapq.heappush(self._lapses, (ended_at, tenant))
         else:
             return
-        key = (claimant.weight, claimant.cap)
+        key = (weight, cap)
         group = self._classes.get(key)
         if group is None:
-            group = self._classes[key] = _Class(claimant.weight, claimant.cap)
+            group = self._classes[key] = _Class(weight, cap)
             self._order = [self._classes[key] for key in sorted(self._classes, key=lambda key: (key[0], key[1] is None, key[1] or 0))]
         group.members += 1
         group.recent += ended_at is not None
-        group.counts.add(claimant.holding, 1)
+        group.counts.add(holding, 1)
         if arrived:
-            group.arrived.add(claimant.holding, 1)
-        self._tenants[tenant] = (group, claimant.holding, ended_at, arrived)
+            group.arrived.add(holding, 1)
+        self._tenants[tenant] = (group, holding, ended_at, arrived)
+        self._weighed = None
 
     def lends_to(self, tenant: int, *, weight: float, size: int, in_flight: int, now: float) -> float:
         """As ``lends_to(tenant, ...)`` of the tenants ``put``, ``tenant`` weighing
@@ -271,14 +281,18 @@ class ClaimBook:
         return lambda weight: size / total * weight - _EPSILON
 
     def _weigh(self) -> tuple[float, int]:
-        """The claiming tenants' weights, summed in the classes' order, and their number."""
+        """The claiming tenants' weights, summed in the classes' order, and their number
+        (kept until a tenant changes: some seven asks a call, a few changes)."""
+        if self._weighed is not None:
+            return self._weighed
         total = 0.0
         members = 0
         for group in self._order:
             if group.members:
                 total += group.members * group.weight
                 members += group.members
-        return total, members
+        self._weighed = (total, members)
+        return self._weighed
 
     def below_share(self, *, size: int) -> int:
         """How many tenants with a caller waiting hold less than their share of ``size``
@@ -298,6 +312,7 @@ class ClaimBook:
         entry = self._tenants.pop(tenant, None)
         if entry is not None:
             group, holding, ended_at, arrived = entry
+            self._weighed = None
             group.members -= 1
             group.recent -= ended_at is not None
             group.counts.add(holding, -1)

@@ -37,7 +37,7 @@ import trio
 from ..clock import current_time, jumps_to_deadlines
 from ..errors import GateTimeout
 from .book import ISSUED, AdmittedTicket, Ticket, TicketBook
-from .claims import ClaimBook, Claimant
+from .claims import ClaimBook
 from .lanes import Lanes
 
 __all__ = ["Arrival", "Gate", "GateStatistics", "Permit", "SharedGate", "SharedPermit"]
@@ -810,12 +810,13 @@ class Gate(TicketBook[_Waiter]):
                     self._arrived[waiter.lane] = self._arrived.get(waiter.lane, 0) + 1
         if self._changed:
             holding, weight, caps = self._holding, self._slot_line.weight, self._caps
+            put = self._claims.put_fields
             for other in self._changed:
-                claimant = Claimant(
-                    weight(other), caps.get(other), holding.get(other, 0),
+                put(
+                    other, weight(other), caps.get(other), holding.get(other, 0),
                     other in self._slot_line or other in self._token_line, self._released_at.get(other),
+                    now, arrived=self._arrived.get(other, 0) > 0,
                 )  # fmt: skip
-                self._claims.put(other, claimant, now, arrived=self._arrived.get(other, 0) > 0)
             self._changed.clear()
         return self._claims
 
