@@ -107,12 +107,11 @@ class BreakerLayer(Observer):
         between the two readings."""
         # True success, False failure, None says nothing (flow control, cancellation).
         outcome = True if error is None else False if isinstance(error, ProviderError | CallTimeout) else None
-        now = at
         pending = self._pending
-        if pending and now <= self._pending_at:  # (earlier: told an instant out of turn; put in order too)
+        if pending and at <= self._pending_at:  # (earlier: told an instant out of turn; put in order too)
             self._tied = True
-        self._pending_at = now
-        pending.append((now, request, outcome, state))  # type: ignore[arg-type]
+        self._pending_at = at
+        pending.append((at, request, outcome, state))  # type: ignore[arg-type]
 
     def arrival_order_matters(self) -> bool:
         """Only a closed circuit treats every arrival alike: an open one lets the first

@@ -238,17 +238,11 @@ async def fire_at_admission(
         judged = split.judgement_now()
         try:
             for index, request in requests:
-                states: Sequence[object]
-                if judged is not None:
-                    states = judged
-                    call = FiredAtAdmission(request, instruments, now, index, firing, states)
-                    if note is not None:
-                        note(call)
-                else:
-                    states = []
-                    call = FiredAtAdmission(request, instruments, now, index, firing, states)
-                    if note is not None:
-                        note(call)
+                states: Sequence[object] = [] if judged is None else judged
+                call = FiredAtAdmission(request, instruments, now, index, firing, states)
+                if note is not None:
+                    note(call)
+                if judged is None:
                     try:
                         split.judge(request, states)  # type: ignore[arg-type]
                     except CallError as exc:  # refused above the gate: its ticket stalls nobody
