@@ -127,6 +127,33 @@ class TestAgentsTable:
         _drive(scenario)
 
 
+def _calls_in_a_busy_run(method: str, steps: int) -> int:
+    """How often a ``GuestRun``'s ``method`` (a host callback taking one function) is
+    called while the run it hosts takes ``steps`` checkpoints one after another."""
+
+    async def main() -> int:
+        calls = 0
+        guest = GuestRun()
+        original = getattr(guest, method)
+
+        def counted(fn: Callable[[], object]) -> None:
+            nonlocal calls
+            calls += 1
+            original(fn)
+
+        setattr(guest, method, counted)
+
+        async def busy() -> None:
+            for _ in range(steps):
+                await trio.lowlevel.checkpoint()
+
+        guest.start(busy)
+        await guest.wait()
+        return calls
+
+    return asyncio.run(main())
+
+
 class TestGuestSlice:
     def test_the_host_ready_stops_a_slice_of_steps(self) -> None:
         """A step of a busy run readies the next; the steps go on in one host callback,
@@ -165,55 +192,14 @@ class TestGuestSlice:
         if not drained:
             monkeypatch.setattr(guest_module, "_drain", lambda guest_tick, go_on: None)
 
-        async def main() -> tuple[int, int]:
-            callbacks = 0
-            guest = GuestRun()
-            step = guest._step
-
-            def counted(fn: Callable[[], object]) -> None:
-                nonlocal callbacks
-                callbacks += 1
-                step(fn)
-
-            guest._step = counted  # type: ignore[method-assign]
-
-            async def busy() -> None:
-                for _ in range(2000):
-                    await trio.lowlevel.checkpoint()
-
-            guest.start(busy)
-            await guest.wait()
-            return callbacks, 2000
-
-        callbacks, steps = asyncio.run(main())
-        assert callbacks < steps / 10
+        assert _calls_in_a_busy_run("_step", 2000) < 2000 / 10
 
     def test_steps_that_follow_at_once_are_taken_inside_trios_guest_tick(self) -> None:
         """Trio's guest tick hands the host one step at a time; the steps ready at once
         are drained inside it, as ``trio.run`` takes them: trio asks the host for its
         next tick once a slice, not once a step."""
 
-        async def main() -> int:
-            asks = 0
-            guest = GuestRun()
-            at_once = guest._step_at_once
-
-            def counted(fn: Callable[[], object]) -> None:
-                nonlocal asks
-                asks += 1
-                at_once(fn)
-
-            guest._step_at_once = counted  # type: ignore[method-assign]
-
-            async def busy() -> None:
-                for _ in range(2000):
-                    await trio.lowlevel.checkpoint()
-
-            guest.start(busy)
-            await guest.wait()
-            return asks
-
-        assert asyncio.run(main()) < 2000 / 10
+        assert _calls_in_a_busy_run("_step_at_once", 2000) < 2000 / 10
 
     def test_a_drained_run_waits_fails_and_is_cancelled_as_trios_own(self) -> None:
         """Drained steps change nothing a run sees: it sleeps on the clock and wakes,
