@@ -4,6 +4,7 @@ workers' counts added up when pytest-xdist runs the suite in parallel)."""
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,10 +87,28 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down (``runner``)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # a pytest-xdist worker: hand its count to the controller
         workeroutput["gate_operations"] = attrs.asdict(GATE_OPERATIONS)
+        _heap_collected_then_frozen()
+
+
+def _heap_collected_then_frozen() -> None:
+    """A worker's heap collected once, then left out of the collector's later passes.
+
+    Once a worker says it has finished (after this hook), the controller closes its
+    channel, and execnet gives what the worker still runs 5 seconds before it sends the
+    worker a SIGINT (``WorkerGateway._terminate_execution``). What it still runs is
+    mostly pytest's last look for unraisable exceptions: five full passes of the
+    collector over everything the worker's tests loaded. On a loaded machine they took
+    longer, and the SIGINT landed inside one, as a ``KeyboardInterrupt`` traceback at
+    the end of a green run. Collected here, before the worker says it has finished, any
+    finalizer that fails is still reported; frozen, the five passes have nothing left
+    to walk."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: absent without it
