@@ -59,6 +59,11 @@ async def _finished(process: subprocess.Popen[bytes], timeout: float = 120.0) ->
     return json.loads(stdout), stderr.decode()
 
 
+def _degradations(summary: dict[str, Any]) -> dict[str, int]:
+    """A run's summary's degraded calls by caller kind and reason, the counts above 0."""
+    return {f"{kind}.{reason}": count for kind, reasons in summary["degradations"].items() for reason, count in reasons.items() if count}
+
+
 async def _holds_permits(redis_url: str, gate: str, pid: int) -> bool:
     status = await gate_status(redis_url, gate)
     return status is not None and any(holder.pid == str(pid) and holder.holding for holder in status.holders)
@@ -155,7 +160,7 @@ class TestProcessesShareOneGate:
         assert guests_held <= 1
 
     @pytest.mark.trio
-    @pytest.mark.slow(9)
+    @pytest.mark.slow(10)
     async def test_a_process_killed_holding_permits_gives_them_back_within_the_lease(self, tmp_path: Path, redis_url: str) -> None:
         """kill -9 of a process while its calls hold the gate: the others carry on (their
         calls wait at most about a lease), and no permit is left at the server."""
@@ -163,7 +168,10 @@ class TestProcessesShareOneGate:
         lease = tmp_path / "lease.toml"
         async with serving(capacity=size, reject_when_full=True, latency=0.2) as (url, _):
             config = _config(tmp_path, url)
-            lease.write_text(config.read_text() + "[gate]\nlease_s = 1.0\n", encoding="utf-8")
+            # Short, so that the test is; long enough that a loaded machine's late
+            # renewal (every lease_s / 3) does not lose a living process's permit, which
+            # the server would then grant again beyond the platform's capacity.
+            lease.write_text(config.read_text() + "[gate]\nlease_s = 2.0\n", encoding="utf-8")
             victim = _manor_run(lease, redis_url, gate, size, 1, "--ticks", "50")
             with trio.fail_after(60):
                 while not await _holds_permits(redis_url, gate, victim.pid):
@@ -174,7 +182,8 @@ class TestProcessesShareOneGate:
             victim.communicate()
             summaries = [(await _finished(process))[0] for process in others]
             server = await stats(url)
-        assert all(summary["ok"] == summary["calls"] == 2 * CALLS_PER_TICK for summary in summaries)
+        degraded = [(summary["calls"], summary["ok"], _degradations(summary), summary["first_error"]) for summary in summaries]
+        assert all(summary["ok"] == summary["calls"] == 2 * CALLS_PER_TICK for summary in summaries), degraded
         assert server["rejected"] == 0 and server["peak_running"] <= size
         status = await _status(redis_url, gate)
         assert status.holders == () and status.statistics.in_flight == 0 and status.statistics.waiting == 0
