@@ -285,7 +285,7 @@ async def _admitted(call: FiredAtAdmission, permit: Permit | None) -> None:
         call.at = at = permit.admitted_at
         if call.instruments.by_hook["call_admitted"]:
             call.instruments.call("call_admitted", request, at)
-        done = await firing.layer.through(permit, request, ignore, firing.split.below)
+        done = await firing.layer.through(permit, request, ignore, firing.split.below, True)  # (its task's only call)
     except CallError as exc:
         failure = exc
     except BaseException as exc:
