@@ -55,8 +55,21 @@ GATE_PAUSES_S = (0.25, 4.0)
 def _in_ticket_order(requests: Iterable[tuple[int, Request]]) -> list[tuple[int, Request]]:
     """``(index, request)`` pairs in ticket order, those without a ticket first, in the
     order given. A decorated sort: a key function would be a call from the sort into
-    Python for every request. (The ticket and the position decide every comparison.)"""
-    decorated = [(-1 if request.ticket is None else request.ticket, position, index, request) for position, (index, request) in enumerate(requests)]
+    Python for every request. (The ticket and the position decide every comparison.)
+
+    Pairs already in ticket order (every one ticketed, the tickets rising: a tick's own
+    calls, ticketed in planning order) are returned as given, after one pass that finds
+    so: the usual tick's calls are not decorated, sorted and undecorated."""
+    pairs = list(requests)
+    last = -1
+    for _, request in pairs:
+        ticket = request.ticket
+        if ticket is None or ticket <= last:
+            break
+        last = ticket
+    else:
+        return pairs
+    decorated = [(-1 if request.ticket is None else request.ticket, position, index, request) for position, (index, request) in enumerate(pairs)]
     decorated.sort()
     return [(index, request) for _, _, index, request in decorated]
 
