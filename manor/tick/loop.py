@@ -194,12 +194,17 @@ class TickLoop:
         predicted latency at the gate (what its lane is charged, when the gate is
         shared); returned in their order. Straight from the gate, this does not yield."""
         latencies = self.predictor.latencies(requests)
-        order = self.ticket_order(requests, latencies)
-        costs = [latencies[index] for index in order]
+        # In planning order (fifo) the n-th ticket goes to the n-th request: no order
+        # to follow, and the latencies are the costs as they are (this runs every tick).
+        order = None if self.order != "longest-first" else self.ticket_order(requests, latencies)
+        costs = latencies if order is None else [latencies[index] for index in order]
         tickets = self.gate.issue(len(requests), costs=costs) if self.tickets is None else await self.tickets.issue(len(requests), costs)
+        replace = msgspec.structs.replace
+        if order is None:
+            return [replace(request, ticket=ticket) for request, ticket in zip(requests, tickets, strict=True)]
         stamped = list(requests)
         for ticket, index in zip(tickets, order, strict=True):
-            stamped[index] = msgspec.structs.replace(requests[index], ticket=ticket)
+            stamped[index] = replace(requests[index], ticket=ticket)
         return stamped
 
     async def step(self) -> TickRecord:
