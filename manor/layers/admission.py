@@ -62,8 +62,8 @@ class GateLayer(Layer):
         ``last``: the caller's task makes no other call after this one (a call's own
         task, ``manor.tick.admitted``), so the deadline handed down (``call_deadline``)
         is left set as the call ends rather than reset: nothing after the call in that
-        task reads it, and its context dies with the task. Reset, it is a change of the
-        task's context of its own (a token and a mapping built) for every call. A task
+        task reads it, and its context dies with the task. Reset, it would build the task's
+        context a new mapping once more for every call. A task
         that makes more calls (``call``'s callers may) must have it reset, or a later
         call through no timeout would see this one's deadline."""
         if self.adjuster is not None:
