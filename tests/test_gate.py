@@ -23,6 +23,7 @@ from manor import (
     GateLayer,
     GateStatistics,
     GateTimeout,
+    Permit,
     PlatformLayer,
     ProviderError,
     Request,
@@ -202,6 +203,20 @@ async def test_a_permit_keeps_when_it_was_released(autojump_clock: trio.testing.
     unsaid.release()
     assert said.released_at == 1.5 and said.released
     assert unsaid.released_at == trio.current_time() == 3.0
+
+
+@pytest.mark.trio
+async def test_permits_are_told_apart_by_identity_and_say_their_ticket(autojump_clock: trio.testing.MockClock) -> None:
+    """A permit is itself, not its fields (two permits alike are two slots: a set of
+    permits held counts both), and its repr says its ticket's admission, not the gate it
+    holds (a Struct's repr would print every field, the gate's included)."""
+    gate = Gate(size=2)
+    first, second = await gate.acquire(), await gate.acquire()
+    twin = Permit(first.ticket, first.queued_at, first.admitted_at, _gate=gate)
+    assert first != twin and first == first and len({first, second, twin}) == 3
+    assert repr(first) == f"Permit(ticket={first.ticket}, queued_at=0.0, admitted_at=0.0)"
+    first.release()
+    second.release()
 
 
 # -- timeouts and cancellation -------------------------------------------------------

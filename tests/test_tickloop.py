@@ -7,9 +7,11 @@ import collections
 import logging
 import math
 
+import hypothesis
 import pytest
 import trio
 import trio.testing
+from hypothesis import strategies as st
 from scenes_fixture import (
     TEN_LATENCIES,
     FailingFor,
@@ -611,3 +613,19 @@ class TestInstruments:
         trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
         assert everything.seen[-1] == "run_finished"
         assert everything.seen.count("tick_finished 1") == 1
+
+
+@hypothesis.given(
+    tickets=st.lists(st.one_of(st.none(), st.integers(min_value=0, max_value=30)), max_size=12),
+    rising=st.booleans(),
+)
+def test_calls_are_taken_in_ticket_order(tickets: list[int | None], rising: bool) -> None:
+    """``_in_ticket_order`` (the order calls are fired in) is ticket order, those without
+    a ticket first, ties in the order given, whether the pairs come already in order (its
+    pass that returns them as given: ``rising``, distinct tickets rising) or not. Fails if
+    the pass takes pairs out of order, or with a ticket missing, for ordered ones."""
+    if rising:
+        tickets = sorted({t for t in tickets if t is not None})
+    requests = [(index, Request(caller="c", agent=f"a{index}", tick=1, model="m", prompt="p", ticket=t)) for index, t in enumerate(tickets)]
+    expected = sorted(requests, key=lambda pair: (-1 if pair[1].ticket is None else pair[1].ticket, pair[0]))
+    assert tickloop._in_ticket_order(iter(requests)) == expected

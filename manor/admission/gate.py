@@ -154,8 +154,7 @@ class _Waiter(Ticket):
 
 
 @final
-@attrs.define(eq=False)
-class Permit(AdmittedTicket):
+class Permit(AdmittedTicket, kw_only=True):
     """The right to one call in flight, as ``Gate.acquire`` gives it; release it exactly
     once, when the call ends::
 
@@ -166,9 +165,9 @@ class Permit(AdmittedTicket):
             permit.release()  # the next ticket in line is admitted at once
     """
 
-    _gate: Gate = attrs.field(repr=False)
-    _lane: int = attrs.field(default=0, repr=False)
-    _cost: float = attrs.field(default=1.0, repr=False)
+    _gate: Gate
+    _lane: int = 0
+    _cost: float = 1.0
 
     def release(self, at: float | None = None) -> None:
         """Give the slot back at ``at`` (when the call ended, if its caller has just read
@@ -474,7 +473,7 @@ class Gate(TicketBook[_Waiter]):
             self._admitted += 1  # after no wait: the wait figures stay as they are
             if self._waiting:
                 self._dispatch(now)
-            return Permit(ticket, now, now, self, waiter.lane, waiter.cost)
+            return Permit(ticket, now, now, _gate=self, _lane=waiter.lane, _cost=waiter.cost)
         waiter.stage = _WAIT_TOKEN if self._rate else _WAIT_SLOT
         self._waiting += 1
         if self._claims is not None:
@@ -597,7 +596,7 @@ class Gate(TicketBook[_Waiter]):
         self._total_wait += wait
         if wait > self._max_wait:  # (not ``max``: a builtin's call for every call that waited)
             self._max_wait = wait
-        return Permit(waiter.ticket, waiter.queued_at, admitted_at, self, waiter.lane, waiter.cost)
+        return Permit(waiter.ticket, waiter.queued_at, admitted_at, _gate=self, _lane=waiter.lane, _cost=waiter.cost)
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[Gate]:

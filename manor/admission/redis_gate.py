@@ -140,8 +140,7 @@ class _Waiter(Ticket):
 
 
 @final
-@attrs.define(eq=False)
-class RedisPermit(AdmittedTicket):
+class RedisPermit(AdmittedTicket, kw_only=True):
     """The right to one call in flight, a lease at the server renewed while it is held;
     release it exactly once.
 
@@ -154,8 +153,8 @@ class RedisPermit(AdmittedTicket):
 
     global_ticket: int
     order: int
-    _gate: RedisGate = attrs.field(repr=False)
-    _id: str = attrs.field(repr=False)
+    _gate: RedisGate
+    _id: str
 
     def _give_back(self) -> None:
         """The slot is free: the server admits the next waiter in line at once."""
@@ -436,7 +435,7 @@ class RedisGate(TicketBook[_Waiter]):
                 self._latencies.append(time.time() - waiter.released_at)
             if self._allowed is not None:
                 self._spend_allowance(trio.current_time())
-            return RedisPermit(ticket, waiter.queued_at, waiter.admitted_at, waiter.global_ticket, waiter.order, self, waiter.id)
+            return RedisPermit(ticket, waiter.queued_at, waiter.admitted_at, global_ticket=waiter.global_ticket, order=waiter.order, _gate=self, _id=waiter.id)
         if waiter.failure is not None:
             del self._waiters[ticket]
             raise waiter.failure

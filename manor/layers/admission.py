@@ -51,13 +51,21 @@ class GateLayer(Layer):
         finally:
             listener(Released(released_at=permit.released_at))  # type: ignore[arg-type]
 
-    async def through(self, permit: SharedPermit, request: Request, listener: Listener, inner: Inner) -> Done:
+    async def through(self, permit: SharedPermit, request: Request, listener: Listener, inner: Inner, last: bool = False) -> Done:
         """The call once ``permit`` let it through: ``inner``, the slot given back exactly
         once as it ends, at the instant the call ended (``permit.released_at``).
         ``call``'s second half, which a caller that waits for the permit itself
         (``manor.tick.admitted``) makes alone: it learns its admission and its release
         from the permit, where ``call``'s listener hears them as ``Admitted`` and
-        ``Released`` (``listener`` hears only the layers below)."""
+        ``Released`` (``listener`` hears only the layers below).
+
+        ``last``: the caller's task makes no other call after this one (a call's own
+        task, ``manor.tick.admitted``), so the deadline handed down (``call_deadline``)
+        is left set as the call ends rather than reset: nothing after the call in that
+        task reads it, and its context dies with the task. Reset, it would build the task's
+        context a new mapping once more for every call. A task
+        that makes more calls (``call``'s callers may) must have it reset, or a later
+        call through no timeout would see this one's deadline."""
         if self.adjuster is not None:
             return await self._adjusted(permit, request, listener, inner)
         try:
@@ -85,7 +93,8 @@ class GateLayer(Layer):
             except DeadlineReached:
                 raise inner.expired() from None
             finally:
-                call_deadline.reset(reset)
+                if not last:
+                    call_deadline.reset(reset)
         finally:
             # The call ends now, before its slot is freed: the admission the release
             # makes comes after it, on any clock.

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import final
 
+import msgspec
 import trio
 
 from ..admission.gate import Arrival, Gate, Permit
@@ -46,7 +47,7 @@ CallNotes = list["Heard"]
 CALL_TASK = "manor: a call"
 
 
-class Heard:
+class Heard(msgspec.Struct, eq=False):
     """A call as the tick loop follows it. As its listener (``heard``): when it got
     through, as it hears it — the gate's admission, or with no gate the platform's
     session (``at``; ``None`` until then) — and when the gate took its slot back
@@ -55,16 +56,18 @@ class Heard:
     call's record when the call has ended (``record``; ``None`` until then), so that a
     reader of the notes (``CallNotes``) tells a call queued, running or ended by its
     ``Heard`` alone. An object a call, not a closure: a closure would need a cell and a
-    dict of its own for every call."""
+    dict of its own for every call.
 
-    __slots__ = ("at", "instruments", "record", "released_at", "request")
+    A msgspec ``Struct`` (compared and hashed by identity, ``eq=False``), not a class
+    with ``__slots__`` and an ``__init__``: built in C, without a Python frame, for
+    every call the tick makes (its fields are set afterwards as a slotted class's are;
+    it is never encoded)."""
 
-    def __init__(self, request: Request, instruments: Instruments) -> None:
-        self.at: float | None = None
-        self.released_at: float | None = None
-        self.record: CallRecord | None = None
-        self.request = request
-        self.instruments = instruments
+    request: Request
+    instruments: Instruments
+    at: float | None = None
+    released_at: float | None = None
+    record: CallRecord | None = None
 
     def heard(self, event: Event) -> None:
         if type(event) is Released:
@@ -87,7 +90,7 @@ class Heard:
 
 
 @final
-class FiredAtAdmission(Heard):
+class FiredAtAdmission(Heard, kw_only=True):
     """A call fired at admission (``fire_at_admission``), followed as any call is
     (its admission and release set from its permit, not heard), which holds what its
     task needs when it is born: when it was made (``queued_at``), its
@@ -95,29 +98,11 @@ class FiredAtAdmission(Heard):
     what it shares with the tick's other calls (``firing``) and, while it waits in line
     without a task, its place at the gate (``arrival``)."""
 
-    arrival: Arrival
-
-    __slots__ = ("arrival", "firing", "index", "queued_at", "states")
-
-    def __init__(
-        self,
-        request: Request,
-        instruments: Instruments,
-        queued_at: float,
-        index: int,
-        firing: _Firing,
-        states: Sequence[object],
-    ) -> None:
-        # ``Heard``'s fields set here, not by its ``__init__``: a call more for every call.
-        self.at: float | None = None
-        self.released_at: float | None = None
-        self.record: CallRecord | None = None
-        self.request = request
-        self.instruments = instruments
-        self.queued_at = queued_at
-        self.index = index
-        self.firing = firing
-        self.states = states
+    queued_at: float
+    index: int
+    firing: _Firing
+    states: Sequence[object]
+    arrival: Arrival = None  # type: ignore[assignment]  # (set before it is read: while it waits in line)
 
     def wake(self, permit: Permit | None) -> None:
         """The gate lets it through (``permit``), or says it must wait in a task of its
@@ -239,7 +224,7 @@ async def fire_at_admission(
         try:
             for index, request in requests:
                 states: Sequence[object] = [] if judged is None else judged
-                call = FiredAtAdmission(request, instruments, now, index, firing, states)
+                call = FiredAtAdmission(request, instruments, queued_at=now, index=index, firing=firing, states=states)
                 if note is not None:
                     note(call)
                 if judged is None:
@@ -285,7 +270,7 @@ async def _admitted(call: FiredAtAdmission, permit: Permit | None) -> None:
         call.at = at = permit.admitted_at
         if call.instruments.by_hook["call_admitted"]:
             call.instruments.call("call_admitted", request, at)
-        done = await firing.layer.through(permit, request, ignore, firing.split.below)
+        done = await firing.layer.through(permit, request, ignore, firing.split.below, True)  # (its task's only call)
     except CallError as exc:
         failure = exc
     except BaseException as exc:

@@ -55,8 +55,21 @@ GATE_PAUSES_S = (0.25, 4.0)
 def _in_ticket_order(requests: Iterable[tuple[int, Request]]) -> list[tuple[int, Request]]:
     """``(index, request)`` pairs in ticket order, those without a ticket first, in the
     order given. A decorated sort: a key function would be a call from the sort into
-    Python for every request. (The ticket and the position decide every comparison.)"""
-    decorated = [(-1 if request.ticket is None else request.ticket, position, index, request) for position, (index, request) in enumerate(requests)]
+    Python for every request. (The ticket and the position decide every comparison.)
+
+    Pairs already in ticket order (every one ticketed, the tickets rising: a tick's own
+    calls, ticketed in planning order) are returned as given, after one pass that finds
+    so: the usual tick's calls are not decorated, sorted and undecorated."""
+    pairs = list(requests)
+    last = -1
+    for _, request in pairs:
+        ticket = request.ticket
+        if ticket is None or ticket <= last:
+            break
+        last = ticket
+    else:
+        return pairs
+    decorated = [(-1 if request.ticket is None else request.ticket, position, index, request) for position, (index, request) in enumerate(pairs)]
     decorated.sort()
     return [(index, request) for _, _, index, request in decorated]
 
@@ -181,12 +194,17 @@ class TickLoop:
         predicted latency at the gate (what its lane is charged, when the gate is
         shared); returned in their order. Straight from the gate, this does not yield."""
         latencies = self.predictor.latencies(requests)
-        order = self.ticket_order(requests, latencies)
-        costs = [latencies[index] for index in order]
+        # In planning order (fifo) the n-th ticket goes to the n-th request: no order
+        # to follow, and the latencies are the costs as they are (this runs every tick).
+        order = None if self.order != "longest-first" else self.ticket_order(requests, latencies)
+        costs = latencies if order is None else [latencies[index] for index in order]
         tickets = self.gate.issue(len(requests), costs=costs) if self.tickets is None else await self.tickets.issue(len(requests), costs)
+        replace = msgspec.structs.replace
+        if order is None:
+            return [replace(request, ticket=ticket) for request, ticket in zip(requests, tickets, strict=True)]
         stamped = list(requests)
         for ticket, index in zip(tickets, order, strict=True):
-            stamped[index] = msgspec.structs.replace(requests[index], ticket=ticket)
+            stamped[index] = replace(requests[index], ticket=ticket)
         return stamped
 
     async def step(self) -> TickRecord:
