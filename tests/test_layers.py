@@ -550,6 +550,40 @@ def test_the_breaker_counts_held_outcomes_as_if_at_each_instant(steps: list[tupl
     assert _breaker_day(steps, settle_every_instant=False) == _breaker_day(steps, settle_every_instant=True)
 
 
+def test_outcomes_held_at_one_instant_count_in_ticket_order() -> None:
+    """Three calls end at one virtual instant in the order 0, 2, 1: failed, answered,
+    failed. In ticket order two failures come in a row and open the circuit (failures
+    2); as they came they would not."""
+    breaker = BreakerLayer(failures=2, cooldown=5.0)
+    calls = [Request(caller=CallerKind.CHARACTER, agent="a", tick=1, ticket=ticket, prompt="?") for ticket in range(3)]
+    states = [breaker.before(call) for call in calls]
+    for ticket, error in [(0, ProviderError("no")), (2, None), (1, ProviderError("no"))]:
+        breaker.after_at(calls[ticket], states[ticket], Done(text="ok") if error is None else None, error, 7.0)
+    assert (breaker.state, breaker.times_opened) == (BreakerState.OPEN, 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.permutations(range(6)), st.lists(st.booleans(), min_size=6, max_size=6))
+def test_successes_and_silences_at_one_instant_count_alike_in_any_order(order: list[int], answered: list[bool]) -> None:
+    """With no failure and no trial among them, a tick's outcomes at one instant leave
+    the circuit as they would in ticket order, whatever order they came in (so the
+    breaker does not sort them): after two failures counted before, as after none."""
+    for failures_before in (0, 1):
+        said = []
+        for held in (sorted(order), order):
+            breaker = BreakerLayer(failures=2, cooldown=5.0)
+            early = Request(caller=CallerKind.CHARACTER, agent="a", tick=0, ticket=0, prompt="?")
+            for _ in range(failures_before):
+                breaker.after_at(early, breaker.before(early), None, ProviderError("no"), 1.0)
+            calls = [Request(caller=CallerKind.CHARACTER, agent="a", tick=1, ticket=ticket, prompt="?") for ticket in range(6)]
+            states = [breaker.before(call) for call in calls]
+            for ticket in held:
+                error = None if answered[ticket] else GateTimeout("full")
+                breaker.after_at(calls[ticket], states[ticket], Done(text="ok") if error is None else None, error, 2.0)
+            said.append((breaker.state, breaker.times_opened, breaker._consecutive))
+        assert said[0] == said[1]
+
+
 # -- cost and metrics ------------------------------------------------------------------
 
 

@@ -68,6 +68,9 @@ class BreakerLayer(Observer):
     _pending: list[tuple[float, Request, bool | None, bool]] = attrs.field(factory=list, init=False)
     _pending_at: float = attrs.field(default=0.0, init=False)
     _tied: bool = attrs.field(default=False, init=False)
+    # Whether a held outcome is a failure or a trial's: only then can their order change
+    # what they count (successes and silences alike count the same in any order).
+    _order_counts: bool = attrs.field(default=False, init=False)
 
     @property
     def state(self) -> BreakerState:
@@ -111,6 +114,8 @@ class BreakerLayer(Observer):
         if pending and at <= self._pending_at:  # (earlier: told an instant out of turn; put in order too)
             self._tied = True
         self._pending_at = at
+        if outcome is False or state:
+            self._order_counts = True
         pending.append((at, request, outcome, state))  # type: ignore[arg-type]
 
     def arrival_order_matters(self) -> bool:
@@ -139,9 +144,13 @@ class BreakerLayer(Observer):
         pending = self._pending
         if not pending:
             return
-        if self._tied:  # held as they came, in time; the usual case, one an instant, needs no sort
-            pending.sort(key=_held_order)
+        # Held as they came, in time: the usual case on the real clock, one an instant,
+        # needs no sort; nor, on a virtual clock's shared instants, a tick's successes.
+        if self._tied:
+            if self._order_counts:
+                pending.sort(key=_held_order)
             self._tied = False
+        self._order_counts = False
         for at, _, outcome, trial in pending:
             if trial:
                 self._trial_running = False

@@ -37,7 +37,7 @@ class DriverStatistics:
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)  # no hook on the state a tick sets; ``interval`` is checked when made
 class TickDriver:
     """Runs ``loop`` tick after tick while not paused; a step runs exactly one tick.
 
