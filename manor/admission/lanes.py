@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable, Container, Sequence
 from typing import final
 
-from .lane_index import LaneIndex, Turn
+from .lane_index import LaneIndex, Place
 
 __all__ = ["Lanes"]
 
@@ -90,10 +90,10 @@ class Lanes:
         # The lane whose head ``head`` returned, which ``drop`` and ``served`` act on.
         self._chosen: int | None = None
         # Lanes passed over until ``restore`` (``set_aside``; without an index, their
-        # heap entries stale until then), and the turn of the last: with an index,
-        # every lane up to it in turn order is passed over.
+        # heap entries stale until then), and with an index the place of the last
+        # (``manor.admission.lane_index``): every lane up to it in turn order is passed over.
         self._aside: list[int] = []
-        self._frontier: Turn | None = None
+        self._frontier: Place | None = None
         # The lanes by turn and by slots held (``index``), once asked for.
         self._index: LaneIndex | None = None
         # Until a second lane joins (``_share``): the one lane that has had tickets, and
@@ -299,7 +299,8 @@ class Lanes:
             self._entries += 1
             queue.entry = self._entries  # its heap entry is stale until restored
             self._aside.append(lane)
-        self._frontier = (queue.start, lane)
+        else:
+            self._frontier = self._index.place(lane)
 
     def restore(self) -> None:
         """The lanes set aside take their places in the line again."""
