@@ -218,8 +218,9 @@ class LaneIndex:
         """``lane``'s place (it has tickets)."""
         return self._entries[lane].at
 
-    def after(self, at: Place, capped: Container[int] = ()) -> int | None:
-        """The first lane after ``at`` in turn order, passing over ``capped``."""
+    def after(self, at: Place | None, capped: Container[int] = ()) -> int | None:
+        """The first lane after ``at`` in turn order (``None``: the first), passing over
+        ``capped``."""
         found = _first_after(self._order, at, capped)
         return None if found is None else _lane(found)
 
@@ -286,9 +287,10 @@ def _discard(places: list[Place], at: Place) -> None:
     del places[bisect_left(places, at)]
 
 
-def _first_after(places: list[Place], at: Place, capped: Container[int]) -> Place | None:
-    """The first of ``places`` after ``at`` whose lane is not in ``capped``."""
-    index = bisect_right(places, at)
+def _first_after(places: list[Place], at: Place | None, capped: Container[int]) -> Place | None:
+    """The first of ``places`` after ``at`` (``None``: the first) whose lane is not in
+    ``capped``."""
+    index = 0 if at is None else bisect_right(places, at)
     if not capped:  # the usual case: no lane at its cap, no lane to read
         return places[index] if index < len(places) else None
     while index < len(places):
