@@ -80,7 +80,8 @@ class Lanes:
         # Lanes with tickets.
         self._active: dict[int, _Lane] = {}
         # (start, lane, entry number, lane) of every lane with tickets, the lane's number
-        # breaking ties; stale entries are skipped as they come to the top.
+        # breaking ties; stale entries are skipped as they come to the top. Empty once
+        # the line is indexed: the index orders the lanes.
         self._heap: list[tuple[float, int, int, int]] = []
         self._entries = 0
         # Every lane ever seen: its virtual finish, and its weight if not 1.
