@@ -40,6 +40,8 @@ class TestClaimBook:
             tenants[tenant] = claimant
             book.put(tenant, claimant, now, arrived=claimant.waiting)
             now += data.draw(st.sampled_from([0.0, 0.5, step]))
+            if data.draw(st.booleans()):  # put again as it is kept (or its claim lapsed since)
+                book.put(tenant, claimant, now, arrived=claimant.waiting)
             asking = [number for number, claimant in tenants.items() if claimant.waiting]
             if not asking:
                 continue
@@ -83,6 +85,26 @@ class TestClaimBook:
                 asked = [book.lends_to(0, weight=2.0, size=size, in_flight=2, now=now) for book in (by_claimant, by_fields)]
                 assert asked[0] == asked[1] == lends_to(0, tenants, size=size, in_flight=2, now=now, claim_s=_CLAIM_S)
                 assert by_claimant.below_share(size=size) == by_fields.below_share(size=size)
+
+    def test_a_tenant_put_as_it_is_kept_changes_nothing(self) -> None:
+        """A tenant put again exactly as the book keeps it keeps its claim, its lapse and
+        its caller waiting; put again otherwise (its caller gone, its claim lapsed since,
+        another holding) it changes."""
+        book = ClaimBook(_CLAIM_S)
+        book.put(0, Claimant(holding=2, waiting=True), 10.0, arrived=True)
+        book.put(1, Claimant(ended_at=9.5), 10.0, arrived=False)
+        book.put(2, Claimant(waiting=True), 10.0, arrived=True)
+        for _ in range(2):
+            book.put(1, Claimant(ended_at=9.5), 10.5, arrived=False)
+            book.put(2, Claimant(waiting=True), 10.5, arrived=True)
+        assert book.lends_to(0, weight=1.0, size=6, in_flight=4, now=11.0) == 11.5  # 1 claims until 11.5
+        assert book.below_share(size=6) == 1  # 2 waits, holding nothing
+        book.put(2, Claimant(waiting=True), 11.0, arrived=False)  # its caller went away
+        assert book.below_share(size=6) == 0
+        book.put(1, Claimant(ended_at=9.5), 11.5, arrived=False)  # lapsed: out of the book
+        assert not book.over_share(2, weight=1.0, size=6)  # 6 / 2 = 3 slots its share now
+        book.put(2, Claimant(holding=1, waiting=True), 11.5, arrived=True)
+        assert book.below_share(size=6) == 2  # 0 holds 2 and 2 holds 1 of their 3
 
     def test_a_lapse_rounded_short_still_lapses(self) -> None:
         """At the instant a claim is said to lapse, it has lapsed: ``ended_at + claim_s``

@@ -17,10 +17,28 @@ from hypothesis import strategies as st
 from manor import Gate, GateTimeout
 from manor.admission import lanes as lanes_module
 from manor.admission.gate import Permit
-from manor.admission.lane_index import LaneIndex
+from manor.admission.lane_index import LaneIndex, place
 from manor.admission.lanes import Lanes
 
 _LANES = st.integers(0, 5)
+# A few lanes, some far apart and negative: their numbers are the low bits of a place.
+_ANY_LANES = st.sampled_from([0, 1, 2, 5, -3, 2**40, -(2**63), 2**63 - 1])
+# Starts that tie, cross zero (-0.0 equals 0.0) and differ in their last bits.
+_STARTS = st.one_of(st.integers(-4, 12).map(float), st.sampled_from([-0.0, 0.1 + 0.2, 0.3, -1e-300, 1e300, math.inf]))
+
+
+class TestPlace:
+    @given(first=st.tuples(st.floats(allow_nan=False), _ANY_LANES), second=st.tuples(st.floats(allow_nan=False), _ANY_LANES))
+    def test_places_sort_as_the_turns(self, first: tuple[float, int], second: tuple[float, int]) -> None:
+        """A turn's place (one integer) compares with another's as the turns do."""
+        for op in ("__lt__", "__eq__", "__gt__"):
+            assert getattr(place(*first), op)(place(*second)) == getattr(first, op)(second)
+
+    def test_a_lane_beyond_64_bits_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="64 bits"):
+            place(0.0, 2**63)
+        with pytest.raises(ValueError, match="64 bits"):
+            LaneIndex({}, {}).put(-(2**63) - 1, 0.0)
 
 
 class TestLaneIndex:
@@ -28,14 +46,14 @@ class TestLaneIndex:
     @given(
         steps=st.lists(
             st.one_of(
-                st.tuples(st.just("put"), _LANES, st.integers(0, 12)),
-                st.tuples(st.just("move"), _LANES, st.integers(0, 12)),
+                st.tuples(st.just("put"), _LANES, _STARTS),
+                st.tuples(st.just("move"), _LANES, _STARTS),
                 st.tuples(st.just("remove"), _LANES, st.just(0)),
                 st.tuples(st.just("hold"), _LANES, st.integers(0, 4)),
                 st.tuples(st.just("weigh"), _LANES, st.sampled_from([1, 2, 4])),
                 st.tuples(st.just("suspect"), _LANES, st.just(0)),
                 st.tuples(st.just("clear"), _LANES, st.sampled_from([math.inf, 3, 6])),
-                st.tuples(st.just("ask"), st.integers(-1, 12), st.integers(0, 8)),
+                st.tuples(st.just("ask"), st.integers(-5, 12), st.integers(0, 8)),
             ),
             max_size=60,
         ),
@@ -43,8 +61,9 @@ class TestLaneIndex:
         share=st.sampled_from([0.5, 1.0, 1.5, 2.0]),
     )
     def test_it_answers_as_the_walk_in_turn_order(self, steps: list[tuple[str, int, float]], capped: frozenset[int], share: float) -> None:
-        """On random lanes: the next lane after a turn, and the first that is a suspect
-        or below its share, are those a walk over the lanes in turn order finds."""
+        """On random lanes: the next lane after a turn, the first that is a suspect or
+        below its share, and the turns before each lane and last, are those a walk over
+        the lanes in turn order finds."""
         index = LaneIndex({}, {})
         # The model: lane -> [start, weight, holding, suspect, cleared until]
         lanes: dict[int, list[float]] = {}
@@ -88,8 +107,11 @@ class TestLaneIndex:
                     if not entry[3] and entry[4] <= now:
                         entry[3], entry[4] = True, math.inf
                 stops = [number for number in after if lanes[number][3] or lanes[number][2] < share * lanes[number][1] - 1e-9]
-                assert index.after(turn, capped) == (after[0] if after else None)
-                assert index.first_stop(turn, lambda weight: share * weight - 1e-9, now, capped) == (stops[0] if stops else None)
+                assert index.after(place(*turn), capped) == (after[0] if after else None)
+                assert index.first_stop(place(*turn), lambda weight: share * weight - 1e-9, now, capped) == (stops[0] if stops else None)
+                assert index.last() == (place(*order[-1]) if order else None)
+                for before, (start, number) in zip([None, *order], order, strict=False):
+                    assert index.before(number) == (None if before is None else place(*before))
         assert len(index) == len(lanes)
 
 

@@ -48,6 +48,13 @@ def _turns(lanes: Lanes) -> list[int | None]:
         lanes.served()
     return seen
 
+#: Random steps on a line (``_heads``): (step, lane, value).
+_steps = st.lists(
+    st.tuples(st.sampled_from(["append", "serve", "correct", "aside", "restore", "forget", "drop", "head"]), st.integers(0, 7), st.integers(-3, 3)),
+    max_size=80,
+)
+
+
 class TestLanes:
     def test_one_lane_is_plain_ticket_order(self) -> None:
         lanes = Lanes()
@@ -108,10 +115,10 @@ class TestLanes:
         assert len(lanes._heap) <= 2 * 50 + lanes_module._SLACK
         assert lanes.head() == 0
 
-    def test_an_indexed_line_sets_lanes_aside_without_touching_its_heap(self) -> None:
-        """With an index, ``head`` asks the index while lanes are set aside: a lane set
-        aside keeps its one heap entry (no push at ``restore``, no stale entry left to
-        pop), and the turns after ``restore`` are those the line had before."""
+    def test_an_indexed_line_sets_lanes_aside_without_a_heap(self) -> None:
+        """With an index, ``head`` asks the index, also while lanes are set aside, and the
+        line keeps no heap (none to push in at ``restore``, no stale entry left to pop):
+        the turns after ``restore`` are those the line had before."""
 
         def line() -> Lanes:
             lanes = Lanes()
@@ -122,14 +129,13 @@ class TestLanes:
             return lanes
 
         lanes, untouched = line(), line()
-        heap = list(lanes._heap)
         assert lanes.head() == 0
         lanes.set_aside()
         assert lanes.head() == 10  # the next lane in turn, from the index
         lanes.set_aside()
         assert lanes.head() == 20
         lanes.restore()
-        assert lanes._heap == heap
+        assert lanes._heap == []
 
         assert _turns(lanes) == _turns(untouched)
 
@@ -174,13 +180,7 @@ class TestLanes:
         assert _turns(together) == _turns(one_by_one)
 
     @settings(max_examples=200, deadline=None)
-    @given(
-        steps=st.lists(
-            st.tuples(st.sampled_from(["append", "serve", "correct", "aside", "restore", "forget", "drop", "head"]), st.integers(0, 7), st.integers(-3, 3)),
-            max_size=80,
-        ),
-        capped=st.frozensets(st.integers(0, 7), max_size=2),
-    )
+    @given(steps=_steps, capped=st.frozensets(st.integers(0, 7), max_size=2))
     def test_leaving_out_stale_entries_keeps_the_turns(self, steps: list[tuple[str, int, int]], capped: frozenset[int]) -> None:
         """On random steps, a line that leaves out its stale heap entries at every push
         gives the same heads as one that never does."""
@@ -188,33 +188,50 @@ class TestLanes:
         def heads(slack: int) -> list[int | None]:
             with pytest.MonkeyPatch.context() as patch:
                 patch.setattr(lanes_module, "_SLACK", slack)
-                lanes, seen, ticket = Lanes(), [], 0
-                for step, lane, value in steps:
-                    if step == "append":
-                        lanes.append(ticket, lane, cost=1.0 + abs(value))
-                        ticket += 1
-                    elif step == "correct":
-                        lanes.correct(lane, value / 2)
-                    elif step == "forget":
-                        lanes.forget(lane)
-                    elif step == "restore":
-                        lanes.restore()
-                    elif lanes and step in ("serve", "aside", "drop", "head"):
-                        head = lanes.head(capped)
-                        seen.append(head)
-                        if head is not None and step == "serve":
-                            lanes.served()
-                        elif head is not None and step == "aside":
-                            lanes.set_aside()
-                        elif head is not None and step == "drop":
-                            lanes.drop()
-                lanes.restore()
-                while lanes:
-                    seen.append(lanes.head())
-                    lanes.served()
-                return seen
+                return _heads(steps, capped)
 
         assert heads(0) == heads(10**9)
+
+    @settings(max_examples=200, deadline=None)
+    @given(steps=_steps, capped=st.frozensets(st.integers(0, 7), max_size=2), indexed_at=st.integers(0, 80))
+    def test_an_indexed_line_keeps_the_heaps_turns(self, steps: list[tuple[str, int, int]], capped: frozenset[int], indexed_at: int) -> None:
+        """On random steps, a line indexed at any step (it orders its lanes by its index
+        from then on, and keeps no heap) gives the same heads as one never indexed."""
+        indexed_at %= len(steps) + 1
+        indexed = [*steps[:indexed_at], ("index", 0, 0), *steps[indexed_at:]]
+        assert _heads(indexed, capped) == _heads(steps, capped)
+
+
+def _heads(steps: list[tuple[str, int, int]], capped: frozenset[int]) -> list[int | None]:
+    """The heads a line gives over ``steps`` (``index``: the line is indexed there),
+    then to its end."""
+    lanes, seen, ticket = Lanes(), [], 0
+    for step, lane, value in steps:
+        if step == "append":
+            lanes.append(ticket, lane, cost=1.0 + abs(value))
+            ticket += 1
+        elif step == "correct":
+            lanes.correct(lane, value / 2)
+        elif step == "forget":
+            lanes.forget(lane)
+        elif step == "restore":
+            lanes.restore()
+        elif step == "index":
+            lanes.index({})
+        elif lanes and step in ("serve", "aside", "drop", "head"):
+            head = lanes.head(capped)
+            seen.append(head)
+            if head is not None and step == "serve":
+                lanes.served()
+            elif head is not None and step == "aside":
+                lanes.set_aside()
+            elif head is not None and step == "drop":
+                lanes.drop()
+    lanes.restore()
+    while lanes:
+        seen.append(lanes.head())
+        lanes.served()
+    return seen
 
 
 class TestGateLanes:

@@ -31,8 +31,10 @@ ends.
 
 A line that has only ever had one lane (a single world's gate, ``manor run``) keeps no
 heap: its one lane is the head's. The heap is built from the lanes with tickets the
-moment a second lane joins (or the line is indexed, or a lane set aside), and the order
-is the same as if it had been kept all along: only a lane's one live entry counts.
+moment a second lane joins (or a lane set aside), and the order is the same as if it
+had been kept all along: only a lane's one live entry counts. An indexed line keeps no
+heap either: its index (``manor.admission.lane_index``) has every lane with tickets in
+the heap's order, by start and lane, and its first lane is the head's.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Container, Sequence
 from typing import final
 
-from .lane_index import LaneIndex, Turn
+from .lane_index import LaneIndex, Place, place
 
 __all__ = ["Lanes"]
 
@@ -78,7 +80,8 @@ class Lanes:
         # Lanes with tickets.
         self._active: dict[int, _Lane] = {}
         # (start, lane, entry number, lane) of every lane with tickets, the lane's number
-        # breaking ties; stale entries are skipped as they come to the top.
+        # breaking ties; stale entries are skipped as they come to the top. Empty once
+        # the line is indexed: the index orders the lanes.
         self._heap: list[tuple[float, int, int, int]] = []
         self._entries = 0
         # Every lane ever seen: its virtual finish, and its weight if not 1.
@@ -90,10 +93,11 @@ class Lanes:
         # The lane whose head ``head`` returned, which ``drop`` and ``served`` act on.
         self._chosen: int | None = None
         # Lanes passed over until ``restore`` (``set_aside``; without an index, their
-        # heap entries stale until then), and the turn of the last: with an index,
-        # every lane up to it in turn order is passed over.
+        # heap entries stale until then), and the place of the last
+        # (``manor.admission.lane_index``): with an index, every lane up to it in turn
+        # order is passed over.
         self._aside: list[int] = []
-        self._frontier: Turn | None = None
+        self._frontier: Place | None = None
         # The lanes by turn and by slots held (``index``), once asked for.
         self._index: LaneIndex | None = None
         # Until a second lane joins (``_share``): the one lane that has had tickets, and
@@ -143,10 +147,10 @@ class Lanes:
                     self._share()
             start = max(self._base, self._finish.get(lane, self._base))
             self._active[lane] = queue = _Lane(start)
-            if self._shared:
-                self._push(lane, queue)
             if self._index is not None:
                 self._index.put(lane, start)
+            elif self._shared:
+                self._push(lane, queue)
         queue.queue.extend(tickets)
         queue.live += len(tickets)
 
@@ -186,10 +190,10 @@ class Lanes:
         queue = self._active.get(lane)
         if queue is not None:
             queue.start += shift
-            if self._shared:
-                self._push(lane, queue)
             if self._index is not None:
                 self._index.move(lane, queue.start)
+            elif self._shared:
+                self._push(lane, queue)
 
     def head(self, capped: Container[int] = ()) -> int | None:
         """The ticket whose turn it is, passing over the lanes in ``capped``; ``None``
@@ -200,7 +204,7 @@ class Lanes:
             queue = None if lane is None or lane in capped else active.get(lane)
             self._chosen = None if queue is None else lane
             return None if queue is None else queue.queue[0][0]
-        if self._frontier is not None and self._index is not None:
+        if self._index is not None:  # the first lane in turn, or after those set aside
             lane = self._chosen = self._index.after(self._frontier, capped)
             return None if lane is None else active[lane].queue[0][0]
         passed = []
@@ -265,6 +269,9 @@ class Lanes:
         finish = self._finish[lane] = start + cost / self._weights.get(lane, 1.0)
         if queue.queue:
             queue.start = finish
+            if self._index is not None:
+                self._index.put(lane, finish)
+                return
             if not self._shared:
                 return
             heap = self._heap
@@ -276,8 +283,6 @@ class Lanes:
                 heapq.heapreplace(heap, (finish, lane, self._entries, lane))
             else:
                 self._push(lane, queue)
-            if self._index is not None:
-                self._index.put(lane, finish)
         else:
             del self._active[lane]
             if self._index is not None:
@@ -288,10 +293,10 @@ class Lanes:
         gate that holds a lane back for the rest of a dispatch looks past it once, not
         at every ``head``.
 
-        With an index, ``head`` asks the index for the lane after the last set aside
-        and never the heap until ``restore``: the lane keeps its entry there, where
-        taking it out and pushing it back cost a push and a stale pop per lane set
-        aside, at a depth that grows with the lanes (some three a call in a fleet)."""
+        With an index (and no heap), ``head`` asks the index for the lane after the
+        last set aside until ``restore``: nothing to take out and push back, where the
+        heap's cost a push and a stale pop per lane set aside, at a depth that grows
+        with the lanes (some three a call in a fleet)."""
         lane = self._take()
         self._share()
         queue = self._active[lane]
@@ -299,14 +304,18 @@ class Lanes:
             self._entries += 1
             queue.entry = self._entries  # its heap entry is stale until restored
             self._aside.append(lane)
-        self._frontier = (queue.start, lane)
+            # Should the line be indexed before ``restore``, the lanes up to it are passed over.
+            self._frontier = place(queue.start, lane)
+        else:
+            self._frontier = self._index.place(lane)
 
     def restore(self) -> None:
         """The lanes set aside take their places in the line again."""
-        for lane in self._aside:
-            queue = self._active.get(lane)
-            if queue is not None:
-                self._push(lane, queue)
+        if self._index is None:
+            for lane in self._aside:
+                queue = self._active.get(lane)
+                if queue is not None:
+                    self._push(lane, queue)
         self._aside.clear()
         self._frontier = None
 
@@ -352,9 +361,15 @@ class Lanes:
 
     def index(self, holdings: dict[int, int]) -> None:
         """Keep the lanes indexed by turn and by slots held from now on (each lane's
-        ``holdings`` as now; then as ``hold`` says), for ``next_ready``."""
+        ``holdings`` as now; then as ``hold`` says), for ``next_ready``; the index
+        orders the lanes from now on, not the heap.
+
+        The heap's order and the index's are one (by start, then lane), so the heap,
+        which every admission pushed a lane's new start in and every ``head`` popped
+        stale entries from, some ten tuple comparisons a step at 256 lanes, is dropped."""
         if self._index is None:
-            self._share()
+            self._shared = True
+            self._heap = []
             self._index = index = LaneIndex(self._weights, holdings)
             for lane, queue in self._active.items():
                 index.put(lane, queue.start)
