@@ -408,6 +408,8 @@ class _Dashboard:
         self._drawn, self._err = bytearray(), bytearray()
         self._terminal_reader = _Reader(controller, self._drawn)
         self._stderr_reader = _Reader(self.stderr.fileno(), self._err)
+        # The bytes waiting in the stderr pipe, and since when (``stderr_full``).
+        self._waiting = (0, time.monotonic())
 
     def __enter__(self) -> _Dashboard:
         return self
@@ -435,10 +437,14 @@ class _Dashboard:
         self.stderr.close()
 
     def stderr_full(self) -> bool:
-        """Whether its stderr pipe is full: the next write waits."""
+        """Whether what it drew has filled its stderr pipe: nothing more came for a
+        second (a pipe holds less than its capacity when full, written in pieces)."""
         waiting = array.array("i", [0])
         fcntl.ioctl(self.stderr.fileno(), termios.FIONREAD, waiting)
-        return waiting[0] >= fcntl.fcntl(self.stderr.fileno(), F_GETPIPE_SZ)
+        now = time.monotonic()
+        if waiting[0] != self._waiting[0]:
+            self._waiting = (waiting[0], now)
+        return waiting[0] > 0 and now - self._waiting[1] >= 1.0
 
     def ended(self) -> str:
         """Its stderr, once it has ended (within ``PATIENCE_S``)."""
@@ -446,10 +452,6 @@ class _Dashboard:
         self._stderr_reader.stop()
         self._err += self.stderr.read()
         return self._err.decode(errors="replace")
-
-
-#: fcntl's F_GETPIPE_SZ (Linux): a pipe's capacity.
-F_GETPIPE_SZ = 1032
 
 
 class _Reader:

@@ -65,10 +65,13 @@ class TerminalDriver(LinuxDriver):
 
     def _lost(self, why: str) -> None:
         """Tell the app, once; from any thread (the writer thread's failures)."""
-        if self._reported or self._loop is None or self._loop.is_closed():
+        if self._reported or self._loop is None:
             return
         self._reported = True
-        self._loop.call_soon_threadsafe(self._app.post_message, TerminalLost(why))
+        try:
+            self._loop.call_soon_threadsafe(self._app.post_message, TerminalLost(why))
+        except RuntimeError:
+            pass  # the loop has closed: the app has ended already
 
 
 class _DroppingOutput:
