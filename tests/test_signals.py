@@ -10,6 +10,7 @@ signal from inside a tick, to hit an exact moment.
 from __future__ import annotations
 
 import array
+import asyncio
 import contextlib
 import fcntl
 import gc
@@ -35,11 +36,13 @@ import pytest
 import trio
 from scenes_fixture import fixed_latency_scene
 
+import manor.play.stop_signals
 import manor.run.interrupts
 import manor.run.opening
 from manor.admission.redis_gate import RedisGate
 from manor.cli import main
 from manor.errors import SaveError
+from manor.play.stop_signals import StopSignals
 from manor.run.interrupts import unawaited_coroutines_held
 from manor.saves import SaveWriter, read_save
 from manor.tick.statistics import RunStatistics
@@ -385,6 +388,52 @@ class TestPlayWithoutItsTerminal:
             err = dashboard.ended()
         assert "Traceback" not in err
         assert _verifies(save, capsys)
+
+
+class TestStopSignals:
+    """The dashboard's handlers (in this process, on an asyncio loop): the first signal
+    asks the loop to quit; the same again at once changes nothing; another ends the
+    process at once; a loop that cannot quit is ended without it."""
+
+    def _run(self, monkeypatch: pytest.MonkeyPatch, stuck_s: float, *signums: int, watch: bool = True) -> tuple[list[int], list[tuple[str, int]]]:
+        """Send ``signums`` from a loop callback that then blocks the loop ``stuck_s``
+        s; the signals the loop's quit got, and how the process would have ended."""
+        monkeypatch.setattr(manor.play.stop_signals, "STUCK_AFTER_S", 0.2)
+        ended: list[tuple[str, int]] = []
+        monkeypatch.setattr(manor.run.interrupts, "end_process", lambda line, status: ended.append((line, status)))
+        quits: list[int] = []
+
+        async def main() -> None:
+            stops = StopSignals(quits.append, lambda: "after 3 ticks", watch=watch)
+            stops.take()
+            try:
+                for signum in signums:
+                    os.kill(os.getpid(), signum)
+                time.sleep(stuck_s)  # the loop waits inside a callback (a frame)
+                await asyncio.sleep(0.05)  # and then runs what it was asked to
+                stops.disarm()
+            finally:
+                stops.give_back()
+
+        asyncio.run(main())
+        return quits, ended
+
+    def test_the_first_signal_quits_in_the_loop(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert self._run(monkeypatch, 0.0, signal.SIGTERM) == ([signal.SIGTERM], [])
+
+    def test_the_same_signal_at_once_again_is_one_request(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert self._run(monkeypatch, 0.0, signal.SIGHUP, signal.SIGHUP) == ([signal.SIGHUP], [])
+
+    def test_another_signal_ends_the_process_at_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        line = "manor: interrupted again; stopped without cleaning up"
+        assert self._run(monkeypatch, 0.0, signal.SIGTERM, signal.SIGINT) == ([signal.SIGTERM], [(line, 130)])
+
+    def test_a_loop_that_cannot_quit_is_ended_without_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        line = "manor: terminated after 3 ticks (the dashboard did not end within 0.2 s: stopped without cleaning up)"
+        assert self._run(monkeypatch, 1.0, signal.SIGTERM)[1] == [(line, 143)]
+
+    def test_not_in_a_test_s_process(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert self._run(monkeypatch, 1.0, signal.SIGTERM, watch=False) == ([signal.SIGTERM], [])
 
 
 class _Dashboard:
