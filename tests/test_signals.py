@@ -373,7 +373,7 @@ class TestPlayWithoutItsTerminal:
             assert dashboard.process.wait(timeout=PATIENCE_S) == 129
         assert _verifies(save, capsys)
 
-    @pytest.mark.slow(8)
+    @pytest.mark.slow(10)
     def test_sigterm_ends_it_while_its_output_is_blocked(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """Nobody reads what it draws: its loop waits inside a frame and cannot act on
         the signal. The process ends a few seconds later all the same (its line is lost
@@ -395,10 +395,14 @@ class TestStopSignals:
     asks the loop to quit; the same again at once changes nothing; another ends the
     process at once; a loop that cannot quit is ended without it."""
 
-    def _run(self, monkeypatch: pytest.MonkeyPatch, stuck_s: float, *signums: int, watch: bool = True) -> tuple[list[int], list[tuple[str, int]]]:
+    def _run(
+        self, monkeypatch: pytest.MonkeyPatch, stuck_s: float, *signums: int, watch: bool = True, quitting_s: float = 0.05
+    ) -> tuple[list[int], list[tuple[str, int]]]:
         """Send ``signums`` from a loop callback that then blocks the loop ``stuck_s``
-        s; the signals the loop's quit got, and how the process would have ended."""
+        s, and quits ``quitting_s`` s after; the signals the loop's quit got, and how the
+        process would have ended."""
         monkeypatch.setattr(manor.play.stop_signals, "STUCK_AFTER_S", 0.2)
+        monkeypatch.setattr(manor.play.stop_signals, "ANSWER_S", 0.5)
         ended: list[tuple[str, int]] = []
         monkeypatch.setattr(manor.run.interrupts, "end_process", lambda line, status: ended.append((line, status)))
         quits: list[int] = []
@@ -410,7 +414,7 @@ class TestStopSignals:
                 for signum in signums:
                     os.kill(os.getpid(), signum)
                 time.sleep(stuck_s)  # the loop waits inside a callback (a frame)
-                await asyncio.sleep(0.05)  # and then runs what it was asked to
+                await asyncio.sleep(quitting_s)  # and then runs what it was asked to
                 stops.disarm()
             finally:
                 stops.give_back()
@@ -429,8 +433,12 @@ class TestStopSignals:
         assert self._run(monkeypatch, 0.0, signal.SIGTERM, signal.SIGINT) == ([signal.SIGTERM], [(line, 130)])
 
     def test_a_loop_that_cannot_quit_is_ended_without_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        line = "manor: terminated after 3 ticks (the dashboard did not end within 0.2 s: stopped without cleaning up)"
-        assert self._run(monkeypatch, 1.0, signal.SIGTERM)[1] == [(line, 143)]
+        line = "manor: terminated after 3 ticks (the dashboard was stuck: stopped without cleaning up)"
+        assert self._run(monkeypatch, 1.5, signal.SIGTERM)[1] == [(line, 143)]
+
+    def test_a_loop_still_quitting_is_left_to_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """It answers: its cleanup is under way (a remote run being cancelled)."""
+        assert self._run(monkeypatch, 0.0, signal.SIGTERM, quitting_s=1.0) == ([signal.SIGTERM], [])
 
     def test_not_in_a_test_s_process(self, monkeypatch: pytest.MonkeyPatch) -> None:
         assert self._run(monkeypatch, 1.0, signal.SIGTERM, watch=False) == ([signal.SIGTERM], [])

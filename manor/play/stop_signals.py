@@ -5,9 +5,11 @@ stuck inside a callback — a frame waiting on a terminal nobody reads — never
 and the process ignores SIGTERM for as long as it is stuck. Python's handlers run in the
 main thread whatever it waits on (a lock's wait is interrupted for them), so the
 dashboard takes the signals with those: the first asks the loop to quit
-(``call_soon_threadsafe``), and if the process has not ended ``STUCK_AFTER_S`` later, it
-is ended without the loop (``interrupts.end_process``): one line, 128 + the signal, the
-save holding every tick it had written. A second signal ends it at once, unless it is
+(``call_soon_threadsafe``), and if the process has not ended ``STUCK_AFTER_S`` later
+and its loop does not answer within ``ANSWER_S``, it is ended without the loop
+(``interrupts.end_process``): one line, 128 + the signal, the save holding every tick it
+had written. A loop that answers is quitting (an engine's cleanup — remote runs
+cancelled — may take a while): it is asked again ``STUCK_AFTER_S`` later. A second signal ends it at once, unless it is
 the first sent again (``interrupts.REPEAT_GRACE_S``), as for the other commands.
 """
 
@@ -25,7 +27,7 @@ import attrs
 
 from ..run import interrupts
 
-__all__ = ["SIGNALS", "STUCK_AFTER_S", "StopSignals"]
+__all__ = ["ANSWER_S", "SIGNALS", "STUCK_AFTER_S", "StopSignals"]
 
 #: The signals that quit the dashboard: the commands' (SIGINT, SIGTERM) and its
 #: terminal's hang-up.
@@ -33,6 +35,9 @@ SIGNALS = (*interrupts.SIGNALS, signal.SIGHUP)
 #: Seconds the dashboard has to end after a signal before the process is ended without
 #: it: ample for a quit (the engine cancelled, the save closed), short for a user.
 STUCK_AFTER_S = 5.0
+#: Seconds a loop has to run a callback before it is taken to be stuck: one waiting
+#: inside a frame never does; a busy one, on a loaded machine, within a fraction of it.
+ANSWER_S = 2.0
 #: What a repeat of the first signal within its grace is, for ``REPEAT_GRACE_S`` (a
 #: SIGHUP comes from the terminal's end, to a whole process group: one request).
 _REPEAT_GRACE_S = {**interrupts.REPEAT_GRACE_S, signal.SIGHUP: 1.0}
@@ -48,7 +53,8 @@ class StopSignals:
         after: what the run had done, to end the line with when the process is ended
             without the loop (see ``interrupts.Interrupted``).
         watch: end the process if it has not ended ``STUCK_AFTER_S`` after the first
-            signal (only where the dashboard owns the process, not in a test's).
+            signal and its loop is stuck (only where the dashboard owns the process,
+            not in a test's).
     """
 
     quit: Callable[[int], None]
@@ -58,6 +64,7 @@ class StopSignals:
     _previous: dict[int, Any] = attrs.field(init=False, factory=dict)
     _first: tuple[int, float] | None = attrs.field(init=False, default=None)
     _timer: threading.Timer | None = attrs.field(init=False, default=None)
+    _disarmed: bool = attrs.field(init=False, default=False)
 
     def take(self) -> None:
         """Handle the signals not ignored (a SIGHUP ignored under ``nohup`` stays so),
@@ -78,6 +85,7 @@ class StopSignals:
 
     def disarm(self) -> None:
         """The dashboard has ended: no need to end the process without it."""
+        self._disarmed = True
         if self._timer is not None:
             self._timer.cancel()
 
@@ -87,16 +95,33 @@ class StopSignals:
             assert self._loop is not None
             self._loop.call_soon_threadsafe(self.quit, signum)
             if self.watch:
-                self._timer = threading.Timer(STUCK_AFTER_S, self._end, (signum,))
-                self._timer.daemon = True
-                self._timer.start()
+                self._arm(signum)
             return
         first, at = self._first
         if signum == first and time.monotonic() - at <= _REPEAT_GRACE_S[signal.Signals(signum)]:
             return
         interrupts.end_process(interrupts.stopped_again(signum), interrupts.exit_status(signum))
 
+    def _arm(self, signum: int) -> None:
+        if not self._disarmed:
+            self._timer = threading.Timer(STUCK_AFTER_S, self._look, (signum,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _look(self, signum: int) -> None:
+        """In the timer's thread: end the process if its loop is stuck, else look again later."""
+        answered = threading.Event()
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(answered.set)
+        except RuntimeError:
+            pass  # the loop has closed, and the process is still here
+        if answered.wait(ANSWER_S):
+            self._arm(signum)
+        elif not self._disarmed:
+            self._end(signum)
+
     def _end(self, signum: int) -> None:
         stopped = interrupts.Interrupted(signum, self.after())
-        line = f"{stopped.line()} (the dashboard did not end within {STUCK_AFTER_S:g} s: stopped without cleaning up)"
+        line = f"{stopped.line()} (the dashboard was stuck: stopped without cleaning up)"
         interrupts.end_process(line, stopped.exit_status)
