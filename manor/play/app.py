@@ -380,6 +380,8 @@ class PlayApp(App[None]):
         return interrupts.ran(self.driver.statistics().ticks, self.writer)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Textual's ``run``; once it has returned, no signal's watch is left to end the
+        process (``StopSignals``)."""
         try:
             return super().run(*args, **kwargs)
         finally:
