@@ -9,16 +9,21 @@ signal from inside a tick, to hit an exact moment.
 
 from __future__ import annotations
 
+import array
+import asyncio
 import contextlib
+import fcntl
 import gc
 import json
 import os
 import pty
 import random
 import re
+import select
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 import warnings
@@ -31,11 +36,13 @@ import pytest
 import trio
 from scenes_fixture import fixed_latency_scene
 
+import manor.play.stop_signals
 import manor.run.interrupts
 import manor.run.opening
 from manor.admission.redis_gate import RedisGate
 from manor.cli import main
 from manor.errors import SaveError
+from manor.play.stop_signals import StopSignals
 from manor.run.interrupts import unawaited_coroutines_held
 from manor.saves import SaveWriter, read_save
 from manor.tick.statistics import RunStatistics
@@ -325,36 +332,215 @@ class TestOtherCommands:
         """The dashboard on a pseudo-terminal (Ctrl-C is a key there: SIGINT comes only
         from kill). It quits as ``q`` does; its last line says so."""
         save = tmp_path / "p.msav"
-        controller, terminal = pty.openpty()
-        try:
-            env = {**_environment(), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
-            process = subprocess.Popen(
-                [sys.executable, "-m", "manor", "play", "--scene", str(_slow_scene(tmp_path, 0.3)), "--save", str(save)],
-                stdin=terminal, stdout=terminal, stderr=subprocess.PIPE, cwd=tmp_path, env=env, text=True,
-                start_new_session=True,
-            )  # fmt: skip
-            os.close(terminal)
-            threading.Thread(target=_drain, args=(controller,), daemon=True).start()
-            _wait_until(process, lambda: _ticks(save) >= 2)
-            err = _stop(process, signum)
-        finally:
-            os.close(controller)
-        ticks = len(read_save(save).ticks)
-        assert process.returncode == status
-        # The dashboard draws on stderr; the line comes after it has left the screen.
-        after_the_screen = re.split(r"\x1b\[[0-9;?<>=]*[a-zA-Z]", err)[-1]
-        assert after_the_screen == f"manor: {word} after {ticks} ticks; saved to {save}\n"
+        with _Dashboard(tmp_path, save) as dashboard:
+            _wait_until(dashboard.process, lambda: _ticks(save) >= 2)
+            dashboard.process.send_signal(signum)
+            err = dashboard.ended()
+        assert dashboard.process.returncode == status
+        assert _after_the_screen(err) == f"manor: {word} after {len(read_save(save).ticks)} ticks; saved to {save}\n"
         assert "Traceback" not in err
         assert _verifies(save, capsys)
 
 
-def _drain(fd: int) -> None:
-    """Read what the dashboard draws, so that it never blocks on a full terminal."""
-    try:
-        while os.read(fd, 65536):
-            pass
-    except OSError:
-        pass  # closed
+class TestPlayWithoutItsTerminal:
+    """A dashboard whose terminal goes without a SIGHUP (a pseudo-terminal whose other
+    side a killed program closed; the stderr pipe Textual draws on, its reader gone or
+    not reading) ends like one hung up, its save kept — it once ran on for ever,
+    spinning, and deaf to SIGTERM."""
+
+    @pytest.mark.slow(2.5)
+    def test_the_terminal_closed_ends_it_as_a_hang_up(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        save = tmp_path / "p.msav"
+        with _Dashboard(tmp_path, save) as dashboard:
+            _wait_until(dashboard.process, lambda: _ticks(save) >= 2)
+            dashboard.close_the_terminal()
+            err = dashboard.ended()
+        assert dashboard.process.returncode == 129
+        ticks = len(read_save(save).ticks)
+        assert _after_the_screen(err) == f"manor: the terminal hung up after {ticks} ticks; saved to {save}\n"
+        assert "Traceback" not in err
+        assert _verifies(save, capsys)
+
+    @pytest.mark.slow(2.5)
+    def test_its_output_gone_ends_it_as_a_hang_up(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """As when the test that started it was killed: both ends closed. No line can be
+        read; the status and the save say it all."""
+        save = tmp_path / "p.msav"
+        with _Dashboard(tmp_path, save) as dashboard:
+            _wait_until(dashboard.process, lambda: _ticks(save) >= 2)
+            dashboard.close_the_terminal()
+            dashboard.close_stderr()
+            assert dashboard.process.wait(timeout=PATIENCE_S) == 129
+        assert _verifies(save, capsys)
+
+    @pytest.mark.slow(10)
+    def test_sigterm_ends_it_while_its_output_is_blocked(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """Nobody reads what it draws: its loop waits inside a frame and cannot act on
+        the signal. The process ends a few seconds later all the same (its line is lost
+        to the full pipe, not the exit status)."""
+        save = tmp_path / "p.msav"
+        with _Dashboard(tmp_path, save) as dashboard:
+            _wait_until(dashboard.process, lambda: _ticks(save) >= 1)
+            dashboard.stop_reading_stderr()
+            _wait_until(dashboard.process, dashboard.stderr_full)
+            dashboard.process.send_signal(signal.SIGTERM)
+            assert dashboard.process.wait(timeout=PATIENCE_S) == 143
+            err = dashboard.ended()
+        assert "Traceback" not in err
+        assert _verifies(save, capsys)
+
+
+class TestStopSignals:
+    """The dashboard's handlers (in this process, on an asyncio loop): the first signal
+    asks the loop to quit; the same again at once changes nothing; another ends the
+    process at once; a loop that cannot quit is ended without it."""
+
+    def _run(
+        self, monkeypatch: pytest.MonkeyPatch, stuck_s: float, *signums: int, watch: bool = True, quitting_s: float = 0.05
+    ) -> tuple[list[int], list[tuple[str, int]]]:
+        """Send ``signums`` from a loop callback that then blocks the loop ``stuck_s``
+        s, and quits ``quitting_s`` s after; the signals the loop's quit got, and how the
+        process would have ended."""
+        monkeypatch.setattr(manor.play.stop_signals, "STUCK_AFTER_S", 0.2)
+        monkeypatch.setattr(manor.play.stop_signals, "ANSWER_S", 0.5)
+        ended: list[tuple[str, int]] = []
+        monkeypatch.setattr(manor.run.interrupts, "end_process", lambda line, status: ended.append((line, status)))
+        quits: list[int] = []
+
+        async def main() -> None:
+            stops = StopSignals(quits.append, lambda: "after 3 ticks", watch=watch)
+            stops.take()
+            try:
+                for signum in signums:
+                    os.kill(os.getpid(), signum)
+                time.sleep(stuck_s)  # the loop waits inside a callback (a frame)
+                await asyncio.sleep(quitting_s)  # and then runs what it was asked to
+                stops.disarm()
+            finally:
+                stops.give_back()
+
+        asyncio.run(main())
+        return quits, ended
+
+    def test_the_first_signal_quits_in_the_loop(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert self._run(monkeypatch, 0.0, signal.SIGTERM) == ([signal.SIGTERM], [])
+
+    def test_the_same_signal_at_once_again_is_one_request(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert self._run(monkeypatch, 0.0, signal.SIGHUP, signal.SIGHUP) == ([signal.SIGHUP], [])
+
+    def test_another_signal_ends_the_process_at_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        line = "manor: interrupted again; stopped without cleaning up"
+        assert self._run(monkeypatch, 0.0, signal.SIGTERM, signal.SIGINT) == ([signal.SIGTERM], [(line, 130)])
+
+    def test_a_loop_that_cannot_quit_is_ended_without_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        line = "manor: terminated after 3 ticks (the dashboard was stuck: stopped without cleaning up)"
+        assert self._run(monkeypatch, 1.5, signal.SIGTERM)[1] == [(line, 143)]
+
+    def test_a_loop_still_quitting_is_left_to_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """It answers: its cleanup is under way (a remote run being cancelled)."""
+        assert self._run(monkeypatch, 0.0, signal.SIGTERM, quitting_s=1.0) == ([signal.SIGTERM], [])
+
+    def test_not_in_a_test_s_process(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert self._run(monkeypatch, 1.0, signal.SIGTERM, watch=False) == ([signal.SIGTERM], [])
+
+
+class _Dashboard:
+    """``manor play`` on a pseudo-terminal (its stdin and stdout) with stderr a pipe
+    (where Textual draws, and the last line goes), both read in threads until told
+    to stop; with the slow scene, saving to ``save``."""
+
+    def __init__(self, tmp_path: Path, save: Path) -> None:
+        controller, terminal = pty.openpty()
+        env = {**_environment(), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "manor", "play", "--scene", str(_slow_scene(tmp_path, 0.3)), "--save", str(save)],
+                stdin=terminal, stdout=terminal, stderr=subprocess.PIPE, cwd=tmp_path, env=env, start_new_session=True,
+            )  # fmt: skip
+        finally:
+            os.close(terminal)
+        self.terminal: int | None = controller
+        assert self.process.stderr is not None
+        self.stderr = self.process.stderr
+        self._drawn, self._err = bytearray(), bytearray()
+        self._terminal_reader = _Reader(controller, self._drawn)
+        self._stderr_reader = _Reader(self.stderr.fileno(), self._err)
+        # The bytes waiting in the stderr pipe, and since when (``stderr_full``).
+        self._waiting = (0, time.monotonic())
+
+    def __enter__(self) -> _Dashboard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.close_the_terminal()
+        self.close_stderr()
+
+    def close_the_terminal(self) -> None:
+        """Close the pseudo-terminal's controlling side: for the dashboard, its terminal
+        has gone (not as a SIGHUP: it is not the process's controlling terminal)."""
+        self._terminal_reader.stop()  # a read under way would hold it open
+        if self.terminal is not None:
+            os.close(self.terminal)
+            self.terminal = None
+
+    def stop_reading_stderr(self) -> None:
+        self._stderr_reader.stop()
+
+    def close_stderr(self) -> None:
+        self._stderr_reader.stop()
+        self.stderr.close()
+
+    def stderr_full(self) -> bool:
+        """Whether what it drew has filled its stderr pipe: nothing more came for a
+        second (a pipe holds less than its capacity when full, written in pieces)."""
+        waiting = array.array("i", [0])
+        fcntl.ioctl(self.stderr.fileno(), termios.FIONREAD, waiting)
+        now = time.monotonic()
+        if waiting[0] != self._waiting[0]:
+            self._waiting = (waiting[0], now)
+        return waiting[0] > 0 and now - self._waiting[1] >= 1.0
+
+    def ended(self) -> str:
+        """Its stderr, once it has ended (within ``PATIENCE_S``)."""
+        self.process.wait(timeout=PATIENCE_S)
+        self._stderr_reader.stop()
+        self._err += self.stderr.read()
+        return self._err.decode(errors="replace")
+
+
+class _Reader:
+    """Read ``fd`` into ``into`` in a thread until its end, or ``stop``."""
+
+    def __init__(self, fd: int, into: bytearray) -> None:
+        self._fd, self._into = fd, into
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            while not self._stopped.is_set():
+                # Never blocked in a read: ``stop`` returns at once, and a close after it
+                # closes the file (a read under way would hold it open).
+                if select.select([self._fd], [], [], 0.05)[0]:
+                    data = os.read(self._fd, 65536)
+                    if not data:
+                        return
+                    self._into += data
+        except OSError:
+            pass  # EIO: the other side closed
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+
+def _after_the_screen(err: str) -> str:
+    """What the process wrote on stderr after the dashboard left the screen."""
+    return re.split(r"\x1b\[[0-9;?<>=]*[a-zA-Z]", err)[-1]
 
 
 class TestUnawaitedCoroutines:

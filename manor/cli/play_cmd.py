@@ -45,7 +45,7 @@ def play(args: argparse.Namespace) -> int:
         return _no_terminal()
     _run(app)
     if app.stopped_by is not None:
-        raise interrupts.Interrupted(app.stopped_by, interrupts.ran(app.driver.statistics().ticks, app.writer))
+        raise interrupts.Interrupted(app.stopped_by, app.stopped_after())
     if app.writer is not None:
         app.writer.check()
         report_saved(app.writer)
@@ -81,7 +81,7 @@ def replay(args: argparse.Namespace) -> int:
         app.driver.paused = True
     _run(app)
     if app.stopped_by is not None:
-        raise interrupts.Interrupted(app.stopped_by, f"at tick {app.state.tick} of {len(save.ticks)}")
+        raise interrupts.Interrupted(app.stopped_by, app.stopped_after())
     return app.return_code or 0
 
 

@@ -11,7 +11,6 @@ engine never waits, so that the frames take at most ``FRAME_BUDGET`` of its time
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import signal
 import time
@@ -52,9 +51,11 @@ from .guest import GuestRun
 from .help import HelpScreen
 from .history import AgentHistoryScreen
 from .makespans import RunChartScreen, RunTicks
-from .messages import AgentChosen, EngineStopped
+from .messages import AgentChosen, EngineStopped, TerminalLost
 from .speed import SECONDS_PER_TICK, describe, faster, nearest, starting_speed
 from .state import DashboardState
+from .stop_signals import StopSignals
+from .terminal import TerminalDriver
 from .widgets import AgentsTable, Dashboard, DegradationPanel, GatePanel, LatencyPanel, NoticeLines, StatusLine, StoryLog
 from .widgets.degradations import shown_reasons
 from .widgets.story import StoryFilter
@@ -148,7 +149,7 @@ class PlayApp(App[None]):
         calibrate: bool = False,
         writer: SaveWriter | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(driver_class=TerminalDriver)
         self.engine = engine
         self.state = state
         self.driver = driver
@@ -168,10 +169,11 @@ class PlayApp(App[None]):
         # The pause state the footer's space label was drawn for.
         self._footer_paused: bool | None = None
         self._started_at = time.monotonic()
-        #: The signal (SIGINT, SIGTERM) that made the app quit, if one did.
+        #: The signal (SIGINT, SIGTERM, SIGHUP) that made the app quit, if one did; SIGHUP
+        #: too when its terminal went without one (``TerminalLost``).
         self.stopped_by: int | None = None
-        # signal number -> the handler it had before the app took it.
-        self._signal_handlers: dict[int, Any] = {}
+        # The signals' handlers while the app runs (``quit_on_signals``).
+        self._stop_signals: StopSignals | None = None
         # The collector's young threshold before the app set its own (``YOUNG_THRESHOLD``).
         self._young_threshold: int | None = None
         #: What the story shows (kept here: a replay's restart makes a new story panel).
@@ -318,7 +320,8 @@ class PlayApp(App[None]):
         # Every way out (q, ctrl+q, an error, a signal) passes here: the trio run must
         # end before Textual closes its loop.
         await self.stop_engine()
-        self._restore_signal_handlers()
+        if self._stop_signals is not None:
+            self._stop_signals.give_back()
         if self._young_threshold is not None:  # the collector's own again
             set_young_threshold(self._young_threshold)
             self._young_threshold = None
@@ -353,32 +356,37 @@ class PlayApp(App[None]):
     # -- signals ------------------------------------------------------------------------
 
     def quit_on_signals(self) -> None:
-        """Quit as ``q`` does on SIGTERM, or on SIGINT (which comes only from ``kill``:
-        in the dashboard Ctrl-C is a key), and remember which in ``stopped_by``. The
-        engine is cancelled on the way out, so the save is closed with every finished
-        tick. Signals ignored when the app started stay ignored."""
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous = signal.getsignal(signum)
-            if previous is signal.SIG_IGN:
-                continue
-            try:
-                loop.add_signal_handler(signum, self._quit_on_signal, signum)
-            except (RuntimeError, ValueError):
-                return  # not the main thread: signals are not the app's to handle
-            self._signal_handlers[signum] = previous
+        """Quit as ``q`` does on SIGTERM, SIGHUP, or SIGINT (which comes only from
+        ``kill``: in the dashboard Ctrl-C is a key), and remember which in
+        ``stopped_by``. The engine is cancelled on the way out, so the save is closed
+        with every finished tick. Signals ignored when the app started stay ignored.
+        Taken with Python's handlers, so that a loop stuck in a frame does not lose them
+        (``StopSignals``); in a terminal's process (not a test's), one that has not ended
+        a few seconds after the signal is ended without the loop."""
+        self._stop_signals = StopSignals(self._quit_on_signal, self.stopped_after, watch=not self.is_headless)
+        self._stop_signals.take()
 
     def _quit_on_signal(self, signum: int) -> None:
         if self.stopped_by is None:
             self.stopped_by = signum
-            self.exit(return_code=128 + signum)
+            self.exit(return_code=interrupts.exit_status(signum))
 
-    def _restore_signal_handlers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for signum, previous in self._signal_handlers.items():
-            loop.remove_signal_handler(signum)
-            signal.signal(signum, previous)
-        self._signal_handlers.clear()
+    def on_terminal_lost(self, message: TerminalLost) -> None:
+        """The terminal went without a SIGHUP: quit as on one."""
+        self._quit_on_signal(signal.SIGHUP)
+
+    def stopped_after(self) -> str:
+        """What the run had done when a signal stopped it, for its line (``interrupts.Interrupted``)."""
+        return interrupts.ran(self.driver.statistics().ticks, self.writer)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Textual's ``run``; once it has returned, no signal's watch is left to end the
+        process (``StopSignals``)."""
+        try:
+            return super().run(*args, **kwargs)
+        finally:
+            if self._stop_signals is not None:
+                self._stop_signals.disarm()  # ended: nothing left to end the process for
 
     def action_follow_story(self) -> None:
         self.query_one(StoryLog).action_follow()

@@ -10,7 +10,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     from .guest import GuestRun
 
-__all__ = ["AgentChosen", "EngineStopped", "Seek"]
+__all__ = ["AgentChosen", "EngineStopped", "Seek", "TerminalLost"]
 
 
 class EngineStopped(Message):
@@ -48,3 +48,12 @@ class AgentChosen(Message):
         super().__init__()
         self.caller = caller
         self.agent = agent
+
+
+class TerminalLost(Message):
+    """The dashboard's terminal has gone without a SIGHUP: ``why`` (it cannot be written
+    to, or its input hung up)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__()
+        self.why = why

@@ -104,6 +104,9 @@ class ReplayApp(PlayApp):
             await self.driver.run(self.ticks)
             nursery.cancel_scope.cancel()
 
+    def stopped_after(self) -> str:
+        return f"at tick {self.state.tick} of {self.total}"
+
     def compose_controls(self) -> ComposeResult:
         yield ReplayBar(Path(self.save.name).name, self.total, degraded=self._degraded_ticks, id="replay-bar")
 

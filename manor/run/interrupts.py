@@ -18,6 +18,7 @@ someone who will not wait. Ctrl-C pressed twice by a hand is never that quick.
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import signal
@@ -28,7 +29,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from ..errors import SaveError, leaves
 from ..wording import counted
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     import trio
 
 __all__ = [
-    "REPEAT_GRACE_S", "SIGNALS", "Interrupted", "Kept", "exit_status", "held", "listened", "lost_interrupts_kept", "ran", "run", "signal_received", "sigterm_as_interrupt",
+    "REPEAT_GRACE_S", "SIGNALS", "Interrupted", "Kept", "end_process", "exit_status", "held", "listened", "lost_interrupts_kept", "ran", "run", "signal_received", "sigterm_as_interrupt", "stopped_again",
     "stopped_as_interrupted",
     "unawaited_coroutines_held",
 ]  # fmt: skip
@@ -72,6 +73,11 @@ REPEAT_GRACE_S = {signal.SIGINT: 0.05, signal.SIGTERM: 1.0}
 _last_signal: int | None = None
 
 
+#: What a line says stopped a command, by signal (SIGINT: "interrupted"). SIGHUP stops
+#: only the dashboard (``manor.play``), whose terminal it is.
+_WORDS = {signal.SIGTERM: "terminated", signal.SIGHUP: "the terminal hung up"}
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM stopped the command.
 
@@ -97,8 +103,7 @@ class Interrupted(KeyboardInterrupt):
 
     def line(self) -> str:
         """The one line the command ends with."""
-        what = "terminated" if self.signum == signal.SIGTERM else "interrupted"
-        return f"manor: {what} {self.after}".rstrip()
+        return f"manor: {_WORDS.get(self.signum, 'interrupted')} {self.after}".rstrip()
 
 
 def exit_status(signum: int) -> int:
@@ -244,10 +249,38 @@ async def _stop_on_signal(
 
 
 def _exit_now(signum: int) -> None:
+    end_process(stopped_again(signum), exit_status(signum))
+
+
+def stopped_again(signum: int) -> str:
+    """The line of a second signal, which ends the process before its cleanup is done."""
+    return f"{Interrupted(signum).line()} again; stopped without cleaning up"
+
+
+def end_process(line: str, status: int) -> NoReturn:
+    """End the process at once with ``status``, after ``line`` on stderr if it can be
+    written without waiting: a stderr nobody reads (a full pipe, a terminal stopped by
+    Ctrl-S) loses the line, not the exit. What a save had written stays, as after
+    ``kill -9``: each tick is flushed as it ends."""
     try:
-        print(f"{Interrupted(signum).line()} again; stopped without cleaning up", file=sys.stderr, flush=True)
+        _write_without_waiting(2, f"{line}\n".encode())  # the process's stderr, not a test's capture
     finally:
-        os._exit(exit_status(signum))
+        os._exit(status)
+
+
+def _write_without_waiting(fd: int, data: bytes) -> None:
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    except OSError:
+        return  # closed
+    # The flag is the open file's, shared with whoever else has it (a shell): put back.
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass  # full (BlockingIOError), or gone
+    finally:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
 
 
 @contextmanager
