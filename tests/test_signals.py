@@ -39,6 +39,7 @@ from scenes_fixture import fixed_latency_scene
 import manor.play.stop_signals
 import manor.run.interrupts
 import manor.run.opening
+import manor.run.startup
 from manor.admission.redis_gate import RedisGate
 from manor.cli import main
 from manor.errors import SaveError
@@ -731,6 +732,32 @@ class TestWhileStarting:
         err = _stop(process, signum)
         assert process.returncode == status, err
         assert "Traceback" not in err and err.count("\n") == 1 and err.startswith(f"manor: {word}"), err
+
+    @pytest.mark.parametrize(("signum", "status", "line"), [(signal.SIGTERM, 143, "manor: terminated\n"), (signal.SIGINT, 130, "manor: interrupted\n")])
+    def test_a_signal_before_the_command_takes_sigint_is_said_as_itself(
+        self, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], signum: int, status: int, line: str
+    ) -> None:
+        """In this process: a signal in the instant between the command taking SIGTERM
+        (``sigterm_as_interrupt``) and SIGINT (``startup.handed_over``), or after it gave
+        SIGINT back, when the start-up's handler still has SIGINT. It ends the process as
+        the signal's own: a SIGTERM was said as "interrupted", 130 (1 run of 8 of
+        ``test_one_line_at_any_instant`` under load)."""
+
+        class Ended(Exception):
+            pass
+
+        def ended(status: int) -> None:
+            raise Ended(status)
+
+        monkeypatch.setattr(manor.run.startup.os, "_exit", ended)  # not the test's process
+        previous = signal.signal(signal.SIGINT, manor.run.startup.stop_at_once)
+        try:
+            with pytest.raises(Ended) as caught, manor.run.interrupts.sigterm_as_interrupt():
+                os.kill(os.getpid(), signum)
+                time.sleep(PATIENCE_S)  # the handler runs here, in this thread
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        assert (caught.value.args, capfd.readouterr().err) == ((status,), line)
 
     def test_a_program_importing_manor_keeps_its_handlers(self, tmp_path: Path) -> None:
         probe = "import signal, manor; print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGINT) is signal.default_int_handler)"

@@ -18,7 +18,6 @@ someone who will not wait. Ctrl-C pressed twice by a hand is never that quick.
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import os
 import signal
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from ..errors import SaveError, leaves
 from ..wording import counted
+from . import startup
 
 if TYPE_CHECKING:
     import trio
@@ -270,17 +270,17 @@ def end_process(line: str, status: int) -> NoReturn:
 
 def _write_without_waiting(fd: int, data: bytes) -> None:
     try:
-        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        blocking = os.get_blocking(fd)
     except OSError:
         return  # closed
     # The flag is the open file's, shared with whoever else has it (a shell): put back.
-    fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    os.set_blocking(fd, False)
     try:
         os.write(fd, data)
     except OSError:
         pass  # full (BlockingIOError), or gone
     finally:
-        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+        os.set_blocking(fd, blocking)
 
 
 @contextmanager
@@ -343,7 +343,12 @@ def _as_sigint(signum: int, frame: FrameType | None) -> None:
     global _last_signal
     _last_signal = signum
     handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
+    if handler is startup.stop_at_once:
+        # The command's first or last moments (``startup.handed_over`` has not taken
+        # SIGINT yet, or has given it back): the process ends now, as this signal's. Told
+        # it was SIGINT, it said "interrupted" and 130 for a SIGTERM.
+        handler(signum, frame)
+    elif callable(handler):
         handler(signal.SIGINT, frame)
     else:
         raise KeyboardInterrupt

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["handed_over", "stop_at_once_if_command"]
+__all__ = ["handed_over", "stop_at_once", "stop_at_once_if_command"]
 
 _LINES = {signal.SIGINT: "manor: interrupted", signal.SIGTERM: "manor: terminated"}
 
@@ -34,7 +34,7 @@ def stop_at_once_if_command() -> None:
         return
     for signum in _LINES:
         if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, _stop_at_once)
+            signal.signal(signum, stop_at_once)
 
 
 def _started_as_command() -> bool:
@@ -46,7 +46,8 @@ def _started_as_command() -> bool:
     return os.path.basename(script) == "manor" and getattr(sys.modules.get("__main__"), "__file__", None) == script
 
 
-def _stop_at_once(signum: int, frame: FrameType | None) -> None:
+def stop_at_once(signum: int, frame: FrameType | None) -> None:
+    """The start-up's handler: end the process now, in the line of ``signum``."""
     try:
         os.write(2, f"{_LINES[signal.Signals(signum)]}\n".encode())
     finally:
@@ -58,11 +59,11 @@ def handed_over() -> Iterator[None]:
     """Within: SIGINT raises ``KeyboardInterrupt`` again (Python's own handler), for a
     command's clean stop (``manor.run.interrupts``), if ``stop_at_once_if_command`` had it;
     on leaving, the start-up handler has it back (what is left has nothing to clean)."""
-    if signal.getsignal(signal.SIGINT) is not _stop_at_once:
+    if signal.getsignal(signal.SIGINT) is not stop_at_once:
         yield
         return
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, _stop_at_once)
+        signal.signal(signal.SIGINT, stop_at_once)
