@@ -786,7 +786,7 @@ class TestSignalledTwice:
         with ``second``. What the cleanup did, and the signals that would have ended the
         process at once."""
         exits: list[int] = []
-        monkeypatch.setattr(manor.run.interrupts, "_exit_now", exits.append)  # not the test's process
+        monkeypatch.setattr(manor.run.interrupts, "exit_now", exits.append)  # not the test's process
         done: list[str] = []
 
         async def work() -> None:

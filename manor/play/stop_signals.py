@@ -38,9 +38,6 @@ STUCK_AFTER_S = 5.0
 #: Seconds a loop has to run a callback before it is taken to be stuck: one waiting
 #: inside a frame never does; a busy one, on a loaded machine, within a fraction of it.
 ANSWER_S = 2.0
-#: What a repeat of the first signal within its grace is, for ``REPEAT_GRACE_S`` (a
-#: SIGHUP comes from the terminal's end, to a whole process group: one request).
-_REPEAT_GRACE_S = {**interrupts.REPEAT_GRACE_S, signal.SIGHUP: 1.0}
 
 
 @final
@@ -97,10 +94,8 @@ class StopSignals:
             if self.watch:
                 self._arm(signum)
             return
-        first, at = self._first
-        if signum == first and time.monotonic() - at <= _REPEAT_GRACE_S[signal.Signals(signum)]:
-            return
-        interrupts.end_process(interrupts.stopped_again(signum), interrupts.exit_status(signum))
+        if not interrupts.repeated(signum, *self._first):
+            interrupts.exit_now(signum)
 
     def _arm(self, signum: int) -> None:
         if not self._disarmed:

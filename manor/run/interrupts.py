@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import trio
 
 __all__ = [
-    "REPEAT_GRACE_S", "SIGNALS", "Interrupted", "Kept", "end_process", "exit_status", "held", "listened", "lost_interrupts_kept", "ran", "run", "signal_received", "sigterm_as_interrupt", "stopped_again",
+    "REPEAT_GRACE_S", "SIGNALS", "Interrupted", "Kept", "end_process", "exit_now", "exit_status", "held", "listened", "lost_interrupts_kept", "ran", "repeated", "run", "signal_received", "sigterm_as_interrupt",
     "stopped_as_interrupted",
     "unawaited_coroutines_held",
 ]  # fmt: skip
@@ -64,8 +64,9 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds after a signal in which the same signal again is the same request, sent
 #: twice (``timeout``, a supervisor signalling a process group), and does not cut the
 #: cleanup short. SIGTERM comes from tools; SIGINT is a hand's, but ``timeout -s INT``
-#: sends it twice too, microseconds apart.
-REPEAT_GRACE_S = {signal.SIGINT: 0.05, signal.SIGTERM: 1.0}
+#: sends it twice too, microseconds apart. SIGHUP (the dashboard's: ``manor.play``)
+#: comes from a terminal's end to a whole process group.
+REPEAT_GRACE_S = {signal.SIGINT: 0.05, signal.SIGTERM: 1.0, signal.SIGHUP: 1.0}
 
 #: The last SIGTERM that reached ``sigterm_as_interrupt``'s handler in this command, so
 #: a ``KeyboardInterrupt`` it caused is reported as SIGTERM, and one that was lost is
@@ -237,10 +238,9 @@ async def _stop_on_signal(
             first_at = 0.0
             async for signum in signals:
                 if received:
-                    # Real time, whatever the run's clock: the signals are the world's.
-                    if signum == received[0] and time.monotonic() - first_at <= REPEAT_GRACE_S[signal.Signals(signum)]:
+                    if repeated(signum, received[0], first_at):
                         continue
-                    _exit_now(signum)
+                    exit_now(signum)
                 received.append(signum)
                 first_at = time.monotonic()
                 work.cancel()
@@ -248,13 +248,18 @@ async def _stop_on_signal(
         watched.set()
 
 
-def _exit_now(signum: int) -> None:
-    end_process(stopped_again(signum), exit_status(signum))
+def repeated(signum: int, first: int, first_at: float) -> bool:
+    """Whether ``signum``, after the first signal ``first`` at ``first_at``
+    (``time.monotonic``: real time, whatever a run's clock, the signals are the world's),
+    is the first sent again within its grace (``REPEAT_GRACE_S``): the same request, not
+    a second that ends the process at once."""
+    return signum == first and time.monotonic() - first_at <= REPEAT_GRACE_S[signal.Signals(signum)]
 
 
-def stopped_again(signum: int) -> str:
-    """The line of a second signal, which ends the process before its cleanup is done."""
-    return f"{Interrupted(signum).line()} again; stopped without cleaning up"
+def exit_now(signum: int) -> None:
+    """A second signal (not the first again, ``repeated``): the process ends at once,
+    before its cleanup is done, saying so (``end_process``)."""
+    end_process(f"{Interrupted(signum).line()} again; stopped without cleaning up", exit_status(signum))
 
 
 def end_process(line: str, status: int) -> NoReturn:
