@@ -21,8 +21,9 @@ its rate times the real time since its real base), where their ``current_time``
 methods would be one frame more (two for ``MockClock``) at each of a call's reads. The
 same arithmetic in the same order, so the same float to the bit
 (``tests/test_clock.py`` checks it against each clock's own reading, a jump and a
-change of rate included); a clock of any other kind, or a trio whose clocks are no
-longer built so, is asked.
+change of rate included). The dashboard's ``PacedClock`` is read so too while no step
+of its time is due (its time is where it stands), and asked while one is; a clock of
+any other kind, or a trio whose clocks are no longer built so, is asked.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from contextvars import ContextVar
 from time import perf_counter
 
 import trio
+
+from .paced_clock import PacedClock
 
 try:
     from trio._core import MockClock, wait_all_tasks_blocked
@@ -44,9 +47,10 @@ except ImportError:  # pragma: no cover - trio moved it: every clock is asked
 __all__ = ["MockClock", "current_time", "jumps_to_deadlines", "read_clock_directly", "wait_all_tasks_blocked"]
 
 #: How the run's clock is read: by trio's formula for its system clock (``_SYSTEM``) or
-#: its mock clock (``_MOCK``), or by asking it (``_ASK``); and the clock (``None``:
+#: its mock clock (``_MOCK``), by where a ``PacedClock`` stands (``_PACED``), or by
+#: asking it (``_ASK``); and the clock (``None``:
 #: ``trio.current_time``, outside a tick's tasks).
-_SYSTEM, _MOCK, _ASK = 0, 1, 2
+_SYSTEM, _MOCK, _PACED, _ASK = 0, 1, 2, 3
 _read: ContextVar[tuple[int, trio.abc.Clock | None]] = ContextVar("manor_clock", default=(_ASK, None))
 
 # The attributes ``MockClock.current_time`` reads; a trio whose mock clock has other
@@ -61,6 +65,8 @@ def current_time() -> float:
         return clock.offset + perf_counter()  # type: ignore[union-attr]
     if how == _MOCK:
         return clock._virtual_base + clock._rate * (clock._real_clock() - clock._real_base)  # type: ignore[union-attr]
+    if how == _PACED and clock._pending is None:  # type: ignore[union-attr]
+        return clock._now  # type: ignore[union-attr]
     return trio.current_time() if clock is None else clock.current_time()
 
 
@@ -92,9 +98,12 @@ def _reading(clock: trio.abc.Clock) -> tuple[int, trio.abc.Clock]:
         return _SYSTEM, clock
     if read is _MOCK_READ and kind is MockClock and all(hasattr(clock, name) for name in _MOCK_STATE):
         return _MOCK, clock
+    if read is _PACED_READ and kind is PacedClock:
+        return _PACED, clock
     return _ASK, clock
 
 
 # How trio's two clocks read, as this module repeats it (``current_time``).
 _SYSTEM_READ = None if SystemClock is None else SystemClock.current_time
 _MOCK_READ = MockClock.current_time
+_PACED_READ = PacedClock.current_time

@@ -24,7 +24,7 @@ PACKAGE = Path(manor.__file__).parent
 
 FLOORS: list[set[str]] = [
     {
-        "manor.answers", "manor.callers", "manor.calls", "manor.clock", "manor.draws", "manor.errors", "manor.folds", "manor.limits", "manor.output_file",
+        "manor.answers", "manor.callers", "manor.calls", "manor.clock", "manor.draws", "manor.errors", "manor.folds", "manor.limits", "manor.output_file", "manor.paced_clock",
         "manor.records", "manor.templates", "manor.timer", "manor.version", "manor.wording",
     },
     {"manor.config"},

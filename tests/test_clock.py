@@ -4,12 +4,15 @@ their own formulas, the same float to the bit as each clock's own reading."""
 from __future__ import annotations
 
 import gc
+import math
 
 import pytest
 import trio
+import trio.testing
 
 from manor import clock as manor_clock
 from manor.clock import MockClock, current_time, read_clock_directly
+from manor.paced_clock import PacedClock
 
 
 class _Frozen(trio.abc.Clock):
@@ -94,6 +97,48 @@ class TestCurrentTime:
 
         before, ours, after = trio.run(main)
         assert before <= ours <= after
+
+    def test_the_paced_clock_where_it_stands_and_asked_while_a_step_is_due(self) -> None:
+        """The dashboard's clock: read where it stands while no step is due, asked
+        while one is (the read that finds it due moves it there); each reading equals
+        its own, through waits, a change of speed and a step due but not reached."""
+        wall = [100.0]
+        clock = PacedClock(2.0, wall=lambda: wall[0])
+
+        async def main() -> list[tuple[int, float, float]]:
+            read_clock_directly()
+            assert manor_clock._read.get() == (manor_clock._PACED, clock)
+            readings = []
+
+            def read() -> None:
+                ours = current_time()  # first: a read that finds a step due moves the clock
+                readings.append((clock._pending is not None, ours, clock.current_time()))
+
+            async def sleeper() -> None:
+                await trio.sleep(1.5)  # due 0.75 wall seconds after it waits
+                read()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sleeper)
+                await trio.testing.wait_all_tasks_blocked()
+                read()
+                wall[0] += 0.5
+                read()  # due, not reached: asked, still at 0
+                clock.speed = 4.0
+                wall[0] += 1.0
+                read()
+            read()
+            return readings
+
+        readings = trio.run(main, clock=clock)
+        assert all(ours == theirs for _, ours, theirs in readings)
+        # Asked while the sleeper's step was pending (twice), read where it stands after.
+        assert [due for due, _, _ in readings] == [True, True, False, False, False]
+        assert [ours for _, ours, _ in readings] == [0.0, 0.0, 0.0, 1.5, 1.5]
+
+    def test_a_paced_clock_reads_as_its_own_current_time(self) -> None:
+        """Idle, the paced clock stands still: every read is its own reading."""
+        assert _readings(PacedClock(math.inf)) == [(0.0, 0.0)] * 3
 
     def test_any_other_clock_is_asked(self) -> None:
         assert _readings(_Frozen()) == [(42.5, 42.5)] * 3

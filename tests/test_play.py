@@ -34,7 +34,7 @@ from manor.config.layering import built_in_source, flags_source, layer_defaults_
 from manor.content import Scene
 from manor.play import PlayApp, ReplayApp, build_app
 from manor.play.app import YOUNG_THRESHOLD, engine_failure
-from manor.play.paced_clock import PacedClock
+from manor.paced_clock import PacedClock
 from manor.play.help import CLOSE, HelpScreen
 from manor.play.state import DashboardState
 from manor.play.widgets import AgentsTable, DegradationPanel, GatePanel, LatencyPanel, NoticeLines, ReplayBar, StatusLine, StoryLog

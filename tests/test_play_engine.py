@@ -17,7 +17,7 @@ from manor.calls import Request
 from manor.config import resolve
 from manor.config.layering import built_in_source, flags_source, layer_defaults_source
 from manor.errors import REASONS, SharedGateError
-from manor.play.paced_clock import PacedClock
+from manor.paced_clock import PacedClock
 from manor.play.speed import SPEEDS, describe, faster, nearest
 from manor.play.state import DashboardState
 from manor.play.widgets.agents import readable

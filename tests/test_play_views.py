@@ -21,7 +21,7 @@ from manor.config import flags_source, standard_sources
 from manor.callers import caller_of
 from manor.folds import Fold
 from manor.play import build_app
-from manor.play.paced_clock import PacedClock
+from manor.paced_clock import PacedClock
 from manor.play.history import AgentHistoryScreen
 from manor.play.makespans import RunChartScreen
 from manor.play.widgets import (

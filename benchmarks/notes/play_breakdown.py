@@ -23,7 +23,7 @@ from manor.bench import play
 from manor.config import flags_source
 from manor.config.layering import built_in_source, layer_defaults_source
 from manor.play.guest import GuestRun
-from manor.play.paced_clock import PacedClock
+from manor.paced_clock import PacedClock
 from manor.play.state import DashboardState
 from manor.run.engine import configure
 from manor.tick.driver import TickDriver

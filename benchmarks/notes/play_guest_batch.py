@@ -12,7 +12,7 @@ import time
 import trio
 
 from manor.play.guest import GuestRun
-from manor.play.paced_clock import PacedClock
+from manor.paced_clock import PacedClock
 
 batches = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3

@@ -140,7 +140,7 @@ def _dashboard(config: Config, scene: Scene, ticks: int) -> tuple[_Stopwatch, in
     """
     from ..play import app as play_app
     from ..play.app import PlayApp
-    from ..play.paced_clock import PacedClock
+    from ..paced_clock import PacedClock
     from ..play.state import DashboardState
     from ..play.widgets import StoryLog
 

@@ -45,7 +45,7 @@ from ..tick.gc_pause import set_young_threshold
 from ..tick.policies import make_policy
 from ..wording import counted
 from .budget import FrameBudget
-from .paced_clock import PacedClock
+from ..paced_clock import PacedClock
 from .figures import tick_label
 from .guest import GuestRun
 from .help import HelpScreen

@@ -26,7 +26,7 @@ from ..replay.recorded import RecordedRun, ReplayEngine
 from ..saves import Save
 from ..tick.driver import TickDriver
 from .app import PlayApp
-from .paced_clock import PacedClock
+from ..paced_clock import PacedClock
 from .makespans import RunTicks
 from .messages import Seek
 from .speed import SECONDS_PER_TICK, faster, nearest

@@ -27,7 +27,7 @@ from textual.screen import Screen
 from ..config import flags_source, standard_sources
 from ..run.engine import configure
 from .app import build_app
-from .paced_clock import PacedClock
+from ..paced_clock import PacedClock
 from .widgets import StatusLine
 
 __all__ = ["main", "measure"]

@@ -11,6 +11,10 @@ it, each move waits until the wall clock, scaled by the speed, has caught up.
 
 Time stands still while nothing is scheduled (the dashboard paused between ticks), so
 pausing and resuming changes no figure either.
+
+The hot paths read it where it stands (``manor.clock.current_time``: ``_now`` while no
+``_pending`` step is due), not through ``current_time``: a change to either field's
+meaning is a change there too (``tests/test_clock.py`` holds the two to the bit).
 """
 
 from __future__ import annotations
