@@ -399,6 +399,12 @@ class DashboardState(Instrument):
             self._rows_out.clear()
             self._taken = []
             kept: Sequence[CallRecord] = (*taken, *ended) if taken else ended
+            # Its callers' rows made in planning order (after those of the ticks before
+            # it): ``kept`` is in the order the calls started.
+            if self._unread:
+                self._take_ticks()
+            for call in calls:
+                self._row(call.caller, call.agent)
         else:  # the calls as the tick records them
             ended = kept = calls
         notes.clear()
