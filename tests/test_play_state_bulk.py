@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from manor.calls import Request
 from manor.errors import REASONS
+from manor.play import state as state_module
 from manor.play.state import DashboardState
 from manor.records import CallRecord, TickRecord
 from manor.tick.admitted import Heard
@@ -283,13 +284,22 @@ def _record(tick: int, key: tuple[str, str], drawn: tuple[Any, ...], at: float, 
 
 
 @settings(max_examples=300, deadline=None)
-@given(_ticks())
-def test_a_bulk_state_shows_what_a_state_that_took_every_call_in_showed(ticks: list[dict[str, Any]]) -> None:
+@given(_ticks(), st.sampled_from([state_module._UNREAD_KEPT, 2]))
+def test_a_bulk_state_shows_what_a_state_that_took_every_call_in_showed(ticks: list[dict[str, Any]], unread: int) -> None:
     """Random ticks (ok, degraded, retried, never admitted and repaired calls; callers
     planned in some ticks only), read at random points, while a tick runs and between
     ticks: the rows, counts and the tick under way's p50 are the reference's, and so are
     the histories of the callers planned every tick (those planned in some only keep
-    the newest of theirs)."""
+    the newest of theirs). With ``unread`` 2 the state takes its ticks in by itself
+    every two ticks nobody read, as it does every 1,024 (``_UNREAD_KEPT``)."""
+    kept, state_module._UNREAD_KEPT = state_module._UNREAD_KEPT, unread
+    try:
+        _feed_and_compare(ticks)
+    finally:
+        state_module._UNREAD_KEPT = kept
+
+
+def _feed_and_compare(ticks: list[dict[str, Any]]) -> None:
     state = DashboardState(SCENE, calls_kept=SHARE * len(SCENE.agents))
     assert state.calls_per_caller == SHARE
     reference = _Reference(SHARE)

@@ -494,8 +494,8 @@ class DashboardState(Instrument):
                     values[0] = call.text
                 if values[1] is None and call.admitted_at is not None:
                     values[1] = call.finished_at - call.admitted_at
-                if values[0] is not None and values[1] is not None:
-                    resolved.add(key)
+                if values[0] is not None and values[1] is not None and key in rows:
+                    resolved.add(key)  # (a row not made yet: its oldest tick is still sought)
         for index in reversed(new):  # oldest first, each in its planning order
             for call in ticks[index]:
                 self._row(call.caller, call.agent)
