@@ -5,8 +5,9 @@ the engine, never a model), the scene's calls tick after tick:
 
 - **headless**: ``TickLoop.run`` under plain ``trio.run``, as ``manor run`` runs it;
 - **instrument**: the same with the dashboard's instrument (``DashboardState``)
-  attached: the loop notes every call's start, admission and end for it
-  (``TickLoop.call_notes``), and it takes them in at each tick's end;
+  attached: the loop notes every call for it (``TickLoop.call_notes``), and it keeps
+  and counts each tick's records at the tick's end (the rows are worked out when read:
+  nobody reads them here);
 - **dashboard**: ``manor play`` itself, headless: the ``PlayApp`` in Textual's
   ``App.run_test()`` (the heap frozen first, as ``manor play`` does), trio hosted in
   guest mode on Textual's asyncio loop, the instrument attached and the panels redrawn

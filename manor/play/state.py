@@ -2,11 +2,17 @@
 
 The engine writes, the dashboard reads on a timer (about ten times a second, fewer when
 the engine runs flat out), so per call the loop only notes what happened — one list
-append, no hook called (``TickLoop.call_notes``) — and the rows, counts and histories
-are worked out from the notes in bulk when they are read (a frame), or at the end of
-the tick: per frame and per tick, not per call. What only a frame shows of a finished
-tick — its figures for the latency panel, the world's marks on the rows — is worked out
-when read, for the ticks the panel keeps: per frame, not per tick.
+append, no hook called (``TickLoop.call_notes``). At a tick's end the state keeps the
+tick's records (one tuple, made in C) and counts them in C passes (how many did not end
+ok at the first try: only those are looked at one by one, for the degradation counts
+and rejections, exact over the run). The rows are worked out when read (a frame), from
+the ticks finished since the last read, newest first, each row stopping at its newest
+call: flat out, hundreds of ticks end between two frames and only the newest show. The
+agents' histories are found in the ticks kept, on demand (``CallerRow.calls``). What a
+read finds of the tick under way (calls queued, running, ended) is taken from the notes
+as it goes. What only a frame shows of a finished tick — its figures for the latency
+panel, the world's marks on the rows — is worked out when read, for the ticks the panel
+keeps: per frame, not per tick.
 Of a call's three events only the last changes its row, so most are never looked at
 one by one. Updates are coalesced by construction, and a flood of calls never costs a
 redraw. Both run on one thread (trio in guest mode on Textual's loop), so there are no
@@ -18,6 +24,8 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from itertools import compress
 from operator import attrgetter
 from typing import TYPE_CHECKING, Literal, final
 
@@ -48,8 +56,15 @@ StoryItem = StoryEntry | Fold[StoryEntry]
 #: Calls kept for the agents' histories, live, over all callers together: each caller
 #: keeps its last ``CALLS_KEPT / callers`` (between 1 and ``_CALLS_PER_CALLER``), so a
 #: thousand agents cost the same memory as ten (a replay reads them from the save).
+#: They are kept as whole ticks: as many of the newest as hold ``CALLS_KEPT`` calls,
+#: and no fewer than a caller's share (a caller planned every tick keeps its share; one
+#: planned rarely, what those ticks hold of it).
 CALLS_KEPT = 50_000
 _CALLS_PER_CALLER = 500
+
+#: Finished ticks held for the rows between two reads at most: past it the rows take
+#: them in at a tick's end (a state nobody reads holds no more).
+_UNREAD_KEPT = 1024
 
 @final
 @attrs.define(eq=False)
@@ -69,8 +84,8 @@ class CallerRow:
     #: What its world says of the agent (``world_marks``: "dead"), shown while it has no
     #: call; "" = nothing.
     mark: str = ""
-    #: Its last calls, oldest first (as many as the dashboard keeps per caller).
-    calls: deque[CallRecord] = attrs.field(factory=deque)
+    #: Finds its last calls, oldest first (``calls``).
+    history: Callable[[], Sequence[CallRecord]] = attrs.field(default=tuple, repr=False)
     #: Its caller kind as the agents table labels it, in full and in four characters
     #: (``Caller.label``, ``Caller.short``); "" = the kind's own name.
     kind: str = ""
@@ -82,6 +97,12 @@ class CallerRow:
         self.key = f"{self.caller}:{self.agent}"
         self.kind = self.kind or self.caller
         self.short = self.short or self.kind[:4]
+
+    @property
+    def calls(self) -> Sequence[CallRecord]:
+        """Its last calls, oldest first (as many as the dashboard keeps per caller),
+        found when asked for (``DashboardState`` keeps ticks, not calls)."""
+        return self.history()
 
 
 @attrs.frozen
@@ -136,6 +157,18 @@ class DashboardState(Instrument):
         self._out: CallNotes = []
         # Their rows, found once: a read while calls are out looks at every one of them.
         self._rows_out: dict[Heard, CallerRow] = {}
+        # The records of the tick under way's calls a read took in (``_out``'s
+        # predecessors), in the order it took them: the tick's first calls at its end.
+        self._taken: list[CallRecord] = []
+        # Finished ticks whose calls the rows have not taken in yet, oldest first: each
+        # tick's records, as the tick records them (``TickRecord.calls``, in planning
+        # order) or, where a read took some in while it ran or some were repaired, in
+        # the order the state took them (those a read took first, then as they started).
+        self._unread: list[Sequence[CallRecord]] = []
+        # The newest finished ticks' records, for the agents' histories (``_calls_of``):
+        # as many as hold ``calls_kept`` calls ``_held`` calls in all.
+        self._kept: deque[Sequence[CallRecord]] = deque()
+        self._held = 0
         # The tick under way's requests, while its rows have not been shown yet as
         # queued (``_show_tick_rows``): a tick no panel reads while it runs never is.
         self._requests: Sequence[Request] | None = None
@@ -147,12 +180,12 @@ class DashboardState(Instrument):
         self.tick = 0
         self._history = history
         self._ticks: deque[TickFigures] = deque(maxlen=history)
-        # Finished ticks not yet worked into figures (``ticks``): a tick's number,
-        # makespan, calls and calls degraded. Worked out when read (a frame), for the
+        # Finished ticks not yet worked into figures (``ticks``): their records.
+        # Worked out when read (a frame), for the
         # newest ``history`` only: per frame, not per tick. Only those are kept, so
         # that the ticks between two frames (thousands, flat out) do not keep every
         # call's record alive until the next.
-        self._ticks_pending: deque[tuple[int, float, Sequence[CallRecord], int]] = deque(maxlen=history)
+        self._ticks_pending: deque[TickRecord] = deque(maxlen=history)
         # A tick ended since the world's marks were last taken onto the rows.
         self._marks_due = False
         #: Every finished tick's makespan, and whether a call of it degraded (index:
@@ -224,12 +257,14 @@ class DashboardState(Instrument):
         ``history``)."""
         pending = self._ticks_pending
         if pending:
-            for tick, makespan, calls, degraded in pending:
+            for record in pending:
+                calls = record.calls
                 latencies = [call.finished_at - call.admitted_at for call in calls if call.admitted_at is not None]
                 self._ticks.append(
                     TickFigures(
-                        tick=tick, makespan=makespan, p50=percentile(latencies, 50),
-                        max=max(latencies, default=0.0), calls=len(calls), degraded=degraded,
+                        tick=record.tick, makespan=record.makespan, p50=percentile(latencies, 50),
+                        max=max(latencies, default=0.0), calls=len(calls),
+                        degraded=len(calls) - list(map(_outcome, calls)).count("ok"),
                     )  # fmt: skip
                 )
             pending.clear()
@@ -318,8 +353,8 @@ class DashboardState(Instrument):
 
     def tick_started(self, tick: int, requests: Sequence[Request]) -> None:
         """A tick starts: its rows are shown as queued when a read first finds it under
-        way (``_show_tick_rows``); a tick that ends unread shows its calls' ends only."""
-        self._catch_up()
+        way (``_show_tick_rows``); a tick that ends unread shows its calls' ends only
+        (the ticks before it are taken in when the rows are read: not here)."""
         self.current_tick = tick
         if self._loop is not None:
             self.tick_policy = self._loop.policy.name
@@ -352,15 +387,47 @@ class DashboardState(Instrument):
                 mark(row.key)
 
     def tick_finished(self, record: TickRecord, story: Sequence[StoryEntry]) -> None:
-        self._catch_up(ended=True)
-        if self._finished == len(record.calls):  # the calls that ended are the tick's own
-            degraded = self._degraded_in_tick
-        else:  # some were repaired: their records are not the tick's
-            degraded = sum(1 for call in record.calls if not call.ok)
-        makespan = record.makespan
-        self._ticks_pending.append((record.tick, makespan, record.calls, degraded))
-        self.makespans.append(makespan)
-        self.degraded_ticks.append(degraded > 0)
+        """The tick's calls kept (for the rows, taken in when read, and the histories)
+        and counted: in C, but for the calls that did not end ok at the first try."""
+        notes, out, taken, calls = self._notes, self._out, self._taken, record.calls
+        if taken or out or len(notes) != len(calls):
+            # A read took some of its calls in, or some were repaired (their records are
+            # not the tick's): its calls as the state took them, those taken first. (Every
+            # call has ended with its tick: its ``Heard`` has its record.)
+            ended: Sequence[CallRecord] = tuple(map(_record, out + notes if out else notes))
+            out.clear()
+            self._rows_out.clear()
+            self._taken = []
+            kept: Sequence[CallRecord] = (*taken, *ended) if taken else ended
+            # Its callers' rows made in planning order (after those of the ticks before
+            # it): ``kept`` is in the order the calls started.
+            if self._unread:
+                self._take_ticks()
+            for call in calls:
+                self._row(call.caller, call.agent)
+        else:  # the calls as the tick records them
+            ended = kept = calls
+        notes.clear()
+        count = len(ended)
+        ok = list(map(_outcome, ended)).count("ok")
+        if ok != count or sum(map(_attempts, ended)) != count:
+            for call in ended:
+                if call.outcome != "ok" or call.attempts != 1:
+                    self._count_call(call)
+        self._finished += count
+        self._calls_total += count
+        self._queued = self._running = 0
+        self._requests = None
+        self._unread.append(kept)
+        # Kept for the histories: the oldest ticks let go while the others hold
+        # ``calls_kept`` calls and each caller's share of ticks.
+        held, self._held = self._kept, self._held + len(kept)
+        held.append(kept)
+        while len(held) > self.calls_per_caller and self._held - len(held[0]) >= self._calls_kept:
+            self._held -= len(held.popleft())
+        self._ticks_pending.append(record)
+        self.makespans.append(record.finished_at - record.started_at)
+        self.degraded_ticks.append(ok != count if kept is calls else list(map(_outcome, calls)).count("ok") != len(calls))
         self.tick = record.tick
         self.current_tick = None
         self._marks_due = self._loop is not None
@@ -370,24 +437,106 @@ class DashboardState(Instrument):
         self.story.extend(items)
         self.story_count += len(items)
         self._version += 1
+        if len(self._unread) > _UNREAD_KEPT:
+            self._take_ticks()
+
+    def _calls_of(self, caller: str, agent: str) -> list[CallRecord]:
+        """``caller:agent``'s last calls (``calls_per_caller`` at most), oldest first:
+        found in the tick under way's calls taken in so far and the ticks kept, newest
+        first, each tick's looked at in C."""
+        wanted = self.calls_per_caller
+        key = (caller, agent)
+        found: list[list[CallRecord]] = []
+        count = 0
+        for calls in (self._taken, *reversed(self._kept)):
+            if count >= wanted:
+                break
+            mine = list(compress(calls, map(key.__eq__, map(_key, calls))))
+            if mine:
+                found.append(mine)
+                count += len(mine)
+        history = [call for mine in reversed(found) for call in mine]
+        return history[len(history) - wanted :] if count > wanted else history
+
+    def _take_ticks(self) -> None:
+        """The ticks finished since the last read onto the rows, as if each had been
+        taken as it ended: the newest tick's rows show its calls (each row its last),
+        the others none ("—", their last line kept); a row's line is its newest ok
+        call's, its latency its newest admitted call's. The ticks are looked at newest
+        first, and a tick whose every row has found both (the usual tick behind the
+        newest) is passed over in C; a row met for the first time is made, with the
+        rest of its tick's callers, in the order the state took the tick's calls
+        (its planning order, but in a tick with repairs), oldest tick first."""
+        ticks, self._unread = self._unread, []
+        rows = self._by_call
+        # (caller, agent) -> [its newest ok call's line, its newest latency] (None: not
+        # found yet); ``resolved``: both found.
+        found: dict[tuple[str, str], list] = {}
+        resolved: set[tuple[str, str]] = set()
+        done = resolved.__contains__
+        new: list[int] = []  # ticks with a caller met for the first time
+        for index in range(len(ticks) - 1, -1, -1):
+            calls = ticks[index]
+            if all(map(done, map(_key, calls))):
+                continue
+            met = False
+            for call in reversed(calls):
+                key = (call.caller, call.agent)
+                if key in resolved:
+                    continue
+                if not met and key not in rows:
+                    met = True
+                    new.append(index)
+                values = found.get(key)
+                if values is None:
+                    values = found[key] = [None, None]
+                if values[0] is None and call.outcome == "ok":
+                    values[0] = call.text
+                if values[1] is None and call.admitted_at is not None:
+                    values[1] = call.finished_at - call.admitted_at
+                if values[0] is not None and values[1] is not None and key in rows:
+                    resolved.add(key)  # (a row not made yet: its oldest tick is still sought)
+        for index in reversed(new):  # oldest first, each in its planning order
+            for call in ticks[index]:
+                self._row(call.caller, call.agent)
+        dirty = self._dirty.add
+        for key, (line, latency) in found.items():
+            row = rows[key]
+            if line is not None:
+                row.line = line
+            if latency is not None:
+                row.latency = latency
+            dirty(row.key)
+        # The newest tick's rows: each its last call's state.
+        newest: dict[CallerRow, CallRecord] = {rows[call.caller, call.agent]: call for call in ticks[-1]}
+        for row, call in newest.items():
+            if call.outcome == "ok":
+                row.state, row.reason, row.error = "done", None, ""
+            else:
+                row.state, row.reason, row.error = "degraded", call.reason, call.error
+        for row in self._in_tick:
+            if row not in newest:
+                row.state, row.reason, row.error = "—", None, ""
+                dirty(row.key)
+        self._in_tick = list(newest)
 
     # -- the notes ------------------------------------------------------------------------
 
-    def _catch_up(self, *, ended: bool = False) -> None:
-        """Take the calls started since the last catch-up, and those still out at it, into
-        the counts, the rows and the histories, as if each had been taken as it
-        happened. ``ended``: the tick has ended (all its calls with it), so its rows are
-        the rows of its calls.
+    def _catch_up(self) -> None:
+        """Take the ticks finished since the last read onto the rows (``_take_ticks``),
+        then the tick under way's calls started since the last catch-up, and those
+        still out at it, into the counts and the rows, as if each had been taken as it
+        happened.
 
         A call's row takes only its last call ended in the catch-up (its state, line,
         latency), unless a call ended in a way the row says more of (degraded, retried,
         never admitted): those are taken one by one, in order."""
+        if self._unread:
+            self._take_ticks()
         notes, out = self._notes, self._out
-        if self._requests is not None and not ended:  # read while the tick is under way
+        if self._requests is not None:  # read while the tick is under way
             self._show_tick_rows()
         if not notes and not out:
-            if ended:
-                self._end_tick_rows(())
             return
         if out:
             heards = out + notes
@@ -397,36 +546,31 @@ class DashboardState(Instrument):
         notes.clear()
         rows, dirty = self._by_call, self._dirty
         # Each row's last call ended ok, admitted, at the first try (``last``); the rows
-        # of the others, taken one by one (``taken``).
+        # of the others, taken one by one.
         last: dict[CallerRow, CallRecord] = {}
-        taken: list[CallerRow] = []
-        still_out = out.append
+        still_out, taken = out.append, self._taken.append
         for heard in heards:
             record = heard.record
             if record is None:
                 still_out(heard)
                 continue
+            taken(record)
             row = rows[record.caller, record.agent]
-            row.calls.append(record)
             if record.outcome == "ok" and record.attempts == 1 and record.admitted_at is not None:
                 last[row] = record
             else:
                 self._take_call(row, record, last)
-                taken.append(row)
         records = len(heards) - len(out)
         if records:
             self._version += 1
             self._finished += records
             self._calls_total += records
             _done(last.items(), dirty.add)
-            if self.current_tick is not None and not ended:  # the tick under way's p50
-                self._latencies.extend(
-                    heard.record.finished_at - heard.record.admitted_at  # type: ignore[union-attr,operator]
-                    for heard in heards
-                    if heard.record is not None and heard.record.admitted_at is not None
-                )
-        if ended:
-            self._end_tick_rows((*last, *taken))
+            self._latencies.extend(
+                heard.record.finished_at - heard.record.admitted_at  # type: ignore[union-attr,operator]
+                for heard in heards
+                if heard.record is not None and heard.record.admitted_at is not None
+            )
         self._take_calls_out()
 
     def _take_call(self, row: CallerRow, record: CallRecord, last: dict[CallerRow, CallRecord]) -> None:
@@ -436,37 +580,25 @@ class DashboardState(Instrument):
         if earlier is not None:  # its line and latency stay, under this call's state
             _done(((row, earlier),), self._dirty.add)
         self._dirty.add(row.key)
+        self._count_call(record)
         if record.outcome == "ok":
             _done(((row, record),), self._dirty.add)
-            if record.attempts > 1:
-                self._rejections.count((record,))
             return
         if record.admitted_at is not None:
             row.latency = record.finished_at - record.admitted_at
         row.state, row.reason, row.error = "degraded", record.reason, record.error
-        reason = record.reason or "provider_error"
-        _count(self._degradations_tick, record.caller, reason)
-        _count(self._degradations_total, record.caller, reason)
-        self._degraded_total += 1
-        self._degraded_in_tick += 1
-        # Counted as the call ends, not as its tick does: the gate panel's rejections
-        # grow with the degraded panel's platform_rejected.
-        self._rejections.count((record,))
 
-    def _end_tick_rows(self, rows: Iterable[CallerRow]) -> None:
-        """At the end of a tick no read saw under way: its rows are ``rows``, those its
-        calls ended on; the tick before's others now show none ("—", dimmed, their last
-        line kept), as they would have from the tick's start."""
-        if self._requests is None:
-            return
-        self._requests = None
-        current = set(rows)
-        previous, self._in_tick = self._in_tick, list(current)
-        dirty = self._dirty
-        for row in previous:
-            if row not in current:
-                row.state, row.reason, row.error = "—", None, ""
-                dirty.add(row.key)
+    def _count_call(self, record: CallRecord) -> None:
+        """A call that ended degraded or retried into the counts: degradations, the
+        tick's too, and rejections (counted as the call ends, not as its tick does: the
+        gate panel's rejections grow with the degraded panel's platform_rejected)."""
+        if record.outcome != "ok":
+            reason = record.reason or "provider_error"
+            _count(self._degradations_tick, record.caller, reason)
+            _count(self._degradations_total, record.caller, reason)
+            self._degraded_total += 1
+            self._degraded_in_tick += 1
+        self._rejections.count((record,))
 
     def _take_calls_out(self) -> None:
         """Rows with a call out show it queued or running (a retry's row included),
@@ -567,7 +699,7 @@ class DashboardState(Instrument):
     def _row(self, caller: str, agent: str) -> CallerRow:
         row = self._by_call.get((caller, agent))
         if row is None:
-            row = CallerRow(str(caller), agent, self._names.get(agent, agent), calls=deque(maxlen=self.calls_per_caller))
+            row = CallerRow(str(caller), agent, self._names.get(agent, agent), history=partial(self._calls_of, caller, agent))
             self._label(row)
             self._rows[row.key] = self._by_call[caller, agent] = row
             self._dirty.add(row.key)
@@ -617,6 +749,12 @@ def _done(ended: Iterable[tuple[CallerRow, CallRecord]], changed: Callable[[str]
 
 #: A story entry's fallback ("" when it is not a degraded turn).
 _fallback = attrgetter("fallback")
+
+#: A call's record, from its ``Heard``; a record's outcome, tries, and row.
+_record = attrgetter("record")
+_outcome = attrgetter("outcome")
+_attempts = attrgetter("attempts")
+_key = attrgetter("caller", "agent")
 
 
 def _itself(entry: StoryEntry) -> StoryEntry:
