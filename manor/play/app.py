@@ -69,10 +69,12 @@ REFRESH_HZ = 10
 #: The most of a busy engine's time the dashboard takes: frames are spaced to keep it,
 #: but never more than ``FRAME_SPACING_MAX_S`` apart. A frame costs the engine more
 #: than the time it held it up — its small host callbacks, the collector's passes over
-#: what it made, the engine's data out of the caches: 1.5 times that or more — so 4%
-#: held is 6-8% of its speed: one to two frames a second flat out at 120×40. (2% drew
-#: half as many frames for no gain the play suite could tell from its noise.)
-FRAME_BUDGET = 0.04
+#: what it made, the engine's data out of the caches: 1.5 times that or more — so 2%
+#: held is 3-4% of its speed, and flat out at 120×40 the spacing's floor sets the pace:
+#: a frame a second. (4% drew two frames a second, for 3% of the engine's speed:
+#: benchmarks/notes/dashboard.md.) A key still redraws at once, and an engine that
+#: waits (``manor play``'s own pace) draws ten frames a second at no cost to it.
+FRAME_BUDGET = 0.02
 #: The collector's young threshold while the dashboard runs: ten times CPython's, so
 #: that what a frame makes and the next one frees is not walked by a young pass and
 #: promoted to be walked again (manor/tick/gc_pause.py).
