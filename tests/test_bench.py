@@ -92,6 +92,8 @@ class TestSmoke:
             "the scene", "scene reading_of_the_will", "scene tea_party", "scene werewolf_village",
             "10 characters", "20 characters", "50 characters",
         ]  # fmt: skip
+        # Against longest-first on the true means: at the same points, as a share of its efficiency.
+        assert [point["at"] for point in sched["versus_mean"]] == [point["at"] for point in sched["versus_fifo"]]
         assert sched["prediction"]["predictor"]["calls"] == sched["prediction"]["mean"]["calls"] > 0
         assert sched["gap"]["prediction"] == pytest.approx(sched["gap"]["scatter"] + sched["gap"]["estimation"], abs=2e-4)
         assert sched["legacy"]["calls"] > 0
@@ -128,7 +130,7 @@ class TestSmoke:
         assert play["ratio"] == pytest.approx(play["dashboard_calls_per_s"] / play["headless_calls_per_s"], rel=1e-2)
         assert play["calls"] == play["ticks"] * play["calls_per_tick"] >= 1_500
         names = [target["target"] for target in result["targets"]]
-        assert "scheduling.longest_first.efficiency" in names and "overhead.ratio_vs_trio" in names
+        assert "scheduling.default - longest_first_mean efficiency, worst" in names and "overhead.ratio_vs_trio" in names
         assert "fastforward.ratio_vs_trio" in names and "fastforward.same_records" in names
         assert "play.ratio" in names
 
@@ -180,6 +182,8 @@ class TestSchedulingFigures:
         assert sched["prediction"]["predictor"]["mean_abs_error_s"] == 0.0
         assert sched["gap"] == {"prediction": 0.0, "scatter": 0.0, "estimation": 0.0, "schedule": pytest.approx(0.1)}
         assert sched["versus_fifo"][0] == {"at": "the scene", "margin": pytest.approx(0.15), "margin_se": 0.0}
+        # Fixed latencies: the predictor learns the true means, so it orders as they do.
+        assert sched["versus_mean"][0] == {"at": "the scene", "margin": 0.0, "margin_se": 0.0}
         # Gate 1 runs the calls one after another: the bound, exactly.
         first = sched["gate_sweep"][0]
         assert first["gate_size"] == 1
@@ -246,9 +250,10 @@ class TestTargets:
         result: dict[str, Any] = {
             "scheduling": {
                 "setup": {"order": "longest-first"},
-                "pipeline": {"efficiency": 0.96}, "longest_first": {"efficiency": 0.96}, "longest_first_actual": {"efficiency": 0.97},
+                "pipeline": {"efficiency": 0.91}, "longest_first": {"efficiency": 0.91}, "longest_first_actual": {"efficiency": 0.97},
                 "gap": {"prediction": 0.01, "scatter": 0.008, "estimation": 0.002, "schedule": 0.03},
                 "versus_fifo": [{"at": "the scene", "margin": 0.1, "margin_se": 0.01}, {"at": "scene tea_party", "margin": 0.004, "margin_se": 0.002}],
+                "versus_mean": [{"at": "the scene", "margin": 0.0, "margin_se": 0.001}, {"at": "20 characters", "margin": -0.004, "margin_se": 0.002}],
                 "speedup": 1.2, "speedup_fifo": 1.1,
             },
             "overhead": {**self.bounded, "ratio_vs_trio": 0.6, "ratio_vs_aiometer": 1.5},
@@ -264,10 +269,10 @@ class TestTargets:
             "bare trio with the same two bounds runs at 0.500; manor / that: 1.200; manor without the bounds / bare trio: 0.700"
         )
         assert notes["scheduling.default - fifo efficiency, worst"] == "at scene tea_party"
+        assert notes["scheduling.default - longest_first_mean efficiency, worst"] == "at 20 characters"
         assert met == {
-            "scheduling.pipeline.efficiency": True,
-            "scheduling.longest_first.efficiency": True,
             "scheduling.longest_first_actual.efficiency": True,
+            "scheduling.default - longest_first_mean efficiency, worst": True,
             "scheduling.default - fifo efficiency, worst": True,
             "scheduling.speedup": False,
             "overhead.ratio_vs_trio": True,
@@ -312,6 +317,24 @@ class TestTargets:
         result["scheduling"]["versus_fifo"] = [{"at": "scene tea_party", "margin": margin, "margin_se": error}]
         [judged] = [t for t in evaluate_targets(result) if t["target"] == "scheduling.default - fifo efficiency, worst"]
         assert judged["met"] is met and judged["note"].startswith("at scene tea_party")
+
+    @pytest.mark.parametrize(
+        ("margin", "error", "met"),
+        [(-0.005, 0.01, True), (-0.008, 0.002, None), (-0.008, None, None), (-0.02, 0.004, False)],
+    )
+    def test_the_default_within_half_a_percent_of_longest_first_on_the_true_means(
+        self, margin: float, error: float | None, met: bool | None
+    ) -> None:
+        """The issue's standard: the default order within 0.5 % of longest-first handed
+        the agents' true means, at every point; further below by more than two standard
+        errors is missed, by less it cannot be told from the luck of the draws. The
+        default's own efficiency (0.91 here) is a figure, no longer a target."""
+        result = self.result()
+        result["scheduling"]["versus_mean"] = [{"at": "the scene", "margin": 0.002, "margin_se": 0.001}, {"at": "10 characters", "margin": margin, "margin_se": error}]
+        judged = {t["target"]: t for t in evaluate_targets(result)}
+        mean = judged["scheduling.default - longest_first_mean efficiency, worst"]
+        assert (mean["goal"], mean["met"]) == (">= -0.005", met) and mean["note"].startswith("at 10 characters")
+        assert "scheduling.pipeline.efficiency" not in judged and "scheduling.longest_first.efficiency" not in judged
 
     def test_not_measured_is_neither_met_nor_missed(self) -> None:
         result = self.result(
@@ -452,8 +475,11 @@ class TestAtEightyColumns:
         assert max(len(line) for line in out.splitlines()) <= 80
         assert "…" not in out and "((" not in out and "))" not in out
         folded = "".join(line.split("│")[1].strip() for line in out[out.index("\ntargets"):].splitlines() if line.startswith("│"))
-        for name in ("scheduling.pipeline.efficiency", "scheduling.longest_first.efficiency", "scheduling.longest_first_actual.efficiency"):
-            assert name in folded
+        for name in (
+            "scheduling.longest_first_actual.efficiency", "scheduling.default - longest_first_mean efficiency, worst",
+            "scheduling.default - fifo efficiency, worst",
+        ):  # fmt: skip
+            assert name.replace(" ", "") in folded.replace(" ", "")  # (a name may wrap where it has a space)
 
     def test_quick_is_described_as_it_is(self, capsys: pytest.CaptureFixture[str]) -> None:
         """It took 39 s on two busy cores (benchmarks/notes/bench-quick-duration.md), 81 s in the issue."""

@@ -314,11 +314,12 @@ def run(context: BenchContext) -> dict[str, Any]:
         *((f"scene {name}", {"run.scene": name}) for name in bundled_scenes()),
         *((f"{characters} characters", {"run.agents": characters}) for characters in CAST_SIZES),
     ]
-    result["versus_fifo"], seen = [], set()
+    result["versus_fifo"], result["versus_mean"], seen = [], [], set()
     for where, overrides in points:  # a run named twice (the scene is a shipped one) once
         if (key := runs.key("pipeline", overrides)) not in seen:
             seen.add(key)
-            result["versus_fifo"].append(_versus_fifo(runs, where, overrides))
+            result["versus_fifo"].append(_versus(runs, where, overrides, "fifo"))
+            result["versus_mean"].append(_versus(runs, where, overrides, MEAN, relative=True))
     headline = runs.run(VARIANTS["pipeline"])
     settings = config.settings
     result["setup"] = {
@@ -341,13 +342,20 @@ def run(context: BenchContext) -> dict[str, Any]:
     return result
 
 
-def _versus_fifo(runs: _Runs, where: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """The default order's efficiency minus fifo's, draw by draw (the draws are paired),
-    and the standard error of that mean difference (``None`` from one draw)."""
-    default, fifo = runs.variant("pipeline", overrides).ratios, runs.variant("fifo", overrides).ratios
-    differences = [ours - theirs for ours, theirs in zip(default, fifo, strict=True)]
+def _versus(runs: _Runs, where: str, overrides: Mapping[str, Any], other: str, *, relative: bool = False) -> dict[str, Any]:
+    """The default order's efficiency minus ``other``'s (a variant: fifo, or longest-first
+    on the agents' true means), draw by draw (the draws are paired), and the standard
+    error of that mean difference (``None`` from one draw); ``relative``: both as a
+    share of ``other``'s mean efficiency."""
+    default, baseline = runs.variant("pipeline", overrides).ratios, runs.variant(other, overrides).ratios
+    differences = [ours - theirs for ours, theirs in zip(default, baseline, strict=True)]
     error = stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else None
-    return {"at": where, "margin": round(fmean(differences), 4), "margin_se": None if error is None else round(error, 4)}
+    scale = fmean(baseline) if relative else 1.0
+    return {
+        "at": where,
+        "margin": round(fmean(differences) / scale, 4),
+        "margin_se": None if error is None else round(error / scale, 4),
+    }
 
 
 def _speedup(slow: Mapping[str, float], fast: Mapping[str, float]) -> float:
