@@ -44,6 +44,7 @@ from manor.admission.redis_gate import RedisGate
 from manor.cli import main
 from manor.errors import SaveError
 from manor.play.stop_signals import StopSignals
+from manor.play.terminal import PUT_BACK
 from manor.run.interrupts import unawaited_coroutines_held
 from manor.saves import SaveWriter, read_save
 from manor.tick.statistics import RunStatistics
@@ -80,6 +81,11 @@ def _wait_until(process: subprocess.Popen[str], ready: Callable[[], bool]) -> No
             pytest.fail(f"the process ended before it was signalled: {process.communicate()[1]}")
         assert time.monotonic() < deadline, "the process never got under way"
         time.sleep(0.02)
+
+
+def _state(pid: int) -> str:
+    """The process's state as Linux says it (R running, S sleeping, T stopped...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
 
 def _stop(process: subprocess.Popen[str], signum: int) -> str:
@@ -363,6 +369,33 @@ class TestPlayWithoutItsTerminal:
         assert _verifies(save, capsys)
 
     @pytest.mark.slow(2.5)
+    def test_a_second_signal_puts_the_terminal_back_before_it_ends(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """SIGTERM, then SIGINT before it has quit: the process ends at once, without its
+        loop — and so without Textual's way out. It puts the terminal back itself: its
+        modes as they were (echo, lines), the dashboard's screen left before the last
+        line, which is then on the user's own screen."""
+        save = tmp_path / "p.msav"
+        with _Dashboard(tmp_path, save) as dashboard:
+            assert dashboard.terminal is not None
+            before = termios.tcgetattr(dashboard.terminal)
+            _wait_until(dashboard.process, lambda: _ticks(save) >= 2)
+            assert termios.tcgetattr(dashboard.terminal)[3] & termios.ECHO == 0  # Textual's raw mode
+            # Both pending as it goes on (stopped meanwhile), so that it cannot have quit
+            # between them; whichever it takes second ends it.
+            dashboard.process.send_signal(signal.SIGSTOP)
+            _wait_until(dashboard.process, lambda: _state(dashboard.process.pid) == "T")
+            dashboard.process.send_signal(signal.SIGTERM)
+            dashboard.process.send_signal(signal.SIGINT)
+            dashboard.process.send_signal(signal.SIGCONT)
+            err = dashboard.ended()
+            after = termios.tcgetattr(dashboard.terminal)
+        second = {130: "interrupted", 143: "terminated"}[dashboard.process.returncode]
+        assert after[3] == before[3] and after[3] & termios.ECHO and after[3] & termios.ICANON
+        screen, _, line = err.rpartition(PUT_BACK.decode())
+        assert screen and line == f"manor: {second} again; stopped without cleaning up\n"
+        assert _verifies(save, capsys)
+
+    @pytest.mark.slow(2.5)
     def test_its_output_gone_ends_it_as_a_hang_up(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """As when the test that started it was killed: both ends closed. No line can be
         read; the status and the save say it all."""
@@ -391,6 +424,10 @@ class TestPlayWithoutItsTerminal:
         assert _verifies(save, capsys)
 
 
+#: What ``TestStopSignals`` notes of a call of its ``put_back``.
+_PUT_BACK_CALLED = ("the terminal put back", 0)
+
+
 class TestStopSignals:
     """The dashboard's handlers (in this process, on an asyncio loop): the first signal
     asks the loop to quit; the same again at once changes nothing; another ends the
@@ -409,7 +446,7 @@ class TestStopSignals:
         quits: list[int] = []
 
         async def main() -> None:
-            stops = StopSignals(quits.append, lambda: "after 3 ticks", watch=watch)
+            stops = StopSignals(quits.append, lambda: "after 3 ticks", watch=watch, put_back=lambda: ended.append(_PUT_BACK_CALLED))
             stops.take()
             try:
                 for signum in signums:
@@ -430,12 +467,13 @@ class TestStopSignals:
         assert self._run(monkeypatch, 0.0, signal.SIGHUP, signal.SIGHUP) == ([signal.SIGHUP], [])
 
     def test_another_signal_ends_the_process_at_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The terminal put back first: else the shell is left on the dashboard's screen."""
         line = "manor: interrupted again; stopped without cleaning up"
-        assert self._run(monkeypatch, 0.0, signal.SIGTERM, signal.SIGINT) == ([signal.SIGTERM], [(line, 130)])
+        assert self._run(monkeypatch, 0.0, signal.SIGTERM, signal.SIGINT) == ([signal.SIGTERM], [_PUT_BACK_CALLED, (line, 130)])
 
     def test_a_loop_that_cannot_quit_is_ended_without_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
         line = "manor: terminated after 3 ticks (the dashboard was stuck: stopped without cleaning up)"
-        assert self._run(monkeypatch, 1.5, signal.SIGTERM)[1] == [(line, 143)]
+        assert self._run(monkeypatch, 1.5, signal.SIGTERM)[1] == [_PUT_BACK_CALLED, (line, 143)]
 
     def test_a_loop_still_quitting_is_left_to_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """It answers: its cleanup is under way (a remote run being cancelled)."""

@@ -365,8 +365,14 @@ class PlayApp(App[None]):
         Taken with Python's handlers, so that a loop stuck in a frame does not lose them
         (``StopSignals``); in a terminal's process (not a test's), one that has not ended
         a few seconds after the signal is ended without the loop."""
-        self._stop_signals = StopSignals(self._quit_on_signal, self.stopped_after, watch=not self.is_headless)
+        self._stop_signals = StopSignals(self._quit_on_signal, self.stopped_after, watch=not self.is_headless, put_back=self._put_terminal_back)
         self._stop_signals.take()
+
+    def _put_terminal_back(self) -> None:
+        """The terminal as it was, for a process ended without the loop (none in a test's)."""
+        driver = self._driver
+        if isinstance(driver, TerminalDriver):
+            driver.put_back_at_once()
 
     def _quit_on_signal(self, signum: int) -> None:
         if self.stopped_by is None:

@@ -7,8 +7,8 @@ main thread whatever it waits on (a lock's wait is interrupted for them), so the
 dashboard takes the signals with those: the first asks the loop to quit
 (``call_soon_threadsafe``), and if the process has not ended ``STUCK_AFTER_S`` later
 and its loop does not answer within ``ANSWER_S``, it is ended without the loop
-(``interrupts.end_process``): one line, 128 + the signal, the save holding every tick it
-had written. A loop that answers is quitting (an engine's cleanup — remote runs
+(``interrupts.end_process``): the terminal put back (``put_back``), one line, 128 + the
+signal, the save holding every tick it had written. A loop that answers is quitting (an engine's cleanup — remote runs
 cancelled — may take a while): it is asked again ``STUCK_AFTER_S`` later. A second signal ends it at once, unless it is
 the first sent again (``interrupts.REPEAT_GRACE_S``), as for the other commands.
 """
@@ -52,11 +52,14 @@ class StopSignals:
         watch: end the process if it has not ended ``STUCK_AFTER_S`` after the first
             signal and its loop is stuck (only where the dashboard owns the process,
             not in a test's).
+        put_back: called, from any thread, just before the process is ended without
+            the loop: the terminal as it was before the dashboard.
     """
 
     quit: Callable[[int], None]
     after: Callable[[], str]
     watch: bool
+    put_back: Callable[[], None]
     _loop: asyncio.AbstractEventLoop | None = attrs.field(init=False, default=None)
     _previous: dict[int, Any] = attrs.field(init=False, factory=dict)
     _first: tuple[int, float] | None = attrs.field(init=False, default=None)
@@ -95,6 +98,7 @@ class StopSignals:
                 self._arm(signum)
             return
         if not interrupts.repeated(signum, *self._first):
+            self.put_back()
             interrupts.exit_now(signum)
 
     def _arm(self, signum: int) -> None:
@@ -119,4 +123,5 @@ class StopSignals:
     def _end(self, signum: int) -> None:
         stopped = interrupts.Interrupted(signum, self.after())
         line = f"{stopped.line()} (the dashboard was stuck: stopped without cleaning up)"
+        self.put_back()
         interrupts.end_process(line, stopped.exit_status)

@@ -9,24 +9,38 @@ in that loop; and its input thread spins, reading nothing from a terminal that h
 
 ``TerminalDriver`` drops what cannot be written (the writer thread lives, the loop never
 waits on it) and looks for a hang-up of its input once a second; either way it posts
-``TerminalLost`` to the app once, which quits as on SIGHUP.
+``TerminalLost`` to the app once, which quits as on SIGHUP. And a process ended without
+its loop (``StopSignals``: a second signal, a stuck loop) puts the terminal back first
+(``put_back_at_once``), where Textual's own way out would have run in the loop: else the
+user's shell is left on the dashboard's screen, its keys not echoed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import select
+import termios
 from collections.abc import Callable
 from typing import IO, Any
 
 from textual.drivers.linux_driver import LinuxDriver
 
+from ..run import interrupts
 from .messages import TerminalLost
 
-__all__ = ["HANGUP_CHECK_S", "TerminalDriver"]
+__all__ = ["HANGUP_CHECK_S", "PUT_BACK", "TerminalDriver"]
 
 #: Seconds between two looks for a hang-up of the terminal's input.
 HANGUP_CHECK_S = 1.0
+
+#: What Textual's way out writes to put the terminal back (``LinuxDriver``'s
+#: ``stop_application_mode`` and what it calls), in one write: mouse reports, bracketed
+#: paste, resize reports, the Kitty keyboard protocol and focus reports off, line wrap
+#: on, the alternate screen left, the cursor shown.
+PUT_BACK = (
+    b"\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?2004l\x1b[?2048l\x1b[?7h"
+    b"\x1b[<u\x1b[?1049l\x1b[?25h\x1b[?1004l"
+)
 
 
 class TerminalDriver(LinuxDriver):
@@ -53,6 +67,19 @@ class TerminalDriver(LinuxDriver):
             self._hangup_check.cancel()
             self._hangup_check = None
         super().stop_application_mode()
+
+    def put_back_at_once(self) -> None:
+        """The terminal as the dashboard found it — its modes (echo, lines), and the
+        screen it had — from any thread, waiting on nothing: for a process about to end
+        without its loop. (A terminal nobody reads loses the screen's part, as it
+        would lose anything else.)"""
+        if self.attrs_before is not None:
+            try:
+                termios.tcsetattr(self.fileno, termios.TCSANOW, self.attrs_before)
+            except termios.error:
+                pass
+        assert self._file is not None
+        interrupts.write_without_waiting(self._file.fileno(), PUT_BACK)
 
     def _check_hangup(self) -> None:
         poll = select.poll()

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REPEAT_GRACE_S", "SIGNALS", "Interrupted", "Kept", "end_process", "exit_now", "exit_status", "held", "listened", "lost_interrupts_kept", "ran", "repeated", "run", "signal_received", "sigterm_as_interrupt",
     "stopped_as_interrupted",
-    "unawaited_coroutines_held",
+    "unawaited_coroutines_held", "write_without_waiting",
 ]  # fmt: skip
 
 
@@ -268,12 +268,13 @@ def end_process(line: str, status: int) -> NoReturn:
     Ctrl-S) loses the line, not the exit. What a save had written stays, as after
     ``kill -9``: each tick is flushed as it ends."""
     try:
-        _write_without_waiting(2, f"{line}\n".encode())  # the process's stderr, not a test's capture
+        write_without_waiting(2, f"{line}\n".encode())  # the process's stderr, not a test's capture
     finally:
         os._exit(status)
 
 
-def _write_without_waiting(fd: int, data: bytes) -> None:
+def write_without_waiting(fd: int, data: bytes) -> None:
+    """``data`` to ``fd`` if it can be written at once; else (full, or gone) nothing."""
     try:
         blocking = os.get_blocking(fd)
     except OSError:
