@@ -32,6 +32,7 @@ from manor import (
     SimProvider,
     Stack,
 )
+from manor.admission import gate as gate_module
 from manor.worlds.manor import CallerKind
 
 Record = list[tuple[str, str, float]]
@@ -670,6 +671,45 @@ async def test_the_gate_times_its_waits_itself_and_its_timekeeper_ends_with_them
     assert trio.lowlevel.current_statistics().tasks_living == living + 1
     assert trio.lowlevel.current_statistics().seconds_to_next_deadline == math.inf
     held.release()
+
+
+@pytest.mark.trio
+async def test_the_timekeeper_keeps_no_waits_that_are_over_while_others_go_on(autojump_clock: trio.testing.MockClock) -> None:
+    """While some wait is always watched (a fleet's: ``_rest`` never clears), the
+    timekeeper's heap leaves out the waits that are over rather than keep every waiter
+    admitted since; a wait watched all along still times out at its deadline, and the
+    calls admitted meanwhile at theirs."""
+    gate = Gate(size=1)
+    held = await gate.acquire()
+    tickets = gate.issue(301)
+    timed_out: list[float] = []
+    admitted: list[float] = []
+
+    async def last() -> None:  # behind every other ticket: watched until it times out
+        try:
+            await gate.acquire(tickets[-1], timeout=100)
+        except GateTimeout:
+            timed_out.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(last)
+        for ticket in tickets[:-1]:
+            permits: list[Permit] = []
+
+            async def take(ticket: int = ticket, permits: list[Permit] = permits) -> None:
+                permits.append(await gate.acquire(ticket, timeout=50))
+
+            nursery.start_soon(take)
+            await trio.testing.wait_all_tasks_blocked()  # parked, watched by the timekeeper
+            await trio.sleep(0.25)
+            held.release()
+            await trio.testing.wait_all_tasks_blocked()
+            (held,) = permits
+            admitted.append(held.admitted_at)
+            assert len(gate._watched) <= 2 * 2 + gate_module._WATCH_SLACK  # two waits watched at most
+    held.release()
+    assert admitted == [0.25 * (index + 1) for index in range(300)]
+    assert timed_out == [100.0]
 
 
 @pytest.mark.trio

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import unittest.mock
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from hypothesis import given, settings
 from strategies import GRID, CallSpec, GateScenario, gate_scenarios
 
 from manor import Gate, GateTimeout, ProviderError
+from manor.admission import gate as gate_module
 
 if TYPE_CHECKING:
     from conftest import GateOperations
@@ -462,6 +464,16 @@ def test_bucketed_gate_follows_its_rules_and_refunds_exactly(scenario: GateScena
 def test_resized_gate_admits_only_below_its_current_size(scenario: GateScenario, gate_operations: GateOperations) -> None:
     """Resizing while running: growing admits at once, shrinking waits for calls to finish."""
     check(scenario, *run_scenario(scenario, gate_operations))
+
+
+@settings(max_examples=150)
+@given(scenario=gate_scenarios(bucket=False))
+def test_a_timekeeper_that_leaves_out_every_wait_over_at_once_follows_the_rules(scenario: GateScenario, gate_operations: GateOperations) -> None:
+    """The timekeeper's heap left out of the waits that are over at every wait watched
+    (``Gate._compact_watched``; a gate does it once they outnumber the waits watched):
+    timeouts still exactly at their deadlines, and every other rule as before."""
+    with unittest.mock.patch.object(gate_module, "_WATCH_SLACK", -(2**31)):
+        check(scenario, *run_scenario(scenario, gate_operations))
 
 
 # -- the model catches what it should --------------------------------------------

@@ -50,6 +50,10 @@ _ADMITTED = 3
 # Refill arithmetic in floating point can land a hair below a whole token.
 _EPSILON = 1e-9
 
+# Watched waits that are over, beyond as many as are watched, before the timekeeper's
+# heap leaves them out (``Gate._compact_watched``).
+_WATCH_SLACK = 64
+
 
 @attrs.frozen
 class GateStatistics:
@@ -635,13 +639,29 @@ class Gate(TicketBook[_Waiter]):
 
     def _watch(self, waiter: _Waiter) -> None:
         """Have the timekeeper wake ``waiter`` at its deadline (starting it if need be)."""
-        heapq.heappush(self._watched, (waiter.deadline, waiter.ticket, waiter))
+        watched = self._watched
+        heapq.heappush(watched, (waiter.deadline, waiter.ticket, waiter))
         self._watching += 1
+        if len(watched) > 2 * self._watching + _WATCH_SLACK:
+            self._compact_watched()
         if not self._keeping:
             self._keeping = True
             trio.lowlevel.spawn_system_task(self._keep_time, name="manor: the gate's timekeeper")
         elif self._timer is not None and waiter.deadline < self._timer_at:
             self._timer.deadline = self._timer_at = waiter.deadline
+
+    def _compact_watched(self) -> None:
+        """Leave out the watched waits that are over. They leave only as they come to the
+        top (``_next_deadline``), and a wait's deadline is a tick's: in a fleet some wait
+        is always watched (``_rest`` never clears), and the heap kept ten entries over for
+        each wait, each a waiter admitted long ago: 12,900 at 256 worlds, memory the
+        collector walks and new objects are placed among. An entry whose waiter is not
+        parked now is one ``_next_deadline`` would pop and ``_expire_watched`` would wake
+        for nothing: a waiter parks again on the timekeeper only with a new entry
+        (``_watch``), so dropping it changes no wake-up. Done when they are as many as
+        the waits again, its cost is a push's."""
+        self._watched = watched = [entry for entry in self._watched if entry[2].task is not None]
+        heapq.heapify(watched)
 
     def _unwatch(self) -> None:
         """A watched wait is over (admitted, timed out, cancelled); with the last, the
