@@ -141,7 +141,10 @@ class LaneIndex:
         elif entry.suspect:
             self._move(entry, start)
             return
-        else:  # out of its bucket, into the suspects at its new place
+        else:
+            # Out of its bucket, into the suspects at its new place: ``suspect`` then
+            # ``_move`` in one, where the two in turn would put it in the suspects and
+            # take it out again (a bisection each, at every admission in a fleet).
             _discard(self._bucket(entry), entry.at)
             if entry.start != start:
                 _discard(self._order, entry.at)
